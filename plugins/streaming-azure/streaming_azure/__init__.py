@@ -1,0 +1,1 @@
+"""Azure Blob Storage and Data Lake storage for streaming-core."""

@@ -1,0 +1,3 @@
+"""Hook implementations of streaming-azure: storage azure, azure-dl."""
+
+from __future__ import annotations

@@ -1,0 +1,1 @@
+"""zstd, lz4, brotli and snappy compression for streaming-core."""

@@ -1,0 +1,1 @@
+"""The CSV, TSV and XSV shard formats for streaming-core."""

@@ -1,0 +1,1 @@
+"""Google Cloud Storage for streaming-core."""

@@ -1,0 +1,1 @@
+"""The JSON-lines shard format for streaming-core."""

@@ -1,0 +1,3 @@
+"""Hook implementations of streaming-jsonl: shard format json."""
+
+from __future__ import annotations

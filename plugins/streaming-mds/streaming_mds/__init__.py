@@ -1,0 +1,1 @@
+"""The MDS shard format and its column encodings for streaming-core."""

@@ -1,0 +1,1 @@
+"""Oracle Cloud Infrastructure Object Storage for streaming-core."""

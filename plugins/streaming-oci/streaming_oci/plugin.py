@@ -1,0 +1,3 @@
+"""Hook implementations of streaming-oci: storage oci."""
+
+from __future__ import annotations

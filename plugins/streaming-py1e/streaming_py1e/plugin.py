@@ -1,0 +1,3 @@
+"""Hook implementations of streaming-py1e: shuffles."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Hook implementations of streaming-s3: storage s3."""
+
+from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Builtin plugins, registered through the same path as third-party plugins."""

@@ -1,0 +1,63 @@
+"""Builtin local storage: plain paths and ``file://`` URLs (a shared filesystem such as NFS works the same)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from streaming_core.errors import RemoteNotFoundError
+from streaming_core.hookspecs import hookimpl
+from streaming_core.registry import RegistryView
+from streaming_core.storage import local_path, temp_name
+
+
+class LocalBackend:
+    """Copies files between local paths. ``options`` are accepted and ignored."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    def download(self, url: str, path: str, *, timeout: float) -> None:
+        """Copy the file at ``url`` to ``path``."""
+        source = local_path(url)
+        if not os.path.isfile(source):
+            raise RemoteNotFoundError(f'Remote object not found: {url}')
+        shutil.copyfile(source, path)
+
+    def upload(self, path: str, url: str, *, timeout: float) -> None:
+        """Copy ``path`` to ``url`` atomically (temporary name, then rename)."""
+        dest = local_path(url)
+        os.makedirs(os.path.dirname(dest) or '.', exist_ok=True)
+        if os.path.abspath(dest) == os.path.abspath(path):
+            return
+        tmp = temp_name(dest)
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, dest)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def exists(self, url: str, *, timeout: float) -> bool:
+        """Whether the file exists."""
+        return os.path.isfile(local_path(url))
+
+    def list(self, url: str, *, timeout: float) -> list[str]:
+        """Every file whose path starts with ``url``, sorted (``file://`` prefixes give ``file://`` URLs)."""
+        prefix = local_path(url)
+        is_file_url = url != prefix
+        root = prefix if os.path.isdir(prefix) else os.path.dirname(prefix) or '.'
+        found = []
+        for dirpath, _, filenames in os.walk(root):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                if full.startswith(prefix):
+                    found.append('file://' + full if is_file_url else full)
+        return sorted(found)
+
+
+@hookimpl
+def register_storage_backends(registry: RegistryView) -> None:
+    """Register ``file`` (also used for plain paths)."""
+    registry.add('file', LocalBackend)

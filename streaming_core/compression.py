@@ -1,0 +1,73 @@
+"""Compression strings (``'zstd'``, ``'zstd:7'``) resolved through the compressor registry."""
+
+from __future__ import annotations
+
+from streaming_core.errors import UnknownNameError
+from streaming_core.interfaces import Compressor
+from streaming_core.registry import get_registry
+
+__all__ = ['parse_compression', 'get_compressor', 'compress', 'decompress', 'is_compression',
+           'get_compression_extension', 'compression_names']
+
+
+def parse_compression(text: str) -> tuple[Compressor, int | None]:
+    """Split ``'family[:level]'`` and validate it exactly as the reference does (``zstd:07`` is invalid).
+
+    Raises:
+        UnknownNameError: the family is not registered (with the install hint).
+        ValueError: ``'<text> is not a supported compression algorithm'`` for a bad level.
+    """
+    if not isinstance(text, str) or not text:
+        raise ValueError(f'{text!r} is not a supported compression algorithm.')
+    family, sep, level_text = text.partition(':')
+    compressor = get_compressor(family)
+    if not sep:
+        return compressor, compressor.default_level
+    levels = list(compressor.levels)
+    if not levels or level_text not in {str(level) for level in levels}:
+        valid = f'levels {levels[0]}..{levels[-1]}' if levels else 'no level'
+        raise ValueError(f'{text} is not a supported compression algorithm: {family} takes {valid}.')
+    return compressor, int(level_text)
+
+
+def get_compressor(family: str) -> Compressor:
+    """The compressor registered for a family name."""
+    return get_registry('compressor').get(family)
+
+
+def is_compression(text: str | None) -> bool:
+    """Whether ``text`` is a valid compression string (``None`` and ``''`` mean no compression and are valid)."""
+    if not text:
+        return True
+    try:
+        parse_compression(text)
+    except (ValueError, UnknownNameError):
+        return False
+    return True
+
+
+def compression_names() -> list[str]:
+    """Every valid compression string: each family and each ``family:level``."""
+    names = []
+    for entry in get_registry('compressor').entries():
+        names.append(entry.name)
+        names.extend(f'{entry.name}:{level}' for level in entry.obj.levels)
+    return names
+
+
+def get_compression_extension(text: str) -> str:
+    """The file extension (the family) of a compression string."""
+    compressor, _ = parse_compression(text)
+    return compressor.extension
+
+
+def compress(text: str, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` with the compression string ``text``."""
+    compressor, level = parse_compression(text)
+    return compressor.compress(data, level)
+
+
+def decompress(text: str, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Decompress ``data`` by the family of ``text``; at most ``max_size`` bytes when given."""
+    family = text.partition(':')[0]
+    return get_compressor(family).decompress(data, max_size)

@@ -1,0 +1,158 @@
+"""Hook specifications: the reference documentation for plugin authors.
+
+A plugin is a module (or object) with functions decorated by :data:`hookimpl`, published through an entry point
+in the group ``streaming_core``::
+
+    # pyproject.toml of your distribution
+    [project.entry-points.streaming_core]
+    my_plugin = "my_package.plugin"
+
+Each hook receives a registry view; call ``registry.add(name, implementation)`` once per name. The name is what
+users write in constructors (``columns={'x': 'my_codec'}``, ``compression='my_comp:3'``,
+``shuffle_algo='my_shuffle'``). Registering a name that another plugin already registered is an error naming
+both plugins unless ``override=True`` is passed. The protocols each implementation satisfies are in
+:mod:`streaming_core.interfaces`.
+
+Every hook is optional: implement only those you need.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from streaming_core.registry import RegistryView
+
+PROJECT = 'streaming_core'
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Decorate your hook implementations with this marker.
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_codecs(registry: RegistryView) -> None:
+    """Register MDS column encodings (codecs).
+
+    Register a *codec factory* per name: a callable that receives the text after the first ``:`` of the
+    column's encoding string (``None`` when there is no colon or nothing after it) and returns a
+    :class:`~streaming_core.interfaces.Codec`. A class whose ``__init__(self, args=None)`` parses its
+    arguments is the usual choice. The encoding string is stored verbatim in ``index.json``, so readers of
+    the dataset need the same plugin installed.
+
+    Example::
+
+        class Rot13:
+            size = None        # variable size
+            unsafe = False
+            def __init__(self, args=None):
+                if args:
+                    raise ValueError('rot13 takes no arguments')
+            def encode(self, obj): return codecs.encode(obj, 'rot13').encode()
+            def decode(self, data): return codecs.decode(bytes(data).decode(), 'rot13')
+
+        @hookimpl
+        def register_codecs(registry):
+            registry.add('rot13', Rot13)
+
+    Then ``MDSWriter(columns={'text': 'rot13'}, ...)`` uses it.
+    """
+
+
+@hookspec
+def register_compressors(registry: RegistryView) -> None:
+    """Register compression families.
+
+    Register one :class:`~streaming_core.interfaces.Compressor` per family name. The family name is also the
+    file extension of compressed shards (``shard.00000.mds.<family>``). Users select ``'<family>'`` or
+    ``'<family>:<level>'``; the level must be one of ``compressor.levels``.
+
+    Example::
+
+        @hookimpl
+        def register_compressors(registry):
+            registry.add('xz', XzCompressor())   # levels = range(0, 10), default_level = 6
+    """
+
+
+@hookspec
+def register_hashes(registry: RegistryView) -> None:
+    """Register hash algorithms for shard integrity.
+
+    Register one :class:`~streaming_core.interfaces.Hasher` per name: a callable taking a bytes-like object and
+    returning the lowercase hex digest. Writers record it under ``hashes`` in ``index.json``; readers check it
+    when ``validate_hash='<name>'``.
+
+    Example::
+
+        @hookimpl
+        def register_hashes(registry):
+            registry.add('crc32', lambda data: format(zlib.crc32(data), '08x'))
+    """
+
+
+@hookspec
+def register_storage_backends(registry: RegistryView) -> None:
+    """Register storage backends by URL scheme.
+
+    Register a *backend factory* per scheme (``'s3'``, ``'gs'``, ``'https'``...): a callable that receives the
+    backend options as keyword arguments (the ``storage_options`` a user gave a ``Stream`` or writer, possibly
+    empty) and returns a :class:`~streaming_core.interfaces.StorageBackend`. Import your SDK lazily, inside the
+    factory or the first request, never at module import. Factories are called once per process and options
+    set; do not keep clients that cannot be pickled on objects that are pickled.
+
+    Example::
+
+        @hookimpl
+        def register_storage_backends(registry):
+            registry.add('myfs', MyFsBackend)     # MyFsBackend(**options)
+    """
+
+
+@hookspec
+def register_shard_formats(registry: RegistryView) -> None:
+    """Register shard formats by the name ``index.json`` uses in each shard entry's ``format`` field.
+
+    Register one :class:`~streaming_core.interfaces.ShardFormat` per name. It validates index entries, opens
+    shards for reading and provides the writer class used by the format's public writer.
+
+    Example::
+
+        @hookimpl
+        def register_shard_formats(registry):
+            registry.add('parquet', ParquetFormat())
+    """
+
+
+@hookspec
+def register_shuffle_algorithms(registry: RegistryView) -> None:
+    """Register shuffle algorithms, selected with ``StreamingDataset(shuffle_algo=<name>)``.
+
+    Register one :class:`~streaming_core.interfaces.ShuffleAlgorithm` per name: a callable
+    ``(shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> permutation`` returning an int64 array that
+    permutes ``0..sum(shard_sizes)-1``. Canonical node ``c`` owns output positions
+    ``[c*N//NCN, (c+1)*N//NCN)``; a good algorithm keeps each node's positions on few shards.
+
+    Example::
+
+        @hookimpl
+        def register_shuffle_algorithms(registry):
+            registry.add('reverse', lambda sizes, ncn, seed, epoch, block: np.arange(sum(sizes))[::-1])
+    """
+
+
+@hookspec
+def register_batching_methods(registry: RegistryView) -> None:
+    """Register batching methods, selected with ``StreamingDataset(batching_method=<name>)``.
+
+    Register one :class:`~streaming_core.interfaces.BatchingMethod` per name: a callable
+    ``(plan: EpochPlanner, world: World, epoch: int, sample_in_epoch: int) -> ndarray`` returning the int64 array
+    of shape ``(nodes, ranks_per_node, workers_per_rank, batches_per_worker, batch_size)`` of sample IDs, ``-1``
+    for padding. :class:`~streaming_core.planning.EpochPlanner` offers the resampling, partitioning and shuffling
+    building blocks.
+
+    Example::
+
+        @hookimpl
+        def register_batching_methods(registry):
+            registry.add('sequential', lambda plan, world, epoch, done: plan.partition(epoch, done, shuffle=False))
+    """

@@ -1,0 +1,185 @@
+"""The protocols plugin implementations satisfy, one per registry kind.
+
+These are structural (``typing.Protocol``): an implementation does not need to inherit from them. See
+:mod:`streaming_core.hookspecs` for how each is registered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from streaming_core.planning import EpochPlanner
+    from streaming_core.world import World
+
+__all__ = ['Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
+           'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod']
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """An MDS column encoding: turns one column value into bytes and back.
+
+    Attributes:
+        size: The fixed encoded size in bytes, or ``None`` when it varies (the MDS sample head then stores the
+            length). Never 0.
+        unsafe: True when decoding can execute code (``pkl``); such columns are refused on read unless the
+            dataset has ``allow_unsafe_types=True``.
+    """
+
+    size: int | None
+    unsafe: bool
+
+    def encode(self, obj: Any) -> bytes:
+        """Encode one value. Raise ``CodecError`` (or ``TypeError``/``ValueError``) for a value it cannot take."""
+        ...
+
+    def decode(self, data: bytes | memoryview) -> Any:
+        """Decode one value from exactly the bytes :meth:`encode` produced."""
+        ...
+
+
+#: What a codec registration is: ``factory(args)`` where ``args`` is the text after the first ``:`` or None.
+CodecFactory = Callable[[str | None], Codec]
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    """A compression family.
+
+    Attributes:
+        extension: The family name, used as the compressed file's extension.
+        levels: The valid levels (empty when the family takes none, like ``snappy``).
+        default_level: The level used for a bare family name (``None`` when there are no levels).
+    """
+
+    extension: str
+    levels: Sequence[int]
+    default_level: int | None
+
+    def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
+        """Compress ``data`` at ``level`` (already validated against :attr:`levels`)."""
+        ...
+
+    def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+        """Decompress ``data``. When ``max_size`` is given, never produce (or allocate) more than ``max_size`` bytes:
+        raise ``ShardCorruptError`` instead, so a hostile file cannot expand without bound."""
+        ...
+
+
+class Hasher(Protocol):
+    """A hash algorithm: ``hasher(data) -> lowercase hex digest`` for a bytes-like object."""
+
+    def __call__(self, data: bytes | memoryview) -> str:
+        """Return the hex digest of ``data``."""
+        ...
+
+
+@runtime_checkable
+class StorageBackend(Protocol):
+    """Access to one URL scheme. One instance per process and option set; it may hold a client.
+
+    Contract: every request honours ``timeout`` (seconds). A missing object raises ``FileNotFoundError`` (or
+    :class:`~streaming_core.errors.RemoteNotFoundError`) naming the URL, and is never retried. Any other
+    exception is treated as transient and retried by the core with backoff and jitter, unless it is a
+    :class:`~streaming_core.errors.PermanentStorageError`. Never put credentials in exception messages.
+    """
+
+    def download(self, url: str, path: str, *, timeout: float) -> None:
+        """Write the object at ``url`` to the local file ``path`` (the core passes a unique temporary name and
+        renames it into place after checking the size)."""
+        ...
+
+    def upload(self, path: str, url: str, *, timeout: float) -> None:
+        """Upload the local file ``path`` to ``url``, overwriting it."""
+        ...
+
+    def exists(self, url: str, *, timeout: float) -> bool:
+        """Whether an object exists at ``url``."""
+        ...
+
+    def list(self, url: str, *, timeout: float) -> list[str]:
+        """The full URLs of the objects whose URL starts with ``url`` (a prefix), sorted."""
+        ...
+
+
+#: What a storage registration is: ``factory(**options) -> StorageBackend``.
+StorageBackendFactory = Callable[..., StorageBackend]
+
+
+class ShardView(Protocol):
+    """An opened, local shard: random access to decoded samples (memory-mapped, no syscall per sample)."""
+
+    def __len__(self) -> int:
+        """The number of samples."""
+        ...
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Decode sample ``index`` (0-based within the shard)."""
+        ...
+
+    def close(self) -> None:
+        """Release the mapping and file handles."""
+        ...
+
+
+class ShardReader(Protocol):
+    """One shard entry of an index: what to fetch and how to open it. Cheap to pickle.
+
+    Attributes:
+        samples: The number of samples.
+        parts: ``(raw FileInfo, zip FileInfo or None)`` per file of the shard (data, then meta for split formats).
+        compression: The compression string of the entry (``'zstd:7'``) or None.
+    """
+
+    samples: int
+    parts: Sequence[tuple[Any, Any]]
+    compression: str | None
+
+    def open(self, paths: Sequence[str]) -> ShardView:
+        """Open the shard from the local raw files (``paths`` follows :attr:`parts`). Raises ``ShardCorruptError``
+        naming the file when its header disagrees with the entry."""
+        ...
+
+
+@runtime_checkable
+class ShardFormat(Protocol):
+    """A shard format, registered under the ``format`` name that index entries carry."""
+
+    name: str
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False) -> ShardReader:
+        """Validate one index entry (exact key set and types) and return its reader. Raises
+        ``IndexFormatError`` for a malformed entry and ``UnsafeTypeError`` for refused column types."""
+        ...
+
+
+class ShuffleAlgorithm(Protocol):
+    """``shuffle(shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> int64 permutation``.
+
+    ``shard_sizes`` are the epoch's shuffle units (resampled shards) in (stream, shard, repeat) order. Position
+    ``i`` of the result is the (big) sample ID read at canonical position ``i``; canonical node ``c`` owns
+    positions ``[c*N//NCN, (c+1)*N//NCN)``.
+
+    An algorithm that can compute one canonical node's share on its own may also provide
+    ``node_share(shard_sizes, num_canonical_nodes, seed, epoch, block_size, node) -> int64 array`` (the slice of the
+    permutation for that node's positions); planning then costs a physical node only what it reads.
+    """
+
+    def __call__(self, shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,
+                 block_size: int) -> NDArray[np.int64]:
+        """Return the permutation."""
+        ...
+
+
+class BatchingMethod(Protocol):
+    """``method(planner, world, epoch, sample_in_epoch) -> (nodes, ranks, workers, batches, batch_size)`` int64 array
+    of sample IDs (``-1`` for padding) for the whole parallel world."""
+
+    def __call__(self, planner: 'EpochPlanner', world: 'World', epoch: int,
+                 sample_in_epoch: int) -> NDArray[np.int64]:
+        """Return the epoch's partition."""
+        ...

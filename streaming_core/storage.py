@@ -1,0 +1,222 @@
+"""Storage access through the backend registry: scheme dispatch, retries, atomic downloads, verified uploads."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from typing import Any, Callable, Mapping, TypeVar
+from urllib.parse import urlparse
+
+from streaming_core.errors import (HashMismatchError, PermanentStorageError, RemoteNotFoundError, StorageError,
+                                   TruncatedDownloadError, UploadError)
+from streaming_core.interfaces import StorageBackend
+from streaming_core.registry import get_registry
+from streaming_core.util import backoff_delays, redact_url
+
+__all__ = ['url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file', 'upload_file',
+           'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name']
+
+logger = logging.getLogger('streaming_core.storage')
+
+T = TypeVar('T')
+
+_backends: dict[tuple[int, str, tuple[tuple[str, Any], ...]], StorageBackend] = {}
+_backends_lock = threading.Lock()
+
+
+def url_scheme(url: str) -> str:
+    """The URL scheme of ``url``, lowercased; ``''`` for a plain local path."""
+    if not isinstance(url, str):
+        raise TypeError(f'Expected a path or URL string, got {type(url).__name__}.')
+    if '://' not in url:
+        return ''
+    return urlparse(url).scheme.lower()
+
+
+def is_remote(url: str | None) -> bool:
+    """Whether ``url`` names a non-local location (a scheme other than ``file``)."""
+    return bool(url) and url_scheme(url) not in ('', 'file')
+
+
+def local_path(url: str) -> str:
+    """The filesystem path of a local path or ``file://`` URL."""
+    if url_scheme(url) == 'file':
+        from urllib.parse import unquote
+        return unquote(urlparse(url).path)
+    return url
+
+
+def join(root: str, *parts: str) -> str:
+    """Join path parts onto a local path or URL (URLs always use ``/``)."""
+    parts = tuple(p for p in parts if p)
+    if not parts:
+        return root
+    if url_scheme(root) == '':
+        return os.path.join(root, *parts)
+    return _url_join(root, parts)
+
+
+def _url_join(root: str, parts: tuple[str, ...]) -> str:
+    out = root.rstrip('/')
+    for part in parts:
+        out = out + '/' + part.strip('/')
+    return out
+
+
+def _freeze(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    if not options:
+        return ()
+    return tuple(sorted((str(k), repr(v)) for k, v in options.items()))
+
+
+def get_backend(url: str, options: Mapping[str, Any] | None = None) -> StorageBackend:
+    """The backend for ``url``'s scheme, created once per process and option set."""
+    scheme = url_scheme(url) or 'file'
+    key = (os.getpid(), scheme, _freeze(options))
+    backend = _backends.get(key)
+    if backend is None:
+        factory = get_registry('storage').get(scheme)
+        with _backends_lock:
+            backend = _backends.get(key)
+            if backend is None:
+                backend = factory(**dict(options or {}))
+                _backends[key] = backend
+    return backend
+
+
+def clear_backend_cache() -> None:
+    """Drop every cached backend (clients are recreated on next use)."""
+    with _backends_lock:
+        _backends.clear()
+
+
+def temp_name(path: str) -> str:
+    """A unique temporary name next to ``path`` (same directory, so a rename into place is atomic)."""
+    return f'{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp'
+
+
+def _retryable(err: BaseException) -> bool:
+    if isinstance(err, (RemoteNotFoundError, PermanentStorageError, FileNotFoundError, PermissionError)):
+        return False
+    if isinstance(err, (KeyboardInterrupt, SystemExit, MemoryError)):
+        return False
+    return isinstance(err, Exception)
+
+
+def with_retries(action: Callable[[], T], *, what: str, attempts: int, initial_backoff: float = 0.5,
+                 on_failure: Callable[[], None] | None = None) -> T:
+    """Run ``action`` up to ``attempts`` times with exponential backoff and jitter between tries.
+
+    Not-found and permanent errors are raised at once. The last error is raised as it is, with a note naming
+    ``what`` and the number of attempts.
+    """
+    attempts = max(int(attempts), 1)
+    delays = list(backoff_delays(attempts, initial_backoff, max_jitter=initial_backoff / 2))
+    for attempt in range(attempts):
+        try:
+            return action()
+        except BaseException as err:
+            if on_failure is not None:
+                on_failure()
+            if not _retryable(err) or attempt == attempts - 1:
+                if attempt and hasattr(err, 'add_note'):
+                    err.add_note(f'{what}: failed after {attempt + 1} attempts.')
+                raise
+            logger.warning('%s failed (attempt %d of %d): %s: %s; retrying', what, attempt + 1, attempts,
+                           type(err).__name__, err)
+            time.sleep(delays[attempt])
+    raise AssertionError('unreachable')
+
+
+def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 2,
+                  expected_size: int | None = None, expected_hash: tuple[str, str] | None = None,
+                  options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5) -> None:
+    """Download ``url`` to ``path`` atomically (a unique temporary name, then a rename).
+
+    Args:
+        url: The remote URL or local path.
+        path: The destination file.
+        timeout: Per-request timeout in seconds, passed to the backend.
+        retries: Retries after the first attempt (``0`` means a single attempt).
+        expected_size: When given, a file of any other size is a truncated download and is retried.
+        expected_hash: ``(algorithm, hex)`` to check after the download; a mismatch is retried, then raised as
+            :class:`HashMismatchError`.
+        options: Backend options (credentials profile, endpoint...).
+        initial_backoff: The first retry's delay in seconds (doubles each retry, plus jitter).
+    """
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    backend = get_backend(url, options)
+    shown = redact_url(url)
+
+    def attempt() -> None:
+        tmp = temp_name(path)
+        try:
+            try:
+                backend.download(url, tmp, timeout=timeout)
+            except FileNotFoundError as err:
+                if isinstance(err, RemoteNotFoundError):
+                    raise
+                raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
+            size = os.path.getsize(tmp)
+            if expected_size is not None and size != expected_size:
+                raise TruncatedDownloadError(
+                    f'Download of {shown} gave {size} bytes, but the index declares {expected_size}.')
+            if expected_hash is not None:
+                from streaming_core.hashing import get_hash
+                algo, want = expected_hash
+                with open(tmp, 'rb') as handle:
+                    got = get_hash(algo)(handle.read())
+                if got != want:
+                    raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
+                                            f'records {want}).')
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    try:
+        with_retries(attempt, what=f'Download of {shown}', attempts=retries + 1, initial_backoff=initial_backoff)
+    except (StorageError, HashMismatchError):
+        raise
+    except FileNotFoundError:
+        raise
+    except Exception as err:
+        raise StorageError(f'Download of {shown} failed after {retries + 1} attempt(s): '
+                           f'{type(err).__name__}: {err}') from err
+
+
+def upload_file(path: str, url: str, *, timeout: float = 60.0, retries: int = 2, verify: bool = True,
+                options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5) -> None:
+    """Upload the local file ``path`` to ``url`` with retries, then confirm the object exists.
+
+    Raises:
+        UploadError: naming the file and the URL, when every attempt failed or the object is absent afterwards.
+    """
+    backend = get_backend(url, options)
+    shown = redact_url(url)
+
+    def attempt() -> None:
+        backend.upload(path, url, timeout=timeout)
+        if verify and not backend.exists(url, timeout=timeout):
+            raise StorageError(f'{shown} is absent after its upload reported success.')
+
+    try:
+        with_retries(attempt, what=f'Upload of {path} to {shown}', attempts=retries + 1,
+                     initial_backoff=initial_backoff)
+    except UploadError:
+        raise
+    except Exception as err:
+        raise UploadError(f'Upload of {path} to {shown} failed: {type(err).__name__}: {err}') from err
+
+
+def exists(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether an object exists at ``url``."""
+    return get_backend(url, options).exists(url, timeout=timeout)
+
+
+def list_objects(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None) -> list[str]:
+    """The sorted URLs of the objects under the prefix ``url``."""
+    return sorted(get_backend(url, options).list(url, timeout=timeout))
