@@ -151,9 +151,10 @@ class ShardFormat(Protocol):
 
     name: str
 
-    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False) -> ShardReader:
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> ShardReader:
         """Validate one index entry (exact key set and types) and return its reader. Raises
-        ``IndexFormatError`` for a malformed entry and ``UnsafeTypeError`` for refused column types."""
+        ``IndexFormatError`` (its message starting with ``where``) for a malformed entry and ``UnsafeTypeError``
+        for refused column types."""
         ...
 
 

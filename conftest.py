@@ -1,0 +1,47 @@
+"""Root pytest configuration shared by the core tests and every plugin's tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# Fixture modules, each owned by one area (servers for storage tests, datasets for runtime tests).
+pytest_plugins = [name for name in ('tests.fixtures.servers', 'tests.fixtures.data')
+                  if os.path.exists(os.path.join(ROOT, *name.split('.')) + '.py')]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption('--soak', action='store_true', default=False, help='run the long soak tests')
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption('--soak'):
+        return
+    skip = pytest.mark.skip(reason='soak test: run with --soak')
+    for item in items:
+        if 'soak' in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own default cache directory and no leaked world variables."""
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path_factory.mktemp('cache')))
+    for name in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'):
+        monkeypatch.delenv(name, raising=False)
+
+
+def require(module: str) -> None:
+    """Import ``module`` or fail (in CI) / skip (elsewhere): a missing test dependency is never silent in CI."""
+    try:
+        __import__(module)
+    except ImportError as err:
+        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+            pytest.fail(f'Test dependency {module!r} is missing in CI: {err}')
+        pytest.skip(f'{module} is not installed')

@@ -1,0 +1,13 @@
+"""Builtin ``random`` batching: streams mixed through the shuffle (the reference's default)."""
+
+from __future__ import annotations
+
+from streaming_core.hookspecs import hookimpl
+from streaming_core.registry import RegistryView
+
+
+@hookimpl
+def register_batching_methods(registry: RegistryView) -> None:
+    """Register ``random``."""
+    from streaming_core.planning import random_batching
+    registry.add('random', random_batching)

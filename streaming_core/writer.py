@@ -1,0 +1,338 @@
+"""Format-independent writer machinery: sharding, compression, hashing, uploads and a transactional index.
+
+A format plugin subclasses :class:`ShardWriter` and implements :meth:`~ShardWriter.encode_sample`,
+:meth:`~ShardWriter.get_config` and :meth:`~ShardWriter.encode_shard`. Everything else (the reference's keyword
+arguments, the flush rule, shard naming, the ``out`` forms, parallel uploads and the commit of ``index.json``
+strictly after every shard it names is written, uploaded and confirmed) lives here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Mapping, Sequence
+
+from streaming_core.compression import parse_compression
+from streaming_core.errors import UploadError
+from streaming_core.hashing import get_hash
+from streaming_core.index import INDEX_BASENAME, index_text, write_index
+from streaming_core.storage import exists, is_remote, join, local_path, upload_file, url_scheme
+from streaming_core.util import bytes_to_int
+
+__all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES']
+
+logger = logging.getLogger('streaming_core.writer')
+
+#: Shard files index their samples with 32-bit offsets, so a shard must stay below 4 GiB.
+MAX_SHARD_BYTES = (1 << 32) - 1
+
+_WRITER_KWARGS = {'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'}
+
+
+def parse_size_limit(size_limit: int | str | None) -> int | None:
+    """The reference's ``size_limit`` rules: falsy means no limit; negative or ``>= 2**32`` is an error."""
+    if not size_limit:
+        return None
+    value = bytes_to_int(size_limit)
+    if value < 0:
+        raise ValueError(f'`size_limit` must be greater than zero, instead, found as {value}.')
+    if value >= 1 << 32:
+        raise ValueError(f'`size_limit` must be less than 2**32, instead, found as {value}. This is because sample '
+                         f'byte offsets are stored with uint32.')
+    return value
+
+
+def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
+    """Split ``out`` into ``(local dir, remote or None, local is a temporary dir we created)``.
+
+    * a local path or ``file://`` URL: write there, no upload;
+    * a remote URL: write to a fresh temporary directory and upload to the URL;
+    * a ``(local, remote)`` tuple: write to ``local`` and upload to ``remote`` (a local path means copying).
+    """
+    from streaming_core.registry import get_registry
+    if isinstance(out, str):
+        if not out:
+            raise ValueError('Invalid `out` argument: an empty string. Give a directory, a URL or (local, remote).')
+        if is_remote(out):
+            get_registry('storage').get(url_scheme(out))
+            return tempfile.mkdtemp(prefix='streaming-writer-'), out.rstrip('/'), True
+        return local_path(out), None, False
+    if isinstance(out, (tuple, list)):
+        if len(out) != 2 or not all(isinstance(x, str) and x for x in out):
+            raise ValueError(f'Invalid `out` argument: {out!r}. A tuple must be (local directory, remote URL).')
+        local, remote = out
+        if is_remote(local):
+            raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
+        get_registry('storage').get(url_scheme(remote) or 'file')
+        return local_path(local), remote.rstrip('/'), False
+    raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+
+
+class ShardWriter:
+    """Base class of the shard writers (MDS, JSON, CSV/TSV/XSV and third-party formats).
+
+    Args:
+        out: A local directory, a remote URL, or a ``(local, remote)`` tuple.
+        keep_local: With a remote, keep the local files after uploading them (default: delete each file once it
+            is uploaded and confirmed, then remove the directory if nothing else is in it).
+        compression: ``None`` or a compression string such as ``'zstd'`` or ``'zstd:7'``.
+        hashes: Hash names recorded per file; must be in sorted order.
+        size_limit: The shard size at which a new shard starts: an int, a string like ``'64mb'``, or ``None`` for
+            no limit (shards must still stay below 4 GiB).
+        progress_bar: Show a tqdm bar of samples written and shards uploaded.
+        max_workers: Upload threads (default: Python's executor default).
+        retry: Attempts per upload, as in the reference (at least 1).
+        exist_ok: Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
+            directory, or a remote that already holds an ``index.json``, is refused.
+        storage_options: Options passed to the remote's storage backend (endpoint, profile, ...).
+        upload_timeout: Per-request timeout for uploads, in seconds (default 60).
+    """
+
+    format: str = ''
+    extra_bytes_per_shard: int = 0
+    extra_bytes_per_sample: int = 0
+    part_names: tuple[str, ...] = ('data',)
+
+    def __init__(self, *, out: str | Sequence[str], keep_local: bool = False, compression: str | None = None,
+                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26, **kwargs: Any) -> None:
+        invalid = sorted(set(kwargs) - _WRITER_KWARGS)
+        if invalid:
+            raise ValueError(f'Invalid Writer argument(s): {invalid}. Valid extra arguments are '
+                             f'{sorted(_WRITER_KWARGS)}.')
+        self.keep_local = bool(keep_local)
+        self.compression = compression or None
+        self._compressor, self._level = None, None
+        if self.compression:
+            try:
+                self._compressor, self._level = parse_compression(self.compression)
+            except ValueError as err:
+                raise ValueError(f'Invalid compression: {self.compression}. {err}') from err
+        self.hashes = list(hashes or [])
+        if self.hashes != sorted(self.hashes):
+            raise ValueError('Hashes must be unique and in sorted order.')
+        for name in self.hashes:
+            try:
+                get_hash(name)
+            except (LookupError, ValueError) as err:
+                raise ValueError(f'Invalid hash: {name}. {err}') from err
+        self.size_limit = parse_size_limit(size_limit)
+        self.progress_bar = bool(kwargs.get('progress_bar', False))
+        self.retry = int(kwargs.get('retry', 2))
+        if self.retry < 1:
+            raise ValueError(f'retry must be at least 1 (the number of attempts per upload), got {self.retry}.')
+        self.exist_ok = bool(kwargs.get('exist_ok', False))
+        self.storage_options = dict(kwargs.get('storage_options') or {})
+        self.upload_timeout = float(kwargs.get('upload_timeout', 60.0))
+        self.local, self.remote, self._local_is_temp = parse_out(out)
+        self._prepare_output()
+        self._executor = ThreadPoolExecutor(max_workers=kwargs.get('max_workers')) if self.remote else None
+        self._futures: list[Future[None]] = []
+        self._lock = threading.Lock()
+        self.shards: list[dict[str, Any]] = []
+        self._samples: list[bytes] = []
+        self._written_files: list[str] = []
+        self._finished = False
+        self._bar = None
+        if self.progress_bar:
+            from tqdm.auto import tqdm
+            self._bar = tqdm(desc=f'Writing {self.format} shards', unit=' samples', dynamic_ncols=True)
+        self._config_cache: dict[str, Any] | None = None
+        self._reset_cache()
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Hooks for format plugins.
+    def encode_sample(self, sample: Mapping[str, Any]) -> bytes:
+        """Encode one sample into the bytes a shard stores for it (override)."""
+        raise NotImplementedError
+
+    def get_config(self) -> dict[str, Any]:
+        """The shard entry fields shared by every shard of this writer (override; call ``super()``)."""
+        return {'version': 2, 'format': self.format, 'compression': self.compression, 'hashes': self.hashes,
+                'size_limit': self.size_limit}
+
+    def encode_shard(self, samples: Sequence[bytes]) -> dict[str, bytes]:
+        """The raw file contents of one shard, keyed by part name (``'data'``, and ``'meta'`` for split formats)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _prepare_output(self) -> None:
+        if os.path.exists(self.local) and not os.path.isdir(self.local):
+            raise NotADirectoryError(f'Writer output {self.local} exists and is not a directory.')
+        if os.path.isdir(self.local) and os.listdir(self.local) and not self._local_is_temp:
+            if not self.exist_ok:
+                raise FileExistsError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
+                                      f'contents, or choose an empty directory.')
+            logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
+            shutil.rmtree(self.local)
+        os.makedirs(self.local, exist_ok=True)
+        if self.remote and not self.exist_ok:
+            remote_index = join(self.remote, INDEX_BASENAME)
+            if exists(remote_index, timeout=self.upload_timeout, options=self.storage_options):
+                raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
+                                      f'exist_ok=True to overwrite it, or choose another location.')
+
+    def _reset_cache(self) -> None:
+        self._samples = []
+        self._shard_size = self.extra_bytes_per_shard
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The cached :meth:`get_config` (constant for a writer)."""
+        if self._config_cache is None:
+            self._config_cache = self.get_config()
+        return self._config_cache
+
+    def _raise_if_failed(self) -> None:
+        for future in self._futures:
+            if future.done() and future.exception() is not None:
+                self._cancel_pending()
+                raise UploadError(f'An upload of this writer failed, so the dataset was not committed: '
+                                  f'{future.exception()}') from future.exception()
+
+    def _cancel_pending(self) -> None:
+        for future in self._futures:
+            future.cancel()
+
+    def write(self, sample: Mapping[str, Any]) -> None:
+        """Encode and append one sample, starting a new shard first when ``size_limit`` would be exceeded."""
+        if self._finished:
+            raise RuntimeError('This writer is finished; create a new writer to write more samples.')
+        self._raise_if_failed()
+        data = self.encode_sample(sample)
+        cost = len(data) + self.extra_bytes_per_sample
+        if self.extra_bytes_per_shard + cost > MAX_SHARD_BYTES:
+            raise ValueError(f'A sample of {len(data)} bytes does not fit in a {self.format} shard: shards index '
+                             f'samples with 32-bit offsets, so a shard (and a sample) must stay below 4 GiB.')
+        if self.size_limit and self.size_limit < self._shard_size + cost:
+            self.flush_shard()
+        elif self._shard_size + cost > MAX_SHARD_BYTES:
+            raise ValueError(f'Shard {len(self.shards)} would pass 4 GiB with no size_limit: shards index samples '
+                             f'with 32-bit offsets. Set size_limit (for example "1gb").')
+        self._samples.append(data)
+        self._shard_size += cost
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def _basename(self, index: int, part: str) -> str:
+        name = f'shard.{index:05}.{self.format}'
+        return name + '.meta' if part == 'meta' else name
+
+    def flush_shard(self) -> None:
+        """Write the buffered samples as the next shard (even when empty, as the reference does)."""
+        index = len(self.shards)
+        files = self.encode_shard(self._samples)
+        entry = dict(self.config)
+        entry['samples'] = len(self._samples)
+        to_upload = []
+        for part in self.part_names:
+            raw = files[part]
+            basename = self._basename(index, part)
+            entry[f'raw_{part}'] = self._file_info(basename, raw)
+            if self._compressor is not None:
+                zipped = self._compressor.compress(raw, self._level)
+                zip_name = f'{basename}.{self._compressor.extension}'
+                entry[f'zip_{part}'] = self._file_info(zip_name, zipped)
+                data, name = zipped, zip_name
+            else:
+                entry[f'zip_{part}'] = None
+                data, name = raw, basename
+            path = os.path.join(self.local, name)
+            with open(path, 'wb') as handle:
+                handle.write(data)
+            self._written_files.append(name)
+            to_upload.append(name)
+        self.shards.append(entry)
+        for name in to_upload:
+            self._submit_upload(name)
+        self._reset_cache()
+        if self._bar is not None:
+            self._bar.set_postfix(shards=len(self.shards))
+
+    def _file_info(self, basename: str, data: bytes) -> dict[str, Any]:
+        return {'basename': basename, 'bytes': len(data),
+                'hashes': {name: get_hash(name)(data) for name in self.hashes}}
+
+    def _submit_upload(self, name: str) -> None:
+        if self.remote is None or self._executor is None:
+            return
+        self._futures.append(self._executor.submit(self._upload, name))
+
+    def _upload(self, name: str) -> None:
+        path = os.path.join(self.local, name)
+        upload_file(path, join(self.remote, name), timeout=self.upload_timeout, retries=self.retry - 1,
+                    options=self.storage_options)
+        if not self.keep_local and os.path.exists(path):
+            os.remove(path)
+
+    def finish(self) -> None:
+        """Flush the last shard, wait for every upload, then commit ``index.json`` (uploaded last).
+
+        Raises:
+            UploadError: when any upload failed; ``index.json`` is then not committed.
+        """
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if self._samples:
+                self.flush_shard()
+            self._wait_uploads()
+            text = index_text(self.shards)
+            index_path = os.path.join(self.local, INDEX_BASENAME)
+            write_index(index_path, self.shards, text)
+            if self.remote is not None:
+                upload_file(index_path, join(self.remote, INDEX_BASENAME), timeout=self.upload_timeout,
+                            retries=self.retry - 1, options=self.storage_options)
+                if not self.keep_local:
+                    os.remove(index_path)
+                    self._remove_local_dir()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True, cancel_futures=True)
+            if self._bar is not None:
+                self._bar.close()
+
+    def _wait_uploads(self) -> None:
+        errors = []
+        for future in self._futures:
+            try:
+                future.result()
+            except BaseException as err:  # collect all, report the first
+                errors.append(err)
+        if errors:
+            raise UploadError(f'{len(errors)} upload(s) failed, so the dataset was not committed '
+                              f'(no index.json was written). First error: {errors[0]}') from errors[0]
+
+    def _remove_local_dir(self) -> None:
+        """Remove the local directories left empty (deepest first); ``rmdir`` never removes a file."""
+        for dirpath, _, _ in sorted(os.walk(self.local), key=lambda item: -len(item[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+    def __enter__(self) -> 'ShardWriter':
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.finish()
+            return
+        # Leaving by an exception: commit what was completely written, unless an upload failed.
+        try:
+            self.finish()
+        except Exception as err:
+            logger.error('Writer could not commit after an exception in its block: %s', err)
+            if hasattr(exc, 'add_note'):
+                exc.add_note(f'The writer did not commit index.json: {err}')
+
+    def __del__(self) -> None:
+        executor = getattr(self, '_executor', None)
+        if executor is not None and not getattr(self, '_finished', True):
+            executor.shutdown(wait=False, cancel_futures=True)
