@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the reference side-virtualenv (.venv-ref) holding mosaicml-streaming 0.13.0, idempotently.
+#
+#   compat/setup.sh            reference only
+#   compat/setup.sh --bench    also litdata 0.2.76 and webdataset 1.0.2 (for benchmarks/)
+#
+# torch is pinned to the local CPU wheel (2.13.0) in every install through a constraints file, and
+# torchvision's fake-kernel registrations for nms/qnms are guarded so `import streaming` works next to it.
+# A stamp file makes a second run instant; a half-built venv is finished (or rebuilt) on the next run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${STREAMING_REF_VENV:-$ROOT/.venv-ref}"
+PYTHON="${PYTHON:-python3}"
+BENCH=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) BENCH=1 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "compat/setup.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+# Bump when this script's recipe changes so existing venvs are brought up to date.
+RECIPE=3
+STAMP="$VENV/.compat-ref-$RECIPE"
+BENCH_STAMP="$VENV/.compat-bench-$RECIPE"
+CONSTRAINTS="$VENV/constraints-ref.txt"
+
+if [[ -f "$STAMP" && ( $BENCH -eq 0 || -f "$BENCH_STAMP" ) ]]; then
+  exit 0
+fi
+
+log() { echo "[compat/setup] $*" >&2; }
+
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
+  log "creating $VENV"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip --disable-pip-version-check -q)
+
+cat > "$CONSTRAINTS" <<'PINS'
+# Keep torch on the local CPU wheel in the reference venv (an unpinned torch pulls GBs of CUDA wheels).
+torch==2.13.0
+numpy<2.2
+PINS
+
+if [[ ! -f "$STAMP" ]]; then
+  log "installing torch==2.13.0 (CPU wheel)"
+  "${PIP[@]}" install -c "$CONSTRAINTS" torch==2.13.0
+  log "installing mosaicml-streaming==0.13.0"
+  "${PIP[@]}" install -c "$CONSTRAINTS" 'mosaicml-streaming==0.13.0' 'numpy<2.2'
+  log "guarding torchvision nms/qnms fake registrations"
+  "$PY" "$ROOT/compat/patch_torchvision.py"
+  log "verifying import streaming"
+  "$PY" -c 'import streaming, torch; assert streaming.__version__ == "0.13.0", streaming.__version__; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+  touch "$STAMP"
+fi
+
+if [[ $BENCH -eq 1 && ! -f "$BENCH_STAMP" ]]; then
+  log "installing litdata==0.2.76 and webdataset==1.0.2"
+  "${PIP[@]}" install -c "$CONSTRAINTS" 'litdata==0.2.76' 'webdataset==1.0.2'
+  # A new install may have replaced torchvision; re-apply (idempotent) and re-verify everything.
+  "$PY" "$ROOT/compat/patch_torchvision.py"
+  "$PY" -c 'import streaming, litdata, webdataset, torch; assert torch.__version__.startswith("2.13.0")'
+  touch "$BENCH_STAMP"
+fi
+log "ready: $VENV"
