@@ -1,0 +1,1 @@
+"""Scripts run by the reference virtualenv's python (see compat/README.md)."""
