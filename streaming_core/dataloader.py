@@ -1,0 +1,64 @@
+"""``StreamingDataLoader``: a ``torch.utils.data.DataLoader`` that counts consumed samples for resumption."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+from torch.utils.data import DataLoader
+
+from streaming_core.dataset import StreamingDataset
+
+__all__ = ['StreamingDataLoader', 'batch_size_of']
+
+
+def batch_size_of(batch: Any) -> int:
+    """The number of samples in a collated batch (dicts and mappings, tensors, sequences)."""
+    if isinstance(batch, torch.Tensor):
+        return len(batch)
+    if hasattr(batch, 'keys') and hasattr(batch, '__getitem__'):
+        keys = list(batch.keys())
+        return batch_size_of(batch[keys[0]]) if keys else 0
+    if isinstance(batch, (list, tuple)):
+        if batch and isinstance(batch[0], (torch.Tensor, list, tuple)) and not isinstance(batch[0], (str, bytes)):
+            return batch_size_of(batch[0])
+        return len(batch)
+    return len(batch)
+
+
+class StreamingDataLoader(DataLoader):
+    """A DataLoader whose ``state_dict()`` records how many samples the training loop consumed.
+
+    It assumes every rank consumes the same number of samples (what ``StreamingDataset`` guarantees). Prefetched but
+    unconsumed batches are not counted, so resuming never skips a sample.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_samples_yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self.num_samples_yielded = 0
+        for batch in super().__iter__():
+            self.num_samples_yielded += batch_size_of(batch)
+            yield batch
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The dataset's resumption state, or None when the dataset is not a ``StreamingDataset``."""
+        if not isinstance(self.dataset, StreamingDataset):
+            return None
+        world = self.dataset._rank_world()
+        num_samples = self.num_samples_yielded * world.num_ranks
+        if self.dataset.replication:
+            num_samples //= self.dataset.replication
+        return self.dataset.state_dict(num_samples, False)
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Resume the dataset from ``obj`` at the next iteration."""
+        if isinstance(self.dataset, StreamingDataset):
+            self.dataset.load_state_dict(obj)
+
+    def __del__(self) -> None:
+        iterator = getattr(self, '_iterator', None)
+        if iterator is not None and hasattr(iterator, '_shutdown_workers'):
+            iterator._shutdown_workers()

@@ -1,0 +1,71 @@
+"""``LocalDataset``: a map-style dataset over a local directory (no downloads, no epochs)."""
+
+from __future__ import annotations
+
+import bisect
+import numbers
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from streaming_core.shards import ShardManager
+from streaming_core.stream import Stream
+
+__all__ = ['LocalDataset']
+
+
+class LocalDataset(Dataset):
+    """Random access to the samples of a local dataset directory (with ``index.json``).
+
+    Args:
+        local: The dataset directory.
+        split: An optional split subdirectory.
+        allow_unsafe_types: Allow ``pkl`` columns.
+        max_open_shards: Shards kept open per process.
+    """
+
+    def __init__(self, local: str, split: str | None = None, allow_unsafe_types: bool = False,
+                 max_open_shards: int = 64) -> None:
+        stream = Stream(local=local, split=split)
+        stream.apply_default({})
+        readers = stream.get_shards(allow_unsafe_types)
+        self.local = local
+        self.split = split
+        self.shards = readers
+        self.samples_per_shard = np.array([r.samples for r in readers], dtype=np.int64)
+        self.num_samples = int(self.samples_per_shard.sum())
+        self._ends = np.cumsum(self.samples_per_shard).tolist()
+        self._manager = ShardManager([stream], [readers], None, max_open=max_open_shards)
+
+    @property
+    def size(self) -> int:
+        """The number of samples."""
+        return self.num_samples
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def get_item(self, sample_id: int) -> Any:
+        """The sample with this id."""
+        if not 0 <= sample_id < self.num_samples:
+            raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
+        shard = bisect.bisect_right(self._ends, sample_id)
+        index = sample_id - (self._ends[shard - 1] if shard else 0)
+        view = self._manager.view(shard)
+        if len(self._manager._views) > self._manager.max_open:
+            self._manager.trim()
+        return view[index]
+
+    def __getitem__(self, at: Any) -> Any:
+        """NumPy-style indexing: int (negative from the end), slice, list or array."""
+        if isinstance(at, (numbers.Integral, np.integer)):
+            index = int(at)
+            if -self.num_samples <= index < 0:
+                index += self.num_samples
+            return self.get_item(index)
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(self.num_samples))]
+        if isinstance(at, (list, tuple, np.ndarray)):
+            return [self[i] for i in at]
+        raise ValueError(f'Unsupported argument type passed to __getitem__: {type(at).__name__}.')

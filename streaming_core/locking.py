@@ -1,0 +1,113 @@
+"""Kernel-released byte-range locks for node-local coordination between processes.
+
+Each lock file holds many independent locks, one per byte (a shard's "in use" byte, its "preparing" byte...).
+POSIX record locks (``fcntl.lockf``) are released by the kernel when a process dies, so a crash never leaves a
+stale lock. They are per process, so this module also keeps an in-process table: threads of one process see
+each other's locks as conflicts, shared locks are reference-counted, and a forked child starts with no locks.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+import time
+from typing import ClassVar
+
+from streaming_core.errors import WaitTimeoutError
+
+__all__ = ['RangeLocks']
+
+
+class RangeLocks:
+    """The byte-range locks of one file, shared by every thread of this process.
+
+    Use :meth:`for_path` to get the process-wide instance for a path.
+    """
+
+    _instances: ClassVar[dict[str, 'RangeLocks']] = {}
+    _instances_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        self._held: dict[int, list] = {}  # byte -> [exclusive, count]
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def for_path(cls, path: str) -> 'RangeLocks':
+        """The process-wide instance for ``path`` (created on first use)."""
+        path = os.path.abspath(path)
+        locks = cls._instances.get(path)
+        if locks is None:
+            with cls._instances_lock:
+                locks = cls._instances.get(path)
+                if locks is None:
+                    locks = cls(path)
+                    cls._instances[path] = locks
+        return locks
+
+    @classmethod
+    def _after_fork(cls) -> None:
+        for locks in cls._instances.values():
+            try:
+                os.close(locks._fd)
+            except OSError:
+                pass
+        cls._instances = {}
+        cls._instances_lock = threading.Lock()
+
+    def try_acquire(self, byte: int, exclusive: bool) -> bool:
+        """Take the lock on ``byte`` without waiting; False when another thread or process holds it."""
+        with self._mutex:
+            held = self._held.get(byte)
+            if held is not None:
+                if not exclusive and not held[0]:
+                    held[1] += 1
+                    return True
+                return False
+            mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+            try:
+                fcntl.lockf(self._fd, mode | fcntl.LOCK_NB, 1, byte, os.SEEK_SET)
+            except OSError as err:
+                if err.errno in (errno.EACCES, errno.EAGAIN):
+                    return False
+                raise
+            self._held[byte] = [exclusive, 1]
+            return True
+
+    def acquire(self, byte: int, exclusive: bool, timeout: float, what: str = '') -> None:
+        """Take the lock on ``byte``, waiting (with growing sleeps) up to ``timeout`` seconds.
+
+        Raises:
+            WaitTimeoutError: naming ``what`` when the lock could not be taken in time.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while not self.try_acquire(byte, exclusive):
+            if time.monotonic() >= deadline:
+                raise WaitTimeoutError(f'Timed out after {timeout:.0f} s waiting for {what or "a lock"} '
+                                       f'({self.path}, byte {byte}); another process holds it.')
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def release(self, byte: int) -> None:
+        """Release one hold of the lock on ``byte``."""
+        with self._mutex:
+            held = self._held.get(byte)
+            if held is None:
+                return
+            held[1] -= 1
+            if held[1] > 0:
+                return
+            del self._held[byte]
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, byte, os.SEEK_SET)
+
+    def held(self, byte: int) -> bool:
+        """Whether this process holds the lock on ``byte``."""
+        return byte in self._held
+
+
+os.register_at_fork(after_in_child=RangeLocks._after_fork)

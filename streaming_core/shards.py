@@ -1,0 +1,298 @@
+"""Per-process access to a dataset's shards: preparing them (once per node), pinning and opening them.
+
+A :class:`ShardManager` knows every shard of every stream (global shard ids in stream order). In each process
+it keeps the open shard views (memory-mapped), holds a shared "in use" lock on each open shard of an evictable
+stream (so no process evicts a shard another is reading), and de-duplicates concurrent preparations of the same
+shard between its own threads; the stream's "prepare" lock de-duplicates them between processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future
+from typing import Any, Sequence
+
+import numpy as np
+
+from streaming_core.cache import CacheHooks, CacheState, cache_key
+from streaming_core.errors import StreamingError
+from streaming_core.locking import RangeLocks
+from streaming_core.paths import COORD_NAME
+from streaming_core.stream import Stream
+from streaming_core.util import redact_url
+
+__all__ = ['ShardManager', 'ShardPrepareError']
+
+logger = logging.getLogger('streaming_core.shards')
+
+
+class ShardPrepareError(StreamingError, OSError):
+    """A shard could not be made available (download, hash check or decompression failed)."""
+
+
+class ShardManager:
+    """Every shard of a dataset, with per-process open views and node-wide coordination.
+
+    Args:
+        streams: The dataset's streams (already defaulted).
+        readers: Per stream, its shard readers.
+        cache_limit: The node-wide cache limit in bytes, or None.
+        max_open: How many shard views a process keeps open for random access.
+    """
+
+    def __init__(self, streams: Sequence[Stream], readers: Sequence[Sequence[Any]], cache_limit: int | None,
+                 max_open: int = 64) -> None:
+        self.streams = list(streams)
+        self.readers: list[Any] = [reader for per_stream in readers for reader in per_stream]
+        self.stream_per_shard = np.array([i for i, per in enumerate(readers) for _ in per], dtype=np.int64)
+        self.local_index = [j for per in readers for j in range(len(per))]
+        self.cache_limit = cache_limit
+        self.max_open = max_open
+        self._evictable = [self.streams[s].has_remote_copy and cache_limit is not None
+                           for s in self.stream_per_shard.tolist()]
+        parts = []
+        for stream, per in zip(self.streams, readers):
+            parts.append(os.path.realpath(stream.local_dir))
+            parts.extend(reader.parts[0][0].basename for reader in per)
+        self.key = cache_key(parts)
+        self._init_process_state()
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _init_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._views: dict[int, Any] = {}
+        self._views_lock = threading.RLock()
+        self._inflight: dict[int, Future[None]] = {}
+        self._inflight_lock = threading.Lock()
+        self._cache: CacheState | None = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in ('_views', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_process_state()
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():  # forked: views, locks and threads belong to the parent
+            self._init_process_state()
+
+    @property
+    def cache(self) -> CacheState | None:
+        """The node-wide cache state (only with a cache limit)."""
+        self._check_pid()
+        if self.cache_limit is None:
+            return None
+        if self._cache is None:
+            hooks = CacheHooks(scan=self._scan, evictable=self.evictable, try_lock_exclusive=self._try_lock_exclusive,
+                               unlock=self._unlock_exclusive, remove=self._remove, preparing=self._preparing)
+            timeout = max(s.wait_timeout for s in self.streams)
+            self._cache = CacheState(self.key, len(self.readers), self.cache_limit, hooks, timeout=timeout)
+        return self._cache
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Locks: byte 1 + 2*i is shard i's "in use" lock, byte 2 + 2*i its "prepare" lock (per stream file).
+    def _locks(self, shard: int) -> RangeLocks:
+        stream = self.streams[int(self.stream_per_shard[shard])]
+        return RangeLocks.for_path(os.path.join(stream.local_dir, COORD_NAME))
+
+    def _use_byte(self, shard: int) -> int:
+        return 1 + 2 * self.local_index[shard]
+
+    def _prepare_byte(self, shard: int) -> int:
+        return 2 + 2 * self.local_index[shard]
+
+    def evictable(self, shard: int) -> bool:
+        """Whether the shard may ever be evicted (a cache limit is set and its stream has a remote copy)."""
+        return self._evictable[shard]
+
+    def _try_lock_exclusive(self, shard: int) -> bool:
+        locks = self._locks(shard)
+        if not locks.try_acquire(self._use_byte(shard), True):
+            return False
+        if not locks.try_acquire(self._prepare_byte(shard), True):
+            locks.release(self._use_byte(shard))
+            return False
+        return True
+
+    def _unlock_exclusive(self, shard: int) -> None:
+        locks = self._locks(shard)
+        locks.release(self._prepare_byte(shard))
+        locks.release(self._use_byte(shard))
+
+    def _preparing(self, shard: int) -> bool:
+        locks = self._locks(shard)
+        if locks.held(self._prepare_byte(shard)):
+            return True
+        if locks.try_acquire(self._prepare_byte(shard), True):
+            locks.release(self._prepare_byte(shard))
+            return False
+        return True
+
+    def _scan(self, shard: int) -> int:
+        return self.stream_of(shard).present_bytes(self.readers[shard])
+
+    def _remove(self, shard: int) -> int:
+        if not self.evictable(shard):
+            raise StreamingError(f'Refusing to evict {self.readers[shard].where}: it has no remote copy.')
+        freed = self.stream_of(shard).remove_shard_files(self.readers[shard])
+        logger.debug('evicted shard %d (%d bytes)', shard, freed)
+        return freed
+
+    def stream_of(self, shard: int) -> Stream:
+        """The stream a shard belongs to."""
+        return self.streams[int(self.stream_per_shard[shard])]
+
+    # ----------------------------------------------------------------------------------------------------------
+    def is_ready(self, shard: int) -> bool:
+        """Whether the shard's raw files are present locally."""
+        return self.stream_of(shard).is_ready(self.readers[shard])
+
+    def prepare(self, shard: int) -> None:
+        """Make the shard's raw files present, once per node (waits for another thread or process doing it).
+
+        Raises:
+            ShardPrepareError: naming the shard, its remote and the cause, when it cannot be made available.
+        """
+        self._check_pid()
+        with self._inflight_lock:
+            future = self._inflight.get(shard)
+            owner = future is None
+            if owner:
+                future = Future()
+                self._inflight[shard] = future
+        if not owner:
+            future.result(timeout=self.stream_of(shard).wait_timeout * 2)
+            return
+        try:
+            self._prepare(shard)
+        except BaseException as err:
+            future.set_exception(err)
+            raise
+        else:
+            future.set_result(None)
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(shard, None)
+
+    def _prepare(self, shard: int) -> None:
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        if stream.is_ready(reader):
+            if not stream.safe_keep_zip and reader.compression:
+                stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))  # drops a leftover zip
+            return
+        cache = self.cache if self.evictable(shard) else None
+        if cache is not None:
+            cache.reserve(shard, reader.max_size)
+        try:
+            stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))
+        except BaseException as err:
+            if cache is not None:
+                cache.cancel(shard)
+            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                raise
+            remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
+            raise ShardPrepareError(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
+                                    f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}') from err
+        if cache is not None:
+            cache.commit(shard)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def view(self, shard: int) -> Any:
+        """The open view of a shard (prepared, pinned and memory-mapped on first use)."""
+        view = self._views.get(shard)
+        if view is not None and self._pid == os.getpid():
+            return view
+        return self.open(shard)
+
+    def open(self, shard: int) -> Any:
+        """Prepare (if needed), pin and open a shard; keeps at most ``max_open`` views for random access."""
+        self._check_pid()
+        with self._views_lock:
+            view = self._views.get(shard)
+            if view is not None:
+                return view
+        pinned = self._pin(shard)
+        try:
+            view = self._open_ready(shard)
+        except BaseException:
+            if pinned:
+                self._locks(shard).release(self._use_byte(shard))
+            raise
+        with self._views_lock:
+            existing = self._views.get(shard)
+            if existing is not None:  # another thread opened it meanwhile
+                view.close()
+                if pinned:
+                    self._locks(shard).release(self._use_byte(shard))
+                return existing
+            self._views[shard] = view
+        cache = self.cache if self.evictable(shard) else None
+        if cache is not None:
+            cache.touch(shard)
+        return view
+
+    def _pin(self, shard: int) -> bool:
+        if not self.evictable(shard):
+            return False
+        self._locks(shard).acquire(self._use_byte(shard), False, self.stream_of(shard).wait_timeout,
+                                   f'the "in use" lock of shard {shard}')
+        return True
+
+    def _open_ready(self, shard: int) -> Any:
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        last: BaseException | None = None
+        for _ in range(3):
+            if not stream.is_ready(reader):
+                self.prepare(shard)
+            try:
+                return reader.open(stream.raw_paths(reader))
+            except FileNotFoundError as err:  # deleted by hand between the check and the open
+                last = err
+        raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
+                                f'{stream.local_dir} while being opened: {last}') from last
+
+    def close(self, shard: int) -> None:
+        """Close a shard's view and release its pin."""
+        with self._views_lock:
+            view = self._views.pop(shard, None)
+        if view is None:
+            return
+        view.close()
+        if self.evictable(shard) and self._pid == os.getpid():
+            self._locks(shard).release(self._use_byte(shard))
+
+    def trim(self, keep: int | None = None) -> None:
+        """Close the oldest views beyond ``keep`` (default ``max_open``)."""
+        limit = self.max_open if keep is None else keep
+        while len(self._views) > limit:
+            with self._views_lock:
+                if len(self._views) <= limit:
+                    return
+                shard = next(iter(self._views))
+            self.close(shard)
+
+    def close_all(self) -> None:
+        """Close every view (releasing every pin)."""
+        for shard in list(self._views):
+            self.close(shard)
+
+    def evict(self, shard: int) -> int:
+        """Evict one shard now (not while any process reads it, never without a remote copy); returns bytes freed."""
+        self.close(shard)
+        cache = self.cache
+        if cache is not None:
+            return cache.evict(shard)
+        if not self.stream_of(shard).has_remote_copy or not self._try_lock_exclusive(shard):
+            return 0
+        try:
+            return self.stream_of(shard).remove_shard_files(self.readers[shard])
+        finally:
+            self._unlock_exclusive(shard)

@@ -1,0 +1,303 @@
+"""A :class:`Stream`: one source of samples (a remote and/or local directory with an ``index.json``).
+
+Besides its configuration (weights, download settings), a stream owns its local files: it fetches the index,
+and prepares a shard (download, hash check, bounded decompression, atomic rename) when asked. Coordination with
+other processes on the node uses kernel-released byte-range locks in the stream's local directory, so there is
+no shared state that can go stale.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from streaming_core.errors import IndexFormatError, ShardCorruptError, StreamingError
+from streaming_core.index import INDEX_BASENAME, load_index, resolve_inside, shard_readers
+from streaming_core.locking import RangeLocks
+from streaming_core.paths import COORD_NAME, default_local
+from streaming_core.storage import download_file, is_remote, join, local_path, temp_name
+from streaming_core.util import redact_url
+
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults']
+
+_INDEX_BYTE = 0
+
+
+class MissingIndexError(StreamingError, FileNotFoundError):
+    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from."""
+
+
+StreamDefaults = Mapping[str, Any]
+
+
+class Stream:
+    """One source of samples, optionally weighted against other streams.
+
+    Args:
+        remote: Where the dataset lives (``s3://...``, ``gs://...``, ``https://...``, a local path...). ``None``
+            when the data is only local.
+        local: The local directory the shards are read from (and downloaded to). Defaults to a directory under the
+            cache root derived from ``remote`` (see :func:`streaming_core.paths.default_local`); it may be shared by
+            any number of jobs.
+        split: A subdirectory of both ``remote`` and ``local``.
+        proportion: Relative weight of this stream (all streams must then have one).
+        repeat: How many times to repeat this stream's samples per epoch (may be fractional).
+        choose: How many of this stream's samples to take per epoch.
+        download_retry: Retries after the first download attempt (``0`` means one attempt).
+        download_timeout: Per-request timeout in seconds, also the bound of every wait for another process.
+        validate_hash: A hash name (``'sha1'``, ``'xxh3_64'``...) checked on every downloaded file.
+        keep_zip: Keep compressed files after decompressing them.
+        storage_options: Options for the remote's storage backend (endpoint, profile, credentials file, ...).
+    """
+
+    def __init__(self, *, remote: str | None = None, local: str | None = None, split: str | None = None,
+                 proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
+                 download_retry: int | None = None, download_timeout: float | None = None,
+                 validate_hash: str | None = None, keep_zip: bool | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
+        given = [name for name, value in (('proportion', proportion), ('repeat', repeat), ('choose', choose))
+                 if value is not None]
+        if len(given) > 1:
+            raise ValueError(f'At most one of `proportion`, `repeat`, and `choose` may be specified; the others are '
+                             f'derived. Got {given}.')
+        for name in given:
+            value = locals()[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f'`{name}` must be a non-negative number, got {value!r}.')
+        if choose is not None and int(choose) != choose:
+            raise ValueError(f'`choose` must be an integer number of samples, got {choose!r}.')
+        if download_retry is not None and (isinstance(download_retry, bool) or not isinstance(download_retry, int)
+                                           or download_retry < 0):
+            raise ValueError(f'`download_retry` must be a non-negative integer, got {download_retry!r}.')
+        if download_timeout is not None and not (isinstance(download_timeout, (int, float)) and download_timeout > 0):
+            raise ValueError(f'`download_timeout` must be a positive number of seconds, got {download_timeout!r}.')
+        if remote is not None and not isinstance(remote, str):
+            raise TypeError(f'`remote` must be a string, got {type(remote).__name__}.')
+        if local is not None and not isinstance(local, str):
+            raise TypeError(f'`local` must be a string path, got {type(local).__name__}.')
+        if local is not None and is_remote(local):
+            raise ValueError(f'`local` must be a local directory, got the URL {local!r}. Put URLs in `remote`.')
+        self.remote = remote.rstrip('/') if remote else None
+        self._local_arg = local_path(local) if local else None
+        self.split = split or None
+        self.proportion = proportion
+        self.repeat = repeat
+        self.choose = int(choose) if choose is not None else None
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+        self.storage_options = dict(storage_options or {})
+        if validate_hash is not None:
+            from streaming_core.hashing import get_hash
+            get_hash(validate_hash)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def apply_default(self, defaults: StreamDefaults) -> None:
+        """Fill unset settings from the dataset's defaults."""
+        if not self.remote and not self._local_arg:
+            raise ValueError('`remote` and/or `local` path must be provided.')
+        if self.split is None:
+            self.split = defaults.get('split') or None
+        for name in ('download_retry', 'download_timeout', 'validate_hash', 'keep_zip'):
+            if getattr(self, name) is None:
+                setattr(self, name, defaults.get(name))
+        if not self.storage_options and defaults.get('storage_options'):
+            self.storage_options = dict(defaults['storage_options'])
+        if self.download_retry is None:
+            self.download_retry = 2
+        if self.download_timeout is None:
+            self.download_timeout = 60.0
+        if self.keep_zip is None:
+            self.keep_zip = False
+
+    @property
+    def local(self) -> str:
+        """The local root (without the split)."""
+        return self._local_arg or default_local(self.remote or '')
+
+    @property
+    def local_dir(self) -> str:
+        """The local directory of this split."""
+        return os.path.join(self.local, self.split) if self.split else self.local
+
+    @property
+    def remote_dir(self) -> str | None:
+        """The remote location of this split."""
+        if not self.remote:
+            return None
+        return join(self.remote, self.split) if self.split else self.remote
+
+    @property
+    def has_remote_copy(self) -> bool:
+        """Whether this stream's data exists somewhere other than its local directory (so it may be evicted)."""
+        remote = self.remote_dir
+        if not remote:
+            return False
+        if not is_remote(remote):
+            return os.path.realpath(local_path(remote)) != os.path.realpath(self.local_dir)
+        return True
+
+    @property
+    def safe_keep_zip(self) -> bool:
+        """Keep compressed files: asked for, or the data has no other copy."""
+        return bool(self.keep_zip) or not self.has_remote_copy
+
+    def _locks(self) -> RangeLocks:
+        return RangeLocks.for_path(os.path.join(self.local_dir, COORD_NAME))
+
+    @property
+    def wait_timeout(self) -> float:
+        """How long to wait for another process's download of one file before giving up."""
+        attempts = int(self.download_retry or 0) + 1
+        return float(self.download_timeout or 60.0) * attempts + 30.0 * attempts
+
+    # ----------------------------------------------------------------------------------------------------------
+    def index_path(self) -> str:
+        """The local path of this stream's ``index.json``."""
+        return os.path.join(self.local_dir, INDEX_BASENAME)
+
+    def fetch_index(self) -> str:
+        """Make the local ``index.json`` present (one download per node) and return its path."""
+        path = self.index_path()
+        if os.path.isfile(path):
+            return path
+        remote = self.remote_dir
+        if not remote:
+            raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.')
+        os.makedirs(self.local_dir, exist_ok=True)
+        locks = self._locks()
+        locks.acquire(_INDEX_BYTE, True, self.wait_timeout, f'the download of {path}')
+        try:
+            if not os.path.isfile(path):
+                download_file(join(remote, INDEX_BASENAME), path, timeout=float(self.download_timeout),
+                              retries=int(self.download_retry), options=self.storage_options)
+        finally:
+            locks.release(_INDEX_BYTE)
+        return path
+
+    def get_shards(self, allow_unsafe_types: bool = False) -> list[Any]:
+        """Load the index and return one reader per shard."""
+        path = self.fetch_index()
+        try:
+            index = load_index(path)
+        except IndexFormatError:
+            raise
+        readers = shard_readers(index, path, allow_unsafe_types=allow_unsafe_types)
+        for reader in readers:
+            reader.stream_dir = self.local_dir
+        return readers
+
+    # ----------------------------------------------------------------------------------------------------------
+    def raw_paths(self, reader: Any) -> list[str]:
+        """The local paths of a shard's raw files (checked to stay inside the local directory)."""
+        return [resolve_inside(self.local_dir, raw.basename, reader.where) for raw, _ in reader.parts]
+
+    def is_ready(self, reader: Any) -> bool:
+        """Whether every raw file of the shard is present locally."""
+        return all(os.path.isfile(path) for path in self.raw_paths(reader))
+
+    def present_bytes(self, reader: Any) -> int:
+        """The bytes this shard occupies locally now (raw and compressed files)."""
+        total = 0
+        for raw, zipped in reader.parts:
+            for info in (raw, zipped):
+                if info is None:
+                    continue
+                try:
+                    total += os.path.getsize(os.path.join(self.local_dir, *info.basename.split('/')))
+                except OSError:
+                    pass
+        return total
+
+    def prepare_shard(self, reader: Any, *, prepare_byte: int) -> None:
+        """Make the shard's raw files present: download, check, decompress (bounded), rename into place.
+
+        Holds the shard's "prepare" lock so at most one process per node works on it; a process that waited for
+        another finds the files present and returns.
+        """
+        locks = self._locks()
+        locks.acquire(prepare_byte, True, self.wait_timeout, f'the preparation of {reader.where}')
+        try:
+            for part, (raw, zipped) in enumerate(reader.parts):
+                self._prepare_part(reader, raw, zipped)
+        finally:
+            locks.release(prepare_byte)
+
+    def _prepare_part(self, reader: Any, raw: Any, zipped: Any) -> None:
+        raw_path = resolve_inside(self.local_dir, raw.basename, reader.where)
+        if os.path.isfile(raw_path):
+            if zipped is not None and not self.safe_keep_zip:
+                zip_path = os.path.join(self.local_dir, *zipped.basename.split('/'))
+                if os.path.exists(zip_path):
+                    os.remove(zip_path)
+            return
+        os.makedirs(os.path.dirname(raw_path), exist_ok=True)
+        if zipped is None:
+            self._download(raw, raw_path)
+            return
+        zip_path = resolve_inside(self.local_dir, zipped.basename, reader.where)
+        if not os.path.isfile(zip_path):
+            self._download(zipped, zip_path)
+        self._decompress(reader, zip_path, raw_path, raw)
+        if not self.safe_keep_zip and os.path.exists(zip_path):
+            os.remove(zip_path)
+
+    def _download(self, info: Any, path: str) -> None:
+        remote = self.remote_dir
+        if not remote:
+            raise MissingIndexError(f'Shard file {path} is missing locally and the stream has no remote to fetch '
+                                    f'it from.')
+        expected_hash = None
+        if self.validate_hash:
+            if self.validate_hash not in info.hashes:
+                raise ValueError(f'Hash algorithm `{self.validate_hash}` chosen for data validation does not match '
+                                 f'with those provided during dataset creation `{sorted(info.hashes)}`. Provide one '
+                                 f'of those.')
+            expected_hash = (self.validate_hash, info.hashes[self.validate_hash])
+        download_file(join(remote, info.basename), path, timeout=float(self.download_timeout),
+                      retries=int(self.download_retry), expected_size=info.bytes, expected_hash=expected_hash,
+                      options=self.storage_options)
+
+    def _decompress(self, reader: Any, zip_path: str, raw_path: str, raw: Any) -> None:
+        from streaming_core.compression import decompress
+        with open(zip_path, 'rb') as handle:
+            data = handle.read()
+        try:
+            out = decompress(reader.compression, data, max_size=raw.bytes)
+        except ShardCorruptError as err:
+            raise ShardCorruptError(f'{zip_path}: {err}') from err
+        if len(out) != raw.bytes:
+            raise ShardCorruptError(f'{zip_path} decompresses to {len(out)} bytes, but the index declares '
+                                    f'{raw.bytes} for {raw.basename}.')
+        tmp = temp_name(raw_path)
+        try:
+            with open(tmp, 'wb') as handle:
+                handle.write(out)
+            os.replace(tmp, raw_path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def remove_shard_files(self, reader: Any) -> int:
+        """Delete the shard's local files (raw and compressed); returns the bytes freed. Never called for a stream
+        without a remote copy."""
+        if not self.has_remote_copy:
+            raise StreamingError(f'Refusing to delete {reader.where}: its stream has no remote copy.')
+        freed = 0
+        for raw, zipped in reader.parts:
+            for info in (raw, zipped):
+                if info is None:
+                    continue
+                path = os.path.join(self.local_dir, *info.basename.split('/'))
+                try:
+                    size = os.path.getsize(path)
+                    os.remove(path)
+                    freed += size
+                except FileNotFoundError:
+                    pass
+        return freed
+
+    def __repr__(self) -> str:
+        remote = redact_url(self.remote) if self.remote else None
+        return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r})'
