@@ -139,7 +139,7 @@ def _objects() -> dict[str, Any]:
     jsons = [{'k': 'v', 'n': [1, 2, {'x': None}]}, [1.5, 'caf\u00e9', True, None], 'plain string', 12345,
              {'z': 1, 'a': 2, '\u00fc': '\U0001f600'}, np.arange(6, dtype=np.int64).reshape(2, 3),
              {'float': 1e16, 'neg': -0.0}, rng.standard_normal(3).round(3)]
-    inputs = [{'pk': p, 'js': j, 'n': k} for k, (p, j) in enumerate(zip(pickles, jsons))]
+    inputs = [{'pk': p, 'js': j, 'n': k} for k, (p, j) in enumerate(zip(pickles, jsons, strict=True))]
     return {'name': 'mds_objects', 'writer': 'MDSWriter', 'kwargs': {'columns': columns}, 'inputs': inputs}
 
 

@@ -125,7 +125,7 @@ def first_difference(actual: Any, expected: Any, path: str = '') -> str | None:
     if isinstance(actual, list):
         if len(actual) != len(expected):
             return f'{path}: length {len(actual)} != {len(expected)}'
-        for i, (a, e) in enumerate(zip(actual, expected)):
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             diff = first_difference(a, e, f'{path}[{i}]')
             if diff:
                 return diff
