@@ -1,0 +1,1 @@
+"""An example third-party plugin for streaming-core (see docs/plugins/writing.md)."""
