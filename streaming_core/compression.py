@@ -1,4 +1,9 @@
-"""Compression strings (``'zstd'``, ``'zstd:7'``) resolved through the compressor registry."""
+"""Compression strings (``'zstd'``, ``'zstd:7'``) resolved through the compressor registry.
+
+A compression string is exactly a family name or ``family:level`` with the level written in decimal and one of the
+family's levels (set membership, as in the reference: ``zstd:07`` and ``zstd:0`` are invalid). The family name is
+also the compressed file's extension. The level only matters when writing.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,27 @@ from streaming_core.errors import UnknownNameError
 from streaming_core.interfaces import Compressor
 from streaming_core.registry import get_registry
 
-__all__ = ['parse_compression', 'get_compressor', 'compress', 'decompress', 'is_compression',
-           'get_compression_extension', 'compression_names']
+__all__ = ['UnknownCompressionError', 'parse_compression', 'get_compressor', 'compress', 'decompress',
+           'is_compression', 'get_compression_extension', 'compression_names', 'get_compressions']
+
+
+class UnknownCompressionError(UnknownNameError, ValueError):
+    """The compression family is not registered (a ``ValueError`` too, as the reference raised)."""
 
 
 def parse_compression(text: str) -> tuple[Compressor, int | None]:
     """Split ``'family[:level]'`` and validate it exactly as the reference does (``zstd:07`` is invalid).
 
+    Returns:
+        The compressor and the level (the family's default for a bare family name).
+
     Raises:
-        UnknownNameError: the family is not registered (with the install hint).
+        UnknownCompressionError: the family is not registered (with the install hint).
         ValueError: ``'<text> is not a supported compression algorithm'`` for a bad level.
     """
     if not isinstance(text, str) or not text:
-        raise ValueError(f'{text!r} is not a supported compression algorithm.')
+        raise ValueError(f'{text!r} is not a supported compression algorithm: expected a string such as "zstd" or '
+                         f'"zstd:7".')
     family, sep, level_text = text.partition(':')
     compressor = get_compressor(family)
     if not sep:
@@ -31,8 +44,16 @@ def parse_compression(text: str) -> tuple[Compressor, int | None]:
 
 
 def get_compressor(family: str) -> Compressor:
-    """The compressor registered for a family name."""
-    return get_registry('compressor').get(family)
+    """The compressor registered for a family name.
+
+    Raises:
+        UnknownCompressionError: no plugin registered ``family``.
+    """
+    registry = get_registry('compressor')
+    try:
+        return registry.get(family)
+    except UnknownNameError as err:
+        raise UnknownCompressionError(f'{family!r} is not a supported compression algorithm.\n{err}') from None
 
 
 def is_compression(text: str | None) -> bool:
@@ -55,6 +76,11 @@ def compression_names() -> list[str]:
     return names
 
 
+def get_compressions() -> set[str]:
+    """The set of valid compression strings (the reference's ``get_compressions``)."""
+    return set(compression_names())
+
+
 def get_compression_extension(text: str) -> str:
     """The file extension (the family) of a compression string."""
     compressor, _ = parse_compression(text)
@@ -68,6 +94,10 @@ def compress(text: str, data: bytes | memoryview) -> bytes:
 
 
 def decompress(text: str, data: bytes | memoryview, max_size: int | None = None) -> bytes:
-    """Decompress ``data`` by the family of ``text``; at most ``max_size`` bytes when given."""
+    """Decompress ``data`` by the family of ``text``; at most ``max_size`` bytes when given.
+
+    Raises:
+        ShardCorruptError: the data is corrupt, truncated, or expands past ``max_size``.
+    """
     family = text.partition(':')[0]
     return get_compressor(family).decompress(data, max_size)

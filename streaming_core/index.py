@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from streaming_core.errors import IndexFormatError, UnsafePathError
 from streaming_core.util import pyjson_sorted

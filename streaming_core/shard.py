@@ -1,13 +1,79 @@
-"""Format-independent parts of reading a shard entry: key and type validation, the files it is made of."""
+"""Format-independent parts of reading a shard: entry key and type validation, the files it is made of, and the
+memory-mapping and offset-table checks every binary layout shares.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, Sequence
+import mmap
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from streaming_core.errors import IndexFormatError
+import numpy as np
+
+from streaming_core.errors import IndexFormatError, ShardCorruptError
 from streaming_core.index import FileInfo
 
-__all__ = ['ShardReaderBase', 'require_type']
+__all__ = ['ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
+
+
+def map_file(path: str, expected_size: int | None, minimum: int = 0) -> mmap.mmap | bytes:
+    """Memory-map ``path`` read-only after checking its size.
+
+    Args:
+        path: The local raw file.
+        expected_size: The size the index declares (``raw_*.bytes``); any other size is corruption.
+        minimum: The smallest size the layout allows (a header).
+
+    Returns:
+        The mapping (or ``b''`` for an empty file, which cannot be mapped).
+
+    Raises:
+        ShardCorruptError: naming the file, for a wrong or too small size.
+    """
+    with open(path, 'rb') as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if expected_size is not None and size != expected_size:
+            raise ShardCorruptError(f'{path}: the file has {size} bytes but the index declares {expected_size} '
+                                    f'(truncated or replaced); delete it so it is fetched again.')
+        if size < minimum:
+            raise ShardCorruptError(f'{path}: the file has {size} bytes, fewer than the {minimum}-byte header of '
+                                    f'its format (truncated).')
+        if size == 0:
+            return b''
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def read_offsets(buf: Any, count: int, offset: int, first_min: int, first_max: int | None, end: int,
+                 path: str) -> list[int]:
+    """Read and validate a table of ``count + 1`` little-endian ``u32`` offsets at byte ``offset`` of ``buf``.
+
+    The offsets must be non-decreasing, the first must lie in ``[first_min, first_max]`` and the last must equal
+    ``end`` (the size of the file they point into). Returns them as Python ints (one copy, so the mapping is not
+    pinned by a numpy view).
+
+    Raises:
+        ShardCorruptError: naming ``path`` and what is wrong.
+    """
+    need = offset + 4 * (count + 1)
+    if len(buf) < need:
+        raise ShardCorruptError(f'{path}: the offset table of {count} samples needs {need} bytes but the file has '
+                                f'{len(buf)} (truncated).')
+    table = np.frombuffer(buf, dtype='<u4', count=count + 1, offset=offset).astype(np.int64)
+    first, last = int(table[0]), int(table[-1])
+    if first < first_min or (first_max is not None and first > first_max):
+        want = f'{first_min}' if first_max == first_min else f'at least {first_min}'
+        raise ShardCorruptError(f'{path}: the first sample offset is {first}, expected {want} (the end of the '
+                                f'header); the shard is corrupt.')
+    if count and bool((table[1:] < table[:-1]).any()):
+        bad = int(np.argmax(table[1:] < table[:-1]))
+        raise ShardCorruptError(f'{path}: sample offsets decrease at sample {bad} ({int(table[bad])} then '
+                                f'{int(table[bad + 1])}); the shard is corrupt.')
+    if last != end:
+        where = 'past the end of' if last > end else 'short of'
+        raise ShardCorruptError(f'{path}: the last sample offset is {last}, {where} the data size {end}; the shard '
+                                f'is truncated or corrupt.')
+    return table.tolist()
 
 
 def require_type(entry: Mapping[str, Any], key: str, types: type | tuple[type, ...], where: str,
@@ -39,12 +105,18 @@ class ShardReaderBase:
     def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
         where = where or f'{self.format_name} shard'
         self.where = where
+        if not isinstance(entry, Mapping):
+            raise IndexFormatError(f'{where}: a shard entry must be a JSON object, got {type(entry).__name__}.')
         keys = set(entry)
         if keys != set(self.entry_keys):
             extra = sorted(keys - self.entry_keys)
             missing = sorted(self.entry_keys - keys)
             raise IndexFormatError(f'{where}: a {self.format_name} shard entry has unexpected keys {extra} and is '
                                    f'missing keys {missing}.')
+        version = entry['version']
+        if version != 2 or isinstance(version, bool):
+            raise IndexFormatError(f'{where}: Unsupported streaming data version: {version!r}. This reader reads '
+                                   f'version 2 shard entries.')
         if entry['format'] != self.format_name:
             raise IndexFormatError(f'{where}: format {entry["format"]!r} given to the {self.format_name} reader.')
         samples = require_type(entry, 'samples', int, where)

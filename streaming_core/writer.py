@@ -1,9 +1,11 @@
 """Format-independent writer machinery: sharding, compression, hashing, uploads and a transactional index.
 
 A format plugin subclasses :class:`ShardWriter` and implements :meth:`~ShardWriter.encode_sample`,
-:meth:`~ShardWriter.get_config` and :meth:`~ShardWriter.encode_shard`. Everything else (the reference's keyword
-arguments, the flush rule, shard naming, the ``out`` forms, parallel uploads and the commit of ``index.json``
-strictly after every shard it names is written, uploaded and confirmed) lives here.
+:meth:`~ShardWriter.get_config` and :meth:`~ShardWriter.encode_shard` (and, for formats whose shards carry a
+header counted against ``size_limit``, :meth:`~ShardWriter.shard_overhead`). Everything else lives here: the
+reference's keyword arguments and their validation, the flush rule (including its empty-first-shard quirk), shard
+naming, the ``out`` forms, parallel uploads through the storage registry, and the commit of ``index.json`` strictly
+after every shard it names is written, uploaded and confirmed.
 """
 
 from __future__ import annotations
@@ -13,29 +15,46 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from streaming_core.compression import parse_compression
-from streaming_core.errors import UploadError
+from streaming_core.errors import CodecError, StreamingError, UnknownNameError, UploadError
 from streaming_core.hashing import get_hash
 from streaming_core.index import INDEX_BASENAME, index_text, write_index
 from streaming_core.storage import exists, is_remote, join, local_path, upload_file, url_scheme
 from streaming_core.util import bytes_to_int
 
-__all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES']
+__all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
+           'MissingColumnError', 'WRITER_KWARGS']
 
 logger = logging.getLogger('streaming_core.writer')
 
-#: Shard files index their samples with 32-bit offsets, so a shard must stay below 4 GiB.
+#: Shard files index their samples with 32-bit offsets, so a shard file must stay below 4 GiB.
 MAX_SHARD_BYTES = (1 << 32) - 1
 
-_WRITER_KWARGS = {'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'}
+#: The extra keyword arguments every writer accepts (the reference's four, plus two of ours).
+WRITER_KWARGS = frozenset({'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'})
+
+
+class ShardTooLargeError(StreamingError, ValueError):
+    """A sample, or a shard with no ``size_limit``, would pass the 4 GiB that 32-bit offsets can address."""
+
+
+class MissingColumnError(CodecError, KeyError):
+    """A sample given to a writer lacks one of the declared columns."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ''
 
 
 def parse_size_limit(size_limit: int | str | None) -> int | None:
-    """The reference's ``size_limit`` rules: falsy means no limit; negative or ``>= 2**32`` is an error."""
+    """The reference's ``size_limit`` rules: falsy means no limit; negative or ``>= 2**32`` is an error.
+
+    The string ``'0'`` parses to 0, which is stored as 0 and behaves as no limit (as in the reference).
+    """
     if not size_limit:
         return None
     value = bytes_to_int(size_limit)
@@ -59,7 +78,7 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
         if not out:
             raise ValueError('Invalid `out` argument: an empty string. Give a directory, a URL or (local, remote).')
         if is_remote(out):
-            get_registry('storage').get(url_scheme(out))
+            _check_scheme(get_registry('storage'), out)
             return tempfile.mkdtemp(prefix='streaming-writer-'), out.rstrip('/'), True
         return local_path(out), None, False
     if isinstance(out, (tuple, list)):
@@ -68,9 +87,17 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
         local, remote = out
         if is_remote(local):
             raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
-        get_registry('storage').get(url_scheme(remote) or 'file')
+        _check_scheme(get_registry('storage'), remote)
         return local_path(local), remote.rstrip('/'), False
     raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+
+
+def _check_scheme(storage: Any, url: str) -> None:
+    scheme = url_scheme(url) or 'file'
+    try:
+        storage.get(scheme)
+    except UnknownNameError as err:
+        raise UnknownNameError(f'Invalid Cloud provider prefix: {scheme}.\n{err}') from None
 
 
 class ShardWriter:
@@ -79,12 +106,12 @@ class ShardWriter:
     Args:
         out: A local directory, a remote URL, or a ``(local, remote)`` tuple.
         keep_local: With a remote, keep the local files after uploading them (default: delete each file once it
-            is uploaded and confirmed, then remove the directory if nothing else is in it).
+            is uploaded and confirmed, then remove the directories left empty).
         compression: ``None`` or a compression string such as ``'zstd'`` or ``'zstd:7'``.
         hashes: Hash names recorded per file; must be in sorted order.
         size_limit: The shard size at which a new shard starts: an int, a string like ``'64mb'``, or ``None`` for
-            no limit (shards must still stay below 4 GiB).
-        progress_bar: Show a tqdm bar of samples written and shards uploaded.
+            no limit (a shard must still stay below 4 GiB, else :class:`ShardTooLargeError`).
+        progress_bar: Show a tqdm bar of samples written.
         max_workers: Upload threads (default: Python's executor default).
         retry: Attempts per upload, as in the reference (at least 1).
         exist_ok: Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
@@ -94,55 +121,67 @@ class ShardWriter:
     """
 
     format: str = ''
-    extra_bytes_per_shard: int = 0
     extra_bytes_per_sample: int = 0
     part_names: tuple[str, ...] = ('data',)
 
     def __init__(self, *, out: str | Sequence[str], keep_local: bool = False, compression: str | None = None,
                  hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26, **kwargs: Any) -> None:
-        invalid = sorted(set(kwargs) - _WRITER_KWARGS)
+        invalid = sorted(set(kwargs) - WRITER_KWARGS)
         if invalid:
             raise ValueError(f'Invalid Writer argument(s): {invalid}. Valid extra arguments are '
-                             f'{sorted(_WRITER_KWARGS)}.')
+                             f'{sorted(WRITER_KWARGS)}.')
         self.keep_local = bool(keep_local)
         self.compression = compression or None
         self._compressor, self._level = None, None
         if self.compression:
             try:
                 self._compressor, self._level = parse_compression(self.compression)
-            except ValueError as err:
+            except (ValueError, LookupError) as err:
                 raise ValueError(f'Invalid compression: {self.compression}. {err}') from err
+        if hashes is not None and (isinstance(hashes, str) or not all(isinstance(h, str) for h in hashes)):
+            raise ValueError(f'Invalid hashes: {hashes!r}. Give a sorted list of hash names such as ["sha1"].')
         self.hashes = list(hashes or [])
         if self.hashes != sorted(self.hashes):
             raise ValueError('Hashes must be unique and in sorted order.')
+        self._hashers = []
         for name in self.hashes:
             try:
-                get_hash(name)
+                self._hashers.append((name, get_hash(name)))
             except (LookupError, ValueError) as err:
                 raise ValueError(f'Invalid hash: {name}. {err}') from err
         self.size_limit = parse_size_limit(size_limit)
         self.progress_bar = bool(kwargs.get('progress_bar', False))
-        self.retry = int(kwargs.get('retry', 2))
-        if self.retry < 1:
-            raise ValueError(f'retry must be at least 1 (the number of attempts per upload), got {self.retry}.')
+        retry = kwargs.get('retry', 2)
+        if isinstance(retry, bool) or not isinstance(retry, int) or retry < 1:
+            raise ValueError(f'retry must be an integer of at least 1 (the number of attempts per upload), got '
+                             f'{retry!r}.')
+        self.retry = retry
+        max_workers = kwargs.get('max_workers')
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise ValueError(f'max_workers must be a positive integer or None, got {max_workers!r}.')
         self.exist_ok = bool(kwargs.get('exist_ok', False))
         self.storage_options = dict(kwargs.get('storage_options') or {})
         self.upload_timeout = float(kwargs.get('upload_timeout', 60.0))
+        self._config_cache: dict[str, Any] | None = None
+        #: Bytes of a new shard counted against ``size_limit`` before any sample (the reference's accounting).
+        self.extra_bytes_per_shard = self.shard_overhead()
+        self._uncounted = self.uncounted_bytes_per_shard()
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._prepare_output()
-        self._executor = ThreadPoolExecutor(max_workers=kwargs.get('max_workers')) if self.remote else None
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix='shard-upload') \
+            if self.remote else None
         self._futures: list[Future[None]] = []
-        self._lock = threading.Lock()
+        self._upload_error: BaseException | None = None
+        self._error_lock = threading.Lock()
         self.shards: list[dict[str, Any]] = []
         self._samples: list[bytes] = []
-        self._written_files: list[str] = []
+        self._shard_size = self.extra_bytes_per_shard
         self._finished = False
         self._bar = None
         if self.progress_bar:
             from tqdm.auto import tqdm
             self._bar = tqdm(desc=f'Writing {self.format} shards', unit=' samples', dynamic_ncols=True)
-        self._config_cache: dict[str, Any] | None = None
-        self._reset_cache()
 
     # ----------------------------------------------------------------------------------------------------------
     # Hooks for format plugins.
@@ -159,7 +198,24 @@ class ShardWriter:
         """The raw file contents of one shard, keyed by part name (``'data'``, and ``'meta'`` for split formats)."""
         raise NotImplementedError
 
+    def shard_overhead(self) -> int:
+        """Bytes a new shard counts against ``size_limit`` before any sample (MDS: its header; default 0)."""
+        return 0
+
+    def uncounted_bytes_per_shard(self) -> int:
+        """Bytes of the data file that ``size_limit`` does not count (the XSV header line); used for the 4 GiB
+        check only.
+        """
+        return 0
+
     # ----------------------------------------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        """The cached :meth:`get_config` (constant for a writer)."""
+        if self._config_cache is None:
+            self._config_cache = self.get_config()
+        return self._config_cache
+
     def _prepare_output(self) -> None:
         if os.path.exists(self.local) and not os.path.isdir(self.local):
             raise NotADirectoryError(f'Writer output {self.local} exists and is not a directory.')
@@ -176,47 +232,51 @@ class ShardWriter:
                 raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
                                       f'exist_ok=True to overwrite it, or choose another location.')
 
-    def _reset_cache(self) -> None:
-        self._samples = []
-        self._shard_size = self.extra_bytes_per_shard
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The cached :meth:`get_config` (constant for a writer)."""
-        if self._config_cache is None:
-            self._config_cache = self.get_config()
-        return self._config_cache
-
-    def _raise_if_failed(self) -> None:
-        for future in self._futures:
-            if future.done() and future.exception() is not None:
-                self._cancel_pending()
-                raise UploadError(f'An upload of this writer failed, so the dataset was not committed: '
-                                  f'{future.exception()}') from future.exception()
-
-    def _cancel_pending(self) -> None:
+    def _raise_upload_error(self) -> None:
+        err = self._upload_error
         for future in self._futures:
             future.cancel()
+        raise UploadError(f'An upload of this {self.format} writer failed, so the dataset will not be committed '
+                          f'(no index.json is written): {err}') from err
 
     def write(self, sample: Mapping[str, Any]) -> None:
-        """Encode and append one sample, starting a new shard first when ``size_limit`` would be exceeded."""
+        """Encode and append one sample, starting a new shard first when ``size_limit`` would be exceeded.
+
+        Raises:
+            UploadError: an earlier shard failed to upload (the dataset will not be committed).
+            ShardTooLargeError: the sample alone, or the shard with no ``size_limit``, would pass 4 GiB.
+        """
+        if self._upload_error is not None:
+            self._raise_upload_error()
         if self._finished:
             raise RuntimeError('This writer is finished; create a new writer to write more samples.')
-        self._raise_if_failed()
         data = self.encode_sample(sample)
         cost = len(data) + self.extra_bytes_per_sample
-        if self.extra_bytes_per_shard + cost > MAX_SHARD_BYTES:
-            raise ValueError(f'A sample of {len(data)} bytes does not fit in a {self.format} shard: shards index '
-                             f'samples with 32-bit offsets, so a shard (and a sample) must stay below 4 GiB.')
-        if self.size_limit and self.size_limit < self._shard_size + cost:
+        size = self._shard_size + cost
+        limit = self.size_limit
+        if limit and limit < size:
+            if self.extra_bytes_per_shard + self._uncounted + cost > MAX_SHARD_BYTES:
+                self._too_large(cost)  # raise before flushing: the sample fits in no shard
             self.flush_shard()
-        elif self._shard_size + cost > MAX_SHARD_BYTES:
-            raise ValueError(f'Shard {len(self.shards)} would pass 4 GiB with no size_limit: shards index samples '
-                             f'with 32-bit offsets. Set size_limit (for example "1gb").')
+            size = self._shard_size + cost
+        if size + self._uncounted > MAX_SHARD_BYTES:
+            self._too_large(cost)
         self._samples.append(data)
-        self._shard_size += cost
+        self._shard_size = size
         if self._bar is not None:
             self._bar.update(1)
+
+    def _too_large(self, cost: int) -> None:
+        """Raise :class:`ShardTooLargeError` for a sample that does not fit (alone, or in a shard with no limit)."""
+        if self.extra_bytes_per_shard + self._uncounted + cost > MAX_SHARD_BYTES:
+            raise ShardTooLargeError(
+                f'A sample of {cost - self.extra_bytes_per_sample} bytes does not fit in a {self.format} shard: '
+                f'shards index their samples with 32-bit offsets, so a shard file must stay below 4 GiB '
+                f'({MAX_SHARD_BYTES} bytes). Split the sample or store it elsewhere and write a reference to it.')
+        raise ShardTooLargeError(
+            f'Shard {len(self.shards)} of this {self.format} writer would pass 4 GiB ({MAX_SHARD_BYTES} bytes) '
+            f'with size_limit={self.size_limit!r}: shards index their samples with 32-bit offsets. Set a '
+            f'size_limit below 4 GiB (for example "1gb").')
 
     def _basename(self, index: int, part: str) -> str:
         name = f'shard.{index:05}.{self.format}'
@@ -225,10 +285,11 @@ class ShardWriter:
     def flush_shard(self) -> None:
         """Write the buffered samples as the next shard (even when empty, as the reference does)."""
         index = len(self.shards)
-        files = self.encode_shard(self._samples)
+        samples = self._samples
+        files = self.encode_shard(samples)
         entry = dict(self.config)
-        entry['samples'] = len(self._samples)
-        to_upload = []
+        entry['samples'] = len(samples)
+        written = []
         for part in self.part_names:
             raw = files[part]
             basename = self._basename(index, part)
@@ -241,61 +302,85 @@ class ShardWriter:
             else:
                 entry[f'zip_{part}'] = None
                 data, name = raw, basename
-            path = os.path.join(self.local, name)
-            with open(path, 'wb') as handle:
+            with open(os.path.join(self.local, name), 'wb') as handle:
                 handle.write(data)
-            self._written_files.append(name)
-            to_upload.append(name)
+            written.append(name)
         self.shards.append(entry)
-        for name in to_upload:
+        for name in written:
             self._submit_upload(name)
-        self._reset_cache()
+        self._samples = []
+        self._shard_size = self.extra_bytes_per_shard
         if self._bar is not None:
             self._bar.set_postfix(shards=len(self.shards))
 
     def _file_info(self, basename: str, data: bytes) -> dict[str, Any]:
-        return {'basename': basename, 'bytes': len(data),
-                'hashes': {name: get_hash(name)(data) for name in self.hashes}}
+        return {'basename': basename, 'bytes': len(data), 'hashes': {name: hasher(data)
+                                                                      for name, hasher in self._hashers}}
 
     def _submit_upload(self, name: str) -> None:
-        if self.remote is None or self._executor is None:
+        if self._executor is None:
             return
-        self._futures.append(self._executor.submit(self._upload, name))
+        future = self._executor.submit(self._upload, name)
+        future.add_done_callback(self._upload_done)
+        self._futures.append(future)
+
+    def _upload_done(self, future: Future[None]) -> None:
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            with self._error_lock:
+                if self._upload_error is None:
+                    self._upload_error = err
 
     def _upload(self, name: str) -> None:
+        assert self.remote is not None
         path = os.path.join(self.local, name)
         upload_file(path, join(self.remote, name), timeout=self.upload_timeout, retries=self.retry - 1,
                     options=self.storage_options)
-        if not self.keep_local and os.path.exists(path):
+        if not self.keep_local:
             os.remove(path)
 
     def finish(self) -> None:
-        """Flush the last shard, wait for every upload, then commit ``index.json`` (uploaded last).
+        """Flush the last shard, wait for every upload, then commit ``index.json`` (uploaded strictly last).
 
         Raises:
-            UploadError: when any upload failed; ``index.json`` is then not committed.
+            UploadError: when any upload failed; ``index.json`` is then neither uploaded nor left locally naming
+                files that are gone.
         """
         if self._finished:
             return
         self._finished = True
         try:
-            if self._samples:
+            if self._upload_error is None and self._samples:
                 self.flush_shard()
             self._wait_uploads()
-            text = index_text(self.shards)
-            index_path = os.path.join(self.local, INDEX_BASENAME)
-            write_index(index_path, self.shards, text)
-            if self.remote is not None:
-                upload_file(index_path, join(self.remote, INDEX_BASENAME), timeout=self.upload_timeout,
-                            retries=self.retry - 1, options=self.storage_options)
-                if not self.keep_local:
-                    os.remove(index_path)
-                    self._remove_local_dir()
+            self._commit_index()
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=True, cancel_futures=True)
             if self._bar is not None:
                 self._bar.close()
+
+    def _commit_index(self) -> None:
+        text = index_text(self.shards)
+        index_path = os.path.join(self.local, INDEX_BASENAME)
+        write_index(index_path, self.shards, text)
+        if self.remote is None:
+            return
+        try:
+            upload_file(index_path, join(self.remote, INDEX_BASENAME), timeout=self.upload_timeout,
+                        retries=self.retry - 1, options=self.storage_options)
+        except BaseException:
+            if not self.keep_local:
+                os.remove(index_path)  # the local shards are gone; never leave an index naming them
+            raise
+        if not self.keep_local:
+            os.remove(index_path)
+            if self._local_is_temp:
+                shutil.rmtree(self.local, ignore_errors=True)
+            else:
+                self._remove_empty_dirs()
 
     def _wait_uploads(self) -> None:
         errors = []
@@ -304,11 +389,13 @@ class ShardWriter:
                 future.result()
             except BaseException as err:  # collect all, report the first
                 errors.append(err)
+        if self._upload_error is not None and not errors:
+            errors.append(self._upload_error)
         if errors:
-            raise UploadError(f'{len(errors)} upload(s) failed, so the dataset was not committed '
-                              f'(no index.json was written). First error: {errors[0]}') from errors[0]
+            raise UploadError(f'{len(errors)} upload(s) of this {self.format} writer failed, so the dataset was not '
+                              f'committed (no index.json was written). First error: {errors[0]}') from errors[0]
 
-    def _remove_local_dir(self) -> None:
+    def _remove_empty_dirs(self) -> None:
         """Remove the local directories left empty (deepest first); ``rmdir`` never removes a file."""
         for dirpath, _, _ in sorted(os.walk(self.local), key=lambda item: -len(item[0])):
             try:
@@ -324,7 +411,7 @@ class ShardWriter:
         if exc is None:
             self.finish()
             return
-        # Leaving by an exception: commit what was completely written, unless an upload failed.
+        # Leaving by an exception: commit the samples completely written so far, unless an upload failed.
         try:
             self.finish()
         except Exception as err:

@@ -1,54 +1,75 @@
-"""Builtin compressors from the standard library: ``gz`` (0-9, default 9) and ``bz2`` (1-9, default 9)."""
+"""Builtin compressors from the standard library: ``gz`` (0-9, default 9) and ``bz2`` (1-9, default 9).
+
+Both decompress incrementally, so a file that expands past the size its index declares is refused after producing
+at most that many bytes (plus one), and both accept concatenated members/streams as Python's one-shot functions
+do.
+"""
 
 from __future__ import annotations
 
 import bz2
 import gzip
 import zlib
+from collections.abc import Callable
 
 from streaming_core.errors import ShardCorruptError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.registry import RegistryView
 
+__all__ = ['Gzip', 'Bzip2', 'bounded_stream']
+
+_CHUNK = 1 << 24
 
 
-def _bounded(decompressor: 'zlib._Decompress | bz2.BZ2Decompressor', data: bytes | memoryview,
-             max_size: int | None, family: str) -> bytes:
-    """Run an incremental decompressor, never producing more than ``max_size`` bytes."""
+def _too_big(family: str, max_size: int) -> ShardCorruptError:
+    return ShardCorruptError(f'{family} data expands past the declared size of {max_size} bytes; refusing to '
+                             f'decompress further (a corrupt or hostile file).')
+
+
+def bounded_stream(make: Callable[[], 'zlib._Decompress | bz2.BZ2Decompressor'], data: bytes | memoryview,
+                   max_size: int | None, family: str) -> bytes:
+    """Decompress ``data`` (one or more concatenated members) with fresh decompressors from ``make``, producing at
+    most ``max_size + 1`` bytes before raising :class:`ShardCorruptError`.
+
+    Works with ``zlib`` decompress objects (``unconsumed_tail``/``unused_data``) and ``bz2.BZ2Decompressor``
+    (``max_length``/``needs_input``/``unused_data``).
+    """
     out = bytearray()
-    view = memoryview(data)
-    if isinstance(decompressor, bz2.BZ2Decompressor):
-        pending: bytes | memoryview = view
-        while True:
-            limit = -1 if max_size is None else max_size + 1 - len(out)
-            out += decompressor.decompress(pending, max_length=limit)
-            pending = b''
-            if max_size is not None and len(out) > max_size:
-                raise ShardCorruptError(f'{family} data expands past the declared size of {max_size} bytes.')
-            if decompressor.eof or decompressor.needs_input:
-                break
-        if not decompressor.eof:
-            raise ShardCorruptError(f'{family} data is truncated.')
-        return bytes(out)
-    tail = view
+    pending = bytes(data)
     while True:
-        limit = 0 if max_size is None else max_size + 1 - len(out)
-        out += decompressor.decompress(tail, limit)
-        tail = decompressor.unconsumed_tail
-        if max_size is not None and len(out) > max_size:
-            raise ShardCorruptError(f'{family} data expands past the declared size of {max_size} bytes.')
-        if not tail:
-            break
-    out += decompressor.flush()
-    if max_size is not None and len(out) > max_size:
-        raise ShardCorruptError(f'{family} data expands past the declared size of {max_size} bytes.')
-    if not decompressor.eof:
-        raise ShardCorruptError(f'{family} data is truncated.')
-    return bytes(out)
+        decompressor = make()
+        is_bz2 = isinstance(decompressor, bz2.BZ2Decompressor)
+        tail = pending
+        while True:
+            room = _CHUNK if max_size is None else min(_CHUNK, max_size + 1 - len(out))
+            if is_bz2:
+                out += decompressor.decompress(tail, max_length=room)
+                tail = b''
+            else:
+                out += decompressor.decompress(tail, room)
+                tail = decompressor.unconsumed_tail
+            if max_size is not None and len(out) > max_size:
+                raise _too_big(family, max_size)
+            if decompressor.eof:
+                break
+            if is_bz2 and decompressor.needs_input:
+                raise ShardCorruptError(f'{family} data is truncated (the stream ends before its end marker).')
+            if not is_bz2 and not tail:
+                out += decompressor.flush()
+                if max_size is not None and len(out) > max_size:
+                    raise _too_big(family, max_size)
+                if not decompressor.eof:
+                    raise ShardCorruptError(f'{family} data is truncated (the stream ends before its end marker).')
+                break
+        pending = decompressor.unused_data
+        if not pending:
+            return bytes(out)
+        if family == 'gz' and not pending.strip(b'\0'):
+            return bytes(out)  # zero padding after the last member, as gzip.decompress accepts
 
 
 class Gzip:
-    """One gzip member, as Python's ``gzip.compress`` writes it."""
+    """One gzip member, as Python's ``gzip.compress`` writes it (the header's mtime makes the bytes vary)."""
 
     extension = 'gz'
     levels = range(0, 10)
@@ -59,9 +80,9 @@ class Gzip:
         return gzip.compress(bytes(data), compresslevel=self.default_level if level is None else level)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
-        """Decompress one gzip member, bounded by ``max_size``."""
+        """Decompress one or more gzip members, bounded by ``max_size``."""
         try:
-            return _bounded(zlib.decompressobj(16 + zlib.MAX_WBITS), data, max_size, 'gz')
+            return bounded_stream(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), data, max_size, 'gz')
         except zlib.error as err:
             raise ShardCorruptError(f'gz data is corrupt: {err}') from err
 
@@ -78,12 +99,12 @@ class Bzip2:
         return bz2.compress(bytes(data), compresslevel=self.default_level if level is None else level)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
-        """Decompress, bounded by ``max_size``."""
+        """Decompress one or more bzip2 streams, bounded by ``max_size``."""
         try:
-            return _bounded(bz2.BZ2Decompressor(), data, max_size, 'bz2')
-        except (OSError, ValueError) as err:
-            if isinstance(err, ShardCorruptError):
-                raise
+            return bounded_stream(bz2.BZ2Decompressor, data, max_size, 'bz2')
+        except ShardCorruptError:
+            raise
+        except (OSError, ValueError, EOFError) as err:
             raise ShardCorruptError(f'bz2 data is corrupt: {err}') from err
 
 

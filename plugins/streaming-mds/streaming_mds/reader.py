@@ -1,0 +1,195 @@
+"""Reading MDS shards: entry validation (:class:`MDSReader`) and memory-mapped random access (:class:`MDSView`).
+
+Layout (spec 2): ``u32 N``, ``u32 offsets[N+1]`` (absolute), the writer's config text, then the samples. A sample
+is the ``u32`` lengths of its variable-size columns followed by every column's bytes in column order.
+
+Opening a shard maps the file once, validates the header against the index entry and the offset table (sample
+count, monotonic offsets starting after the header, last offset at the file's end), and compiles a decoder for the
+shard's columns, so ``view[i]`` is one slice of the mapping, one ``unpack`` of the head and one call per column.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnknownNameError, UnsafeTypeError
+from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+from streaming_mds.encodings import Bytes
+from streaming_mds.resolve import get_codec
+
+__all__ = ['MDSReader', 'MDSView', 'MDSFormat', 'compile_decoder']
+
+_U32 = struct.Struct('<I')
+
+
+class MDSReader(ShardReaderBase):
+    """One MDS shard entry of an ``index.json``: validated, cheap to pickle (codecs are resolved on open)."""
+
+    format_name = 'mds'
+    entry_keys = frozenset({'column_encodings', 'column_names', 'column_sizes', 'compression', 'format', 'hashes',
+                            'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate the column lists, resolve every encoding, and refuse unsafe ones unless allowed."""
+        names, encodings, sizes = entry['column_names'], entry['column_encodings'], entry['column_sizes']
+        if not (isinstance(names, list) and isinstance(encodings, list) and isinstance(sizes, list)):
+            raise IndexFormatError(f'{where}: column_names, column_encodings and column_sizes must be lists.')
+        if not len(names) == len(encodings) == len(sizes):
+            raise IndexFormatError(f'{where}: column_names, column_encodings and column_sizes have different '
+                                   f'lengths ({len(names)}, {len(encodings)}, {len(sizes)}).')
+        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise IndexFormatError(f'{where}: column_names must be distinct strings, got {names!r}.')
+        if not all(isinstance(e, str) and e for e in encodings):
+            raise IndexFormatError(f'{where}: column_encodings must be non-empty strings, got {encodings!r}.')
+        fixed: list[int | None] = []
+        for name, encoding, size in zip(names, encodings, sizes, strict=True):
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+                raise IndexFormatError(f'{where}: column {name!r} has size {size!r}; expected a positive int or '
+                                       f'null.')
+            try:
+                codec = get_codec(encoding)
+            except UnknownNameError as err:
+                raise type(err)(f'{where}: column {name!r}: {err}') from None
+            except CodecError as err:
+                raise IndexFormatError(f'{where}: column {name!r} has an invalid encoding {encoding!r}: '
+                                       f'{err}') from err
+            if getattr(codec, 'unsafe', False) and not self.allow_unsafe_types:
+                raise UnsafeTypeError(f'Column {name} contains an unsafe type: {encoding}. To proceed anyway, set '
+                                      f'``allow_unsafe_types=True``. ({where})')
+            size = size or None  # the reference treats 0 as variable size
+            if codec.size != size:
+                raise IndexFormatError(f'{where}: column {name!r} ({encoding}) is recorded with size {size!r}, but '
+                                       f'the encoding has size {codec.size!r}.')
+            fixed.append(size)
+        self.column_names: list[str] = list(names)
+        self.column_encodings: list[str] = list(encodings)
+        self.column_sizes: list[int | None] = fixed
+
+    def open(self, paths: Sequence[str]) -> MDSView:
+        """Map the local raw shard file and validate its header (see :class:`MDSView`)."""
+        if len(paths) != 1:
+            raise ValueError(f'{self.where}: an MDS shard has one file, got {len(paths)} paths.')
+        return MDSView(self, paths[0])
+
+
+def compile_decoder(names: Sequence[str], decoders: Sequence[Callable[[bytes], Any] | None],
+                    sizes: Sequence[int | None], path: str) -> Callable[[bytes], dict[str, Any]]:
+    """Build ``decode(sample_bytes) -> dict`` for one column layout.
+
+    ``decoders[i]`` is the column's decode function, or ``None`` to return the column's bytes as they are. The
+    function is generated once per layout with the head size, the fixed sizes and the column order inlined; it
+    checks that the columns exactly fill the sample.
+    """
+    nvar = sum(size is None for size in sizes)
+    head = struct.Struct(f'<{nvar}I')
+    env: dict[str, Any] = {'_unpack': head.unpack_from, '_Corrupt': ShardCorruptError, '_path': path}
+    lines = ['def decode(buf):', '    n = len(buf)']
+    if nvar:
+        lines.append(f'    if n < {head.size}:')
+        lines.append(f'        raise _Corrupt(f"{{_path}}: a sample of {{n}} bytes is shorter than its '
+                     f'{head.size}-byte head.")')
+        var_names = [f'l{i}' for i in range(nvar)]
+        lines.append(f'    {", ".join(var_names)}{"," if nvar == 1 else ""} = _unpack(buf, 0)')
+    pos = str(head.size)
+    var = 0
+    values = []
+    for i, (size, decoder) in enumerate(zip(sizes, decoders, strict=True)):
+        if size is None:
+            end = f'({pos}) + l{var}'
+            var += 1
+        else:
+            end = f'({pos}) + {size}'
+        lines.append(f'    e{i} = {end}')
+        piece = f'buf[{pos}:e{i}]'
+        if decoder is None:
+            values.append(piece)
+        else:
+            env[f'd{i}'] = decoder
+            values.append(f'd{i}({piece})')
+        pos = f'e{i}'
+    last = pos
+    lines.append(f'    if {last} != n:')
+    lines.append(f'        raise _Corrupt(f"{{_path}}: a sample of {{n}} bytes does not match its column sizes '
+                 f'(they add up to {{{last}}}).")')
+    for i, name in enumerate(names):
+        env[f'k{i}'] = name
+    items = ', '.join(f'k{i}: {value}' for i, value in enumerate(values))
+    lines.append(f'    return {{{items}}}')
+    exec('\n'.join(lines), env)  # noqa: S102 - source built above from integers and fixed identifiers only
+    return env['decode']
+
+
+class MDSView:
+    """An opened MDS shard: ``len(view)``, ``view[i] -> dict``, ``view.get_raw(i) -> bytes``, ``view.close()``.
+
+    Raises:
+        ShardCorruptError: naming the file, when its size differs from the index, its sample count disagrees,
+            or its offset table is not monotonic from the end of the header to the end of the file.
+    """
+
+    def __init__(self, reader: MDSReader, path: str) -> None:
+        self.path = path
+        self._mm = map_file(path, reader.parts[0][0].bytes, minimum=8)
+        mm = self._mm
+        (count,) = _U32.unpack_from(mm, 0)
+        if count != reader.samples:
+            self.close()
+            raise ShardCorruptError(f'{path}: the shard header counts {count} samples but the index declares '
+                                    f'{reader.samples}; the file does not belong to this index entry.')
+        try:
+            self._offsets = read_offsets(mm, count, 4, 8 + 4 * count, None, len(mm), path)
+        except ShardCorruptError:
+            self.close()
+            raise
+        self._count = count
+        decoders = []
+        for encoding in reader.column_encodings:
+            codec = get_codec(encoding)
+            decoders.append(None if type(codec) is Bytes else codec.decode)
+        self._decode = compile_decoder(reader.column_names, decoders, reader.column_sizes, path)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
+        offsets = self._offsets
+        return self._decode(self._mm[offsets[index]:offsets[index + 1]])
+
+    def get_raw(self, index: int) -> bytes:
+        """The stored bytes of sample ``index`` (head and columns)."""
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
+        return self._mm[self._offsets[index]:self._offsets[index + 1]]
+
+    def close(self) -> None:
+        """Release the mapping."""
+        mm = self._mm
+        self._mm = b''
+        if hasattr(mm, 'close'):
+            mm.close()
+
+    def __enter__(self) -> MDSView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MDSFormat:
+    """The ``mds`` shard format: validates entries into :class:`MDSReader` and names its writer."""
+
+    name = 'mds'
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> MDSReader:
+        """Validate one index entry and return its reader."""
+        return MDSReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """The :class:`~streaming_mds.writer.MDSWriter` class."""
+        from streaming_mds.writer import MDSWriter
+        return MDSWriter
