@@ -1,3 +1,16 @@
-"""Hook implementations of streaming-py1e: shuffles."""
+"""Hook implementations of streaming-py1e: the py1 shuffle family and the node-local ``py1n``."""
 
 from __future__ import annotations
+
+from streaming_core.hookspecs import hookimpl
+from streaming_core.registry import RegistryView
+
+
+@hookimpl
+def register_shuffle_algorithms(registry: RegistryView) -> None:
+    """Register ``py1e``, ``py1b``, ``py1br``, ``py1s``, ``py2s`` and ``py1n``."""
+    from streaming_py1e.py1 import Py1b, Py1br, Py1e, Py1s
+    from streaming_py1e.py1n import Py1n
+    from streaming_py1e.py2s import Py2s
+    for algo in (Py1e(), Py1b(), Py1br(), Py1s(), Py2s(), Py1n()):
+        registry.add(algo.name, algo)
