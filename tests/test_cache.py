@@ -1,0 +1,88 @@
+"""cache_limit: node-wide LRU eviction that never evicts data without a remote copy."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streaming_core import Stream, StreamingDataset
+from streaming_core.errors import CacheLimitError
+from tests.fixtures.data import ids_of, sample, write_mds
+
+
+def _shard_bytes(directory):
+    total = 0
+    for name in os.listdir(directory):
+        if name.startswith('shard.'):
+            total += os.path.getsize(os.path.join(directory, name))
+    return total
+
+
+def test_eviction_keeps_usage_under_the_limit(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 400, size_limit=1 << 10, sample_size=64)
+    local = tmp_path / 'cache'
+    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=4, cache_limit='12kb', shuffle=True,
+                               num_canonical_nodes=1, shuffle_block_size=50)
+    assert sorted(ids_of(dataset)) == list(range(400))
+    assert _shard_bytes(local) <= 12 * 1024
+    assert dataset.cache_usage <= 12 * 1024
+    remote_shards = [n for n in os.listdir(remote) if n.startswith('shard.')]
+    local_shards = [n for n in os.listdir(local) if n.startswith('shard.')]
+    assert len(local_shards) < len(remote_shards)
+    assert sorted(ids_of(dataset)) == list(range(400))  # a second epoch downloads evicted shards again
+
+
+def test_local_only_stream_is_never_evicted(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 200, size_limit=1 << 10, sample_size=64)
+    local_only = write_mds(str(tmp_path / 'localonly'), 50, start=10_000, size_limit=1 << 10, sample_size=64)
+    before = sorted(os.listdir(local_only))
+    streams = [Stream(remote=remote, local=str(tmp_path / 'cache')), Stream(local=local_only)]
+    local_bytes = _shard_bytes(local_only)
+    dataset = StreamingDataset(streams=streams, batch_size=4, cache_limit=local_bytes + 8 * 1024, shuffle=True,
+                               num_canonical_nodes=1)
+    for _ in range(2):
+        assert sorted(ids_of(dataset)) == sorted(list(range(200)) + list(range(10_000, 10_050)))
+    assert sorted(os.listdir(local_only)) == before
+    for shard in range(dataset.num_shards):
+        dataset.evict_shard(shard)
+    assert sorted(os.listdir(local_only)) == before
+    assert dataset[200] == sample(10_000)
+
+
+def test_limit_below_the_largest_shard_fails_at_construction(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 100, size_limit=1 << 12, sample_size=64)
+    with pytest.raises(CacheLimitError, match='must be at least'):
+        StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1, cache_limit=2000)
+    with pytest.raises(CacheLimitError, match='Minimum cache usage'):
+        StreamingDataset(remote=remote, local=str(tmp_path / 'cache2'), batch_size=1, cache_limit=10)
+
+
+def test_manual_eviction_and_redownload(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 60, compression='zstd')
+    local = tmp_path / 'cache'
+    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=1)
+    for shard in range(dataset.num_shards):
+        dataset.prepare_shard(shard)
+    assert any(n.startswith('shard.') for n in os.listdir(local))
+    for shard in range(dataset.num_shards):
+        dataset.evict_shard(shard)
+    assert not [n for n in os.listdir(local) if n.startswith('shard.')]
+    assert [dataset[i]['id'] for i in range(60)] == list(range(60))
+
+
+def test_keep_zip(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 30, compression='zstd')
+    local = tmp_path / 'cache'
+    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=1, keep_zip=True)
+    assert ids_of(dataset) == list(range(30))
+    names = os.listdir(local)
+    assert any(n.endswith('.mds.zstd') for n in names) and any(n.endswith('.mds') for n in names)
+
+
+def test_local_zip_only_dataset_is_decompressed_in_place_and_zip_kept(tmp_path):
+    path = write_mds(str(tmp_path / 'data'), 30, compression='zstd')
+    dataset = StreamingDataset(local=path, batch_size=1)
+    assert ids_of(dataset) == list(range(30))
+    names = os.listdir(path)
+    assert any(n.endswith('.mds.zstd') for n in names)  # no other copy: never deleted

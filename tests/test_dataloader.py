@@ -1,0 +1,51 @@
+"""Iteration through torch DataLoaders: workers, persistent workers, back-to-back epochs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming_core import StreamingDataLoader, StreamingDataset
+from tests.fixtures.data import ids_of
+
+
+def _flat(loader):
+    return [i for batch in loader for i in batch['id'].tolist()]
+
+
+@pytest.mark.parametrize('workers', [1, 2, 3])
+def test_order_is_independent_of_worker_count(mds_dir, workers):
+    path = mds_dir(150)
+    args = dict(local=path, batch_size=5, shuffle=True, num_canonical_nodes=1, shuffle_block_size=50)
+    reference = _flat(DataLoader(StreamingDataset(**args), batch_size=5, num_workers=0))
+    assert sorted(reference) == list(range(150))
+    assert _flat(DataLoader(StreamingDataset(**args), batch_size=5, num_workers=workers)) == reference
+
+
+@pytest.mark.parametrize('persistent', [False, True])
+def test_epochs_back_to_back(mds_dir, persistent):
+    path = mds_dir(90)
+    args = dict(local=path, batch_size=3, shuffle=True, num_canonical_nodes=1, shuffle_block_size=30)
+    expected_dataset = StreamingDataset(**args)
+    expected = [ids_of(expected_dataset) for _ in range(3)]
+    loader = DataLoader(StreamingDataset(**args), batch_size=3, num_workers=2, persistent_workers=persistent)
+    epochs = [_flat(loader) for _ in range(3)]
+    assert epochs == expected
+    assert len({tuple(e) for e in epochs}) == 3
+
+
+def test_streaming_dataloader_counts_samples(mds_dir):
+    loader = StreamingDataLoader(StreamingDataset(local=mds_dir(30), batch_size=4), batch_size=4, num_workers=0)
+    total = sum(len(batch['id']) for batch in loader)
+    assert total == 30 and loader.num_samples_yielded == 30
+
+
+def test_nothing_left_in_dev_shm(mds_dir):
+    before = set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
+    loader = DataLoader(StreamingDataset(local=mds_dir(40), batch_size=4), batch_size=4, num_workers=2)
+    assert sorted(_flat(loader)) == list(range(40))
+    del loader
+    after = set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
+    assert not {name for name in after - before if 'streaming' in name or name.endswith('_locals')}
