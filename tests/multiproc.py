@@ -1,0 +1,77 @@
+"""Launch a simulated multi-node job: one process per rank, torchrun-style environment, gloo process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def run_world(tmp: str, nodes: int, ranks_per_node: int, config: dict[str, Any], timeout: float = 300,
+              per_node_cache: bool = True) -> list[dict[str, Any]]:
+    """Run ``nodes * ranks_per_node`` rank processes; returns each rank's recorded output, in rank order.
+
+    Each simulated node gets its own cache root (``STREAMING_CORE_CACHE_DIR``) so nodes share nothing on disk.
+    """
+    world = nodes * ranks_per_node
+    port = free_port()
+    procs = []
+    outputs = []
+    for rank in range(world):
+        node = rank // ranks_per_node
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(ranks_per_node),
+                   LOCAL_RANK=str(rank % ranks_per_node), MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
+                   PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+        if per_node_cache:
+            env['STREAMING_CORE_CACHE_DIR'] = os.path.join(tmp, f'node{node}-cache')
+        node_config = json.loads(json.dumps(config))
+        local = node_config['dataset'].get('local')
+        if local and per_node_cache and node_config['dataset'].get('remote'):
+            node_config['dataset']['local'] = f'{local}-node{node}'
+        out = os.path.join(tmp, f'rank{rank}.json')
+        outputs.append(out)
+        procs.append(subprocess.Popen([sys.executable, '-m', 'tests.workers.rank', json.dumps(node_config), out],
+                                      env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    logs = []
+    for proc in procs:
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        logs.append(log.decode(errors='replace'))
+    failed = [(i, p.returncode, logs[i][-3000:]) for i, p in enumerate(procs) if p.returncode != 0]
+    if failed:
+        raise AssertionError(f'rank processes failed: {failed}')
+    results = []
+    for out in outputs:
+        with open(out) as handle:
+            results.append(json.load(handle))
+    return results
+
+
+def global_batches(results: list[dict[str, Any]], epoch: int = 0) -> list[list[int]]:
+    """Interleave the ranks' batches by global batch: global batch j = every rank's batch j, in rank order."""
+    per_rank = [r['epochs'][epoch] for r in results]
+    count = max(len(b) for b in per_rank)
+    out = []
+    for j in range(count):
+        merged: list[int] = []
+        for batches in per_rank:
+            if j < len(batches):
+                merged.extend(batches[j])
+        out.append(merged)
+    return out

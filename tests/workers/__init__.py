@@ -1,0 +1,1 @@
+"""Scripts run as separate processes by the multi-process tests."""
