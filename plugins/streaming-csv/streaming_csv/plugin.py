@@ -1,3 +1,14 @@
 """Hook implementations of streaming-csv: shard formats csv, tsv, xsv."""
 
 from __future__ import annotations
+
+from streaming_core.hookspecs import hookimpl
+from streaming_core.registry import RegistryView
+from streaming_csv.reader import XSVFormat
+
+
+@hookimpl
+def register_shard_formats(registry: RegistryView) -> None:
+    """Register ``csv``, ``tsv`` and ``xsv``."""
+    for name in ('csv', 'tsv', 'xsv'):
+        registry.add(name, XSVFormat(name))

@@ -1,0 +1,153 @@
+"""Reading CSV, TSV and XSV shards: entry validation and memory-mapped access (spec 3.2)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, ShardCorruptError
+from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+from streaming_csv.encodings import XSV_ENCODINGS, xsv_decoder
+
+__all__ = ['XSVReader', 'CSVReader', 'TSVReader', 'XSVView', 'XSVFormat']
+
+_U32 = struct.Struct('<I')
+_KEYS = frozenset({'column_encodings', 'column_names', 'compression', 'format', 'hashes', 'newline', 'raw_data',
+                   'raw_meta', 'samples', 'size_limit', 'version', 'zip_data', 'zip_meta'})
+
+
+class XSVReader(ShardReaderBase):
+    """One ``xsv`` shard entry (its separator is stored in the entry)."""
+
+    format_name = 'xsv'
+    entry_keys = _KEYS | {'separator'}
+    part_names = ('data', 'meta')
+    implied_separator: str | None = None
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate the columns, the newline and the separator."""
+        names, encodings = entry['column_names'], entry['column_encodings']
+        if not (isinstance(names, list) and isinstance(encodings, list)) or len(names) != len(encodings):
+            raise IndexFormatError(f'{where}: column_names and column_encodings must be lists of the same length.')
+        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise IndexFormatError(f'{where}: column_names must be distinct strings, got {names!r}.')
+        bad = [e for e in encodings if e not in XSV_ENCODINGS]
+        if bad:
+            raise IndexFormatError(f'{where}: unsupported {self.format_name} encodings {bad}; expected '
+                                   f'{", ".join(XSV_ENCODINGS)}.')
+        newline = entry['newline']
+        if not isinstance(newline, str) or not newline:
+            raise IndexFormatError(f'{where}: "newline" must be a non-empty string, got {newline!r}.')
+        separator = self.implied_separator if self.implied_separator is not None else entry['separator']
+        if not isinstance(separator, str) or not separator:
+            raise IndexFormatError(f'{where}: "separator" must be a non-empty string, got {separator!r}.')
+        self.column_names: list[str] = list(names)
+        self.column_encodings: list[str] = list(encodings)
+        self.newline: str = newline
+        self.separator: str = separator
+
+    def open(self, paths: Sequence[str]) -> XSVView:
+        """Map the local data and meta files and validate the offset table."""
+        if len(paths) != 2:
+            raise ValueError(f'{self.where}: a {self.format_name} shard has a data and a meta file, got '
+                             f'{len(paths)} paths.')
+        return XSVView(self, paths[0], paths[1])
+
+
+class CSVReader(XSVReader):
+    """One ``csv`` shard entry (separator ``,``, not stored)."""
+
+    format_name = 'csv'
+    entry_keys = _KEYS
+    implied_separator = ','
+
+
+class TSVReader(XSVReader):
+    """One ``tsv`` shard entry (separator tab, not stored)."""
+
+    format_name = 'tsv'
+    entry_keys = _KEYS
+    implied_separator = '\t'
+
+
+class XSVView:
+    """An opened XSV shard: ``view[i]`` splits line ``i`` and decodes each field."""
+
+    def __init__(self, reader: XSVReader, data_path: str, meta_path: str) -> None:
+        self.path = data_path
+        meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
+        try:
+            (count,) = _U32.unpack_from(meta, 0)
+            if count != reader.samples:
+                raise ShardCorruptError(f'{meta_path}: the meta file counts {count} samples but the index declares '
+                                        f'{reader.samples}.')
+            self._mm = map_file(data_path, reader.parts[0][0].bytes)
+            header = (reader.separator.join(reader.column_names) + reader.newline).encode('utf-8')
+            self._offsets = read_offsets(meta, count, 4, len(header), len(header), len(self._mm), meta_path)
+        finally:
+            if hasattr(meta, 'close'):
+                meta.close()
+        if self._mm[:len(header)] != header:
+            raise ShardCorruptError(f'{data_path}: the header line does not list the index\'s columns '
+                                    f'{reader.column_names}.')
+        self._count = count
+        self._separator = reader.separator
+        self._newline = reader.newline
+        self._trim = len(reader.newline)
+        self._columns = [(name, xsv_decoder(enc, data_path))
+                         for name, enc in zip(reader.column_names, reader.column_encodings, strict=True)]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get_raw(self, index: int) -> bytes:
+        """The stored line of sample ``index`` (with its newline)."""
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
+        return self._mm[self._offsets[index]:self._offsets[index + 1]]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        try:
+            text = self.get_raw(index).decode('utf-8')
+        except UnicodeDecodeError as err:
+            raise ShardCorruptError(f'{self.path}: sample {index} is not UTF-8: {err}') from err
+        if text.endswith(self._newline):
+            text = text[:-self._trim]
+        fields = text.split(self._separator)
+        if len(fields) < len(self._columns):
+            raise ShardCorruptError(f'{self.path}: sample {index} has {len(fields)} fields, expected '
+                                    f'{len(self._columns)}.')
+        return {name: decode(field) for (name, decode), field in zip(self._columns, fields, strict=False)}
+
+    def close(self) -> None:
+        """Release the mapping."""
+        mm, self._mm = self._mm, b''
+        if hasattr(mm, 'close'):
+            mm.close()
+
+    def __enter__(self) -> XSVView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class XSVFormat:
+    """One of the ``csv``, ``tsv`` and ``xsv`` shard formats."""
+
+    _READERS = {'csv': CSVReader, 'tsv': TSVReader, 'xsv': XSVReader}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._reader = self._READERS[name]
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> XSVReader:
+        """Validate one index entry and return its reader."""
+        return self._reader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """The writer class of this format."""
+        from streaming_csv import writer
+        return {'csv': writer.CSVWriter, 'tsv': writer.TSVWriter, 'xsv': writer.XSVWriter}[self.name]

@@ -1,0 +1,109 @@
+"""Reading JSON-lines shards: entry validation (:class:`JSONReader`) and memory-mapped access (:class:`JSONView`)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, ShardCorruptError
+from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+
+__all__ = ['JSONReader', 'JSONView', 'JSONFormat']
+
+_U32 = struct.Struct('<I')
+
+
+class JSONReader(ShardReaderBase):
+    """One ``json`` shard entry: a data file of lines and its ``.meta`` offset file."""
+
+    format_name = 'json'
+    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'newline', 'raw_data', 'raw_meta',
+                            'samples', 'size_limit', 'version', 'zip_data', 'zip_meta'})
+    part_names = ('data', 'meta')
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate ``columns`` and ``newline``."""
+        columns = entry['columns']
+        if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in columns.items()):
+            raise IndexFormatError(f'{where}: "columns" must map column names to encodings, got {columns!r}.')
+        newline = entry['newline']
+        if not isinstance(newline, str) or not newline:
+            raise IndexFormatError(f'{where}: "newline" must be a non-empty string, got {newline!r}.')
+        self.columns: dict[str, str] = dict(columns)
+        self.newline: str = newline
+
+    def open(self, paths: Sequence[str]) -> JSONView:
+        """Map the local data and meta files and validate the offset table."""
+        if len(paths) != 2:
+            raise ValueError(f'{self.where}: a json shard has a data and a meta file, got {len(paths)} paths.')
+        return JSONView(self, paths[0], paths[1])
+
+
+class JSONView:
+    """An opened JSON shard: ``view[i]`` is ``json.loads`` of line ``i`` (without its newline)."""
+
+    def __init__(self, reader: JSONReader, data_path: str, meta_path: str) -> None:
+        self.path = data_path
+        meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
+        try:
+            (count,) = _U32.unpack_from(meta, 0)
+            if count != reader.samples:
+                raise ShardCorruptError(f'{meta_path}: the meta file counts {count} samples but the index declares '
+                                        f'{reader.samples}.')
+            self._mm = map_file(data_path, reader.parts[0][0].bytes)
+            self._offsets = read_offsets(meta, count, 4, 0, 0, len(self._mm), meta_path)
+        finally:
+            if hasattr(meta, 'close'):
+                meta.close()
+        self._count = count
+        self._trim = len(reader.newline.encode('utf-8'))
+        self._newline = reader.newline.encode('utf-8')
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get_raw(self, index: int) -> bytes:
+        """The stored line of sample ``index`` (with its newline)."""
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
+        return self._mm[self._offsets[index]:self._offsets[index + 1]]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        line = self.get_raw(index)
+        if line.endswith(self._newline):
+            line = line[:-self._trim]
+        try:
+            return json.loads(line)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ShardCorruptError(f'{self.path}: sample {index} is not valid JSON: {err}') from err
+
+    def close(self) -> None:
+        """Release the mapping."""
+        mm, self._mm = self._mm, b''
+        if hasattr(mm, 'close'):
+            mm.close()
+
+    def __enter__(self) -> JSONView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JSONFormat:
+    """The ``json`` shard format."""
+
+    name = 'json'
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> JSONReader:
+        """Validate one index entry and return its reader."""
+        return JSONReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """The :class:`~streaming_jsonl.writer.JSONWriter` class."""
+        from streaming_jsonl.writer import JSONWriter
+        return JSONWriter
