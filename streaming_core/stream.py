@@ -9,6 +9,7 @@ no shared state that can go stale.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError, StreamingError
@@ -18,9 +19,38 @@ from streaming_core.paths import COORD_NAME, default_local
 from streaming_core.storage import download_file, is_remote, join, local_path, temp_name
 from streaming_core.util import redact_url
 
-__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults']
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files']
 
 _INDEX_BYTE = 0
+
+
+_TEMP = re.compile(r'.+\.(\d+)\.[0-9a-f]{8}\.tmp$')
+
+
+def remove_dead_temp_files(directory: str) -> int:
+    """Remove the temporary download files left by processes of this host that no longer run."""
+    removed = 0
+    for dirpath, _, filenames in os.walk(directory):
+        for name in filenames:
+            match = _TEMP.match(name)
+            if match is None or _alive(int(match.group(1))):
+                continue
+            try:
+                os.remove(os.path.join(dirpath, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class MissingIndexError(StreamingError, FileNotFoundError):
@@ -177,8 +207,9 @@ class Stream:
         return path
 
     def get_shards(self, allow_unsafe_types: bool = False) -> list[Any]:
-        """Load the index and return one reader per shard."""
+        """Load the index and return one reader per shard (and clear temporary files of dead processes)."""
         path = self.fetch_index()
+        remove_dead_temp_files(self.local_dir)
         try:
             index = load_index(path)
         except IndexFormatError:

@@ -1,0 +1,135 @@
+"""Kill -9 in the middle of a download, an eviction and an epoch; start again in the same cache: correct,
+complete data, no manual clean-up, nothing of ours in /dev/shm."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from streaming_core import StreamingDataset
+from tests.fixtures.data import ids_of, write_mds
+from tests.multiproc import ROOT
+
+
+def _spawn(module, *args, env=None):
+    full_env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1', **(env or {}))
+    return subprocess.Popen([sys.executable, '-m', module, *args], cwd=ROOT, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError('condition not reached in time')
+        time.sleep(0.02)
+
+
+def _shm_names():
+    return set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
+
+
+class _StallingHandler(http.server.SimpleHTTPRequestHandler):
+    stall = threading.Event()
+
+    def log_message(self, *args):
+        pass
+
+    def copyfile(self, source, outputfile):
+        if self.stall.is_set() and '.mds' in self.path:
+            outputfile.write(source.read(100))
+            outputfile.flush()
+            time.sleep(60)
+        super().copyfile(source, outputfile)
+
+
+@pytest.fixture
+def stalling_server(tmp_path):
+    root = tmp_path / 'served'
+    root.mkdir()
+    handler = lambda *a, **k: _StallingHandler(*a, directory=str(root), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f'http://127.0.0.1:{server.server_address[1]}'
+    _StallingHandler.stall.clear()
+    server.shutdown()
+
+
+@pytest.mark.slow
+def test_kill_during_download_then_restart(tmp_path, stalling_server):
+    root, url = stalling_server
+    write_mds(str(root / 'ds'), 120, size_limit=1 << 10, sample_size=64)
+    local = tmp_path / 'cache'
+    config = {'dataset': {'remote': f'{url}/ds', 'local': str(local), 'batch_size': 4, 'download_timeout': 120}}
+    before = _shm_names()
+    _StallingHandler.stall.set()
+    proc = _spawn('tests.workers.reader', json.dumps(config), str(tmp_path / 'progress.json'))
+    _wait_for(lambda: local.exists() and any(n.endswith('.tmp') for n in os.listdir(local)))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert any(n.endswith('.tmp') for n in os.listdir(local))  # the killed download's partial file
+    _StallingHandler.stall.clear()
+    proc = _spawn('tests.workers.reader', json.dumps(config), str(tmp_path / 'progress2.json'))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out.decode()[-3000:]
+    with open(tmp_path / 'progress2.json') as handle:
+        assert json.load(handle)['ids'] == list(range(120))
+    assert not [n for n in os.listdir(local) if n.endswith('.tmp')]
+    assert _shm_names() - before == set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('workers', [0, 2])
+def test_kill_mid_epoch_then_resume_from_state(tmp_path, workers):
+    remote = write_mds(str(tmp_path / 'remote'), 300, size_limit=1 << 10)
+    local = str(tmp_path / 'cache')
+    dataset_args = {'remote': remote, 'local': local, 'batch_size': 5, 'shuffle': True, 'num_canonical_nodes': 2,
+                    'shuffle_block_size': 60}
+    expected = ids_of(StreamingDataset(**dict(dataset_args, local=str(tmp_path / 'other'))))
+    progress = tmp_path / 'progress.json'
+    config = {'dataset': dataset_args, 'workers': workers, 'sleep': 0.01}
+    proc = _spawn('tests.workers.reader', json.dumps(config), str(progress))
+    _wait_for(lambda: progress.exists() and len(json.loads(progress.read_text())['ids']) >= 100)
+    time.sleep(random.random() * 0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if workers:
+        time.sleep(0.5)  # the killed loader's workers notice their parent is gone and exit
+    partial = json.loads(progress.read_text())
+    assert 0 < len(partial['ids']) < 300
+    proc = _spawn('tests.workers.reader', json.dumps(config), str(progress))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out.decode()[-3000:]
+    final = json.loads(progress.read_text())
+    assert final['done'] and final['ids'] == expected
+
+
+@pytest.mark.slow
+def test_kill_during_eviction_then_restart(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 600, size_limit=1 << 10, sample_size=64)
+    local = str(tmp_path / 'cache')
+    dataset_args = {'remote': remote, 'local': local, 'batch_size': 4, 'cache_limit': '10kb', 'shuffle': True,
+                    'num_canonical_nodes': 1, 'shuffle_block_size': 100}
+    for round_ in range(3):
+        progress = tmp_path / f'progress{round_}.json'
+        proc = _spawn('tests.workers.reader', json.dumps({'dataset': dataset_args}), str(progress))
+        _wait_for(lambda p=progress: p.exists() and len(json.loads(p.read_text())['ids']) >= 40 * (round_ + 1))
+        time.sleep(random.random() * 0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    dataset = StreamingDataset(**dataset_args)
+    assert sorted(ids_of(dataset)) == list(range(600))
+    assert dataset.cache_usage <= 10 * 1024
+    shard_bytes = sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local) if n.startswith('shard.'))
+    assert shard_bytes <= 10 * 1024
