@@ -7,17 +7,25 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from streaming_core.errors import (HashMismatchError, PermanentStorageError, RemoteNotFoundError, StorageError,
-                                   TruncatedDownloadError, UploadError)
+from streaming_core.errors import (
+    HashMismatchError,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    TruncatedDownloadError,
+    UploadError,
+)
 from streaming_core.interfaces import StorageBackend
 from streaming_core.registry import get_registry
 from streaming_core.util import backoff_delays, redact_url
 
 __all__ = ['url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file', 'upload_file',
-           'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name']
+           'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
+           'split_bucket_url']
 
 logger = logging.getLogger('streaming_core.storage')
 
@@ -72,8 +80,42 @@ def _freeze(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), repr(v)) for k, v in options.items()))
 
 
+def check_options(scheme: str, options: Mapping[str, Any], allowed: Any) -> None:
+    """Refuse ``storage_options`` keys a backend does not know, listing the ones it accepts.
+
+    Raises:
+        PermanentStorageError: naming the unknown keys and the valid ones.
+    """
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise PermanentStorageError(f'Unknown storage option(s) for {scheme}:// : {unknown}. Valid options are '
+                                    f'{sorted(allowed)}.')
+
+
+def split_bucket_url(url: str, *, scheme: str, need_key: bool) -> tuple[str, str]:
+    """Split ``scheme://bucket/key`` into ``(bucket, key)``.
+
+    Raises:
+        PermanentStorageError: when the URL has another scheme, no bucket, or (with ``need_key``) no key.
+    """
+    parsed = urlparse(url)
+    shown = redact_url(url)
+    if parsed.scheme.lower() != scheme:
+        raise PermanentStorageError(f'Expected a {scheme}:// URL, got {shown}.')
+    if not parsed.netloc:
+        raise PermanentStorageError(f'Invalid {scheme} URL {shown}: it names no bucket. Use {scheme}://BUCKET/KEY.')
+    key = parsed.path.lstrip('/')
+    if need_key and (not key or key.endswith('/')):
+        raise PermanentStorageError(f'Invalid {scheme} URL {shown}: it names no object. Use {scheme}://BUCKET/KEY.')
+    return parsed.netloc, key
+
+
 def get_backend(url: str, options: Mapping[str, Any] | None = None) -> StorageBackend:
-    """The backend for ``url``'s scheme, created once per process and option set."""
+    """The backend for ``url``'s scheme, created once per process and option set.
+
+    Backends read their environment variables when created, so a test that changes them calls
+    :func:`clear_backend_cache` first.
+    """
     scheme = url_scheme(url) or 'file'
     key = (os.getpid(), scheme, _freeze(options))
     backend = _backends.get(key)
@@ -98,6 +140,21 @@ def temp_name(path: str) -> str:
     return f'{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp'
 
 
+def _reset_hook(backend: StorageBackend) -> Callable[[], None] | None:
+    """The backend's optional ``reset()`` (drop its clients so the next attempt starts afresh), made safe."""
+    reset = getattr(backend, 'reset', None)
+    if not callable(reset):
+        return None
+
+    def call() -> None:
+        try:
+            reset()
+        except Exception as err:  # a failing reset must not hide the error being retried
+            logger.debug('storage backend reset failed: %s', err)
+
+    return call
+
+
 def _retryable(err: BaseException) -> bool:
     if isinstance(err, (RemoteNotFoundError, PermanentStorageError, FileNotFoundError, PermissionError)):
         return False
@@ -111,7 +168,8 @@ def with_retries(action: Callable[[], T], *, what: str, attempts: int, initial_b
     """Run ``action`` up to ``attempts`` times with exponential backoff and jitter between tries.
 
     Not-found and permanent errors are raised at once. The last error is raised as it is, with a note naming
-    ``what`` and the number of attempts.
+    ``what`` and the number of attempts. ``on_failure`` runs after each failed attempt that will be retried
+    (backends use it to drop a client that may be in a bad state).
     """
     attempts = max(int(attempts), 1)
     delays = list(backoff_delays(attempts, initial_backoff, max_jitter=initial_backoff / 2))
@@ -119,12 +177,12 @@ def with_retries(action: Callable[[], T], *, what: str, attempts: int, initial_b
         try:
             return action()
         except BaseException as err:
-            if on_failure is not None:
-                on_failure()
             if not _retryable(err) or attempt == attempts - 1:
                 if attempt and hasattr(err, 'add_note'):
                     err.add_note(f'{what}: failed after {attempt + 1} attempts.')
                 raise
+            if on_failure is not None:
+                on_failure()
             logger.warning('%s failed (attempt %d of %d): %s: %s; retrying', what, attempt + 1, attempts,
                            type(err).__name__, err)
             time.sleep(delays[attempt])
@@ -178,7 +236,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 os.remove(tmp)
 
     try:
-        with_retries(attempt, what=f'Download of {shown}', attempts=retries + 1, initial_backoff=initial_backoff)
+        with_retries(attempt, what=f'Download of {shown}', attempts=retries + 1, initial_backoff=initial_backoff,
+                     on_failure=_reset_hook(backend))
     except (StorageError, HashMismatchError):
         raise
     except FileNotFoundError:
@@ -205,18 +264,25 @@ def upload_file(path: str, url: str, *, timeout: float = 60.0, retries: int = 2,
 
     try:
         with_retries(attempt, what=f'Upload of {path} to {shown}', attempts=retries + 1,
-                     initial_backoff=initial_backoff)
+                     initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
     except UploadError:
         raise
     except Exception as err:
         raise UploadError(f'Upload of {path} to {shown} failed: {type(err).__name__}: {err}') from err
 
 
-def exists(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None) -> bool:
-    """Whether an object exists at ``url``."""
-    return get_backend(url, options).exists(url, timeout=timeout)
+def exists(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,
+           initial_backoff: float = 0.5) -> bool:
+    """Whether an object exists at ``url`` (transient failures are retried like downloads)."""
+    backend = get_backend(url, options)
+    return with_retries(lambda: backend.exists(url, timeout=timeout), what=f'Existence check of {redact_url(url)}',
+                        attempts=retries + 1, initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
 
 
-def list_objects(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None) -> list[str]:
-    """The sorted URLs of the objects under the prefix ``url``."""
-    return sorted(get_backend(url, options).list(url, timeout=timeout))
+def list_objects(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,
+                 initial_backoff: float = 0.5) -> list[str]:
+    """The sorted URLs of the objects under the prefix ``url`` (transient failures are retried)."""
+    backend = get_backend(url, options)
+    found = with_retries(lambda: backend.list(url, timeout=timeout), what=f'Listing of {redact_url(url)}',
+                         attempts=retries + 1, initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
+    return sorted(found)

@@ -1,76 +1,187 @@
-"""Builtin read-only HTTP(S) storage: whole-file GETs with timeouts, so any web server can serve a dataset."""
+"""Builtin read-only HTTP(S) storage: whole-file GETs with timeouts, so any web server can serve a dataset.
+
+Uses only the standard library (``urllib``). Every request carries the caller's timeout. Status codes map to
+the core's errors: 404 and 410 are :class:`RemoteNotFoundError` (never retried); 401, 403 and other 4xx are
+:class:`PermanentStorageError`; 408, 429 and 5xx, connection errors, timeouts and bodies shorter than their
+``Content-Length`` are retryable :class:`StorageError` (a short body is a :class:`TruncatedDownloadError`).
+"""
 
 from __future__ import annotations
 
+import base64
+import http.client
 import shutil
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.registry import RegistryView
+from streaming_core.storage import check_options
 from streaming_core.util import redact_url
+
+__all__ = ['HttpBackend', 'OPTIONS']
+
+#: Every option ``HttpBackend`` accepts (``storage_options`` keys).
+OPTIONS = frozenset({'headers', 'verify', 'bearer_token', 'basic_auth'})
+
+_RETRYABLE_STATUS = {408, 425, 429}
 
 
 class HttpBackend:
-    """Downloads over HTTP(S) with ``urllib``.
+    """Downloads over HTTP(S) with ``urllib``; uploads and listings are refused (the store is read-only).
 
     Options:
         headers: Extra request headers (for example ``{'Authorization': 'Bearer ...'}``); never logged.
+        bearer_token: Shorthand for ``headers={'Authorization': 'Bearer <token>'}``.
+        basic_auth: ``(user, password)`` for HTTP Basic authentication. ``https://user:pass@host/...`` URLs
+            work too (the credentials move into the header and out of every message).
+        verify: ``True`` (default: the system's CA store), ``False`` (no TLS verification), or the path of a
+            CA bundle (PEM) to trust, for example a self-signed server's certificate.
     """
 
-    def __init__(self, headers: dict[str, str] | None = None, **options: Any) -> None:
-        self.headers = dict(headers or {})
+    def __init__(self, **options: Any) -> None:
+        check_options('http(s)', options, OPTIONS)
+        self.headers = {str(k): str(v) for k, v in dict(options.get('headers') or {}).items()}
+        token = options.get('bearer_token')
+        if token:
+            self.headers['Authorization'] = f'Bearer {token}'
+        basic = options.get('basic_auth')
+        if basic:
+            if not isinstance(basic, (tuple, list)) or len(basic) != 2:
+                raise PermanentStorageError('Invalid http(s) option basic_auth: give a (user, password) pair.')
+            self.headers['Authorization'] = _basic(str(basic[0]), str(basic[1]))
+        self.verify = options.get('verify', True)
+        if not isinstance(self.verify, (bool, str)):
+            raise PermanentStorageError(f'Invalid http(s) option verify={self.verify!r}: use True, False or the '
+                                        f'path of a CA bundle.')
+        self._context: ssl.SSLContext | None = None
 
-    def _request(self, url: str, method: str) -> urllib.request.Request:
-        return urllib.request.Request(url, method=method, headers=self.headers)
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state['_context'] = None  # SSL contexts cannot be pickled; rebuilt on first use
+        return state
+
+    def __repr__(self) -> str:
+        return f'HttpBackend(headers={sorted(self.headers)}, verify={self.verify!r})'
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self._context is None:
+            if self.verify is False:
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            elif isinstance(self.verify, str):
+                try:
+                    context = ssl.create_default_context(cafile=self.verify)
+                except (OSError, ssl.SSLError) as err:
+                    raise PermanentStorageError(f'Cannot load the CA bundle {self.verify!r} given as verify: '
+                                                f'{err}') from None
+            else:
+                context = ssl.create_default_context()
+            self._context = context
+        return self._context
+
+    def _request(self, url: str, method: str, extra: dict[str, str] | None = None) -> urllib.request.Request:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ('http', 'https') or not parts.hostname:
+            raise PermanentStorageError(f'Invalid HTTP(S) URL {redact_url(url)}: expected http(s)://host/path.')
+        headers = dict(self.headers)
+        if parts.username is not None or parts.password is not None:
+            headers.setdefault('Authorization', _basic(unquote(parts.username or ''), unquote(parts.password or '')))
+            netloc = parts.hostname + (f':{parts.port}' if parts.port else '')
+            url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ''))
+        headers.update(extra or {})
+        return urllib.request.Request(url, method=method, headers=headers)
+
+    def _open(self, request: urllib.request.Request, timeout: float) -> Any:
+        context = self._ssl_context() if request.type == 'https' else None
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def download(self, url: str, path: str, *, timeout: float) -> None:
-        """GET ``url`` into ``path``; a body shorter than its Content-Length is an error."""
+        """GET ``url`` into ``path``; a body shorter than its ``Content-Length`` is a truncated download."""
+        shown = redact_url(url)
+        request = self._request(url, 'GET')
+        written = 0
         try:
-            with urllib.request.urlopen(self._request(url, 'GET'), timeout=timeout) as response:
+            with self._open(request, timeout) as response:
                 declared = response.headers.get('Content-Length')
                 with open(path, 'wb') as out:
                     shutil.copyfileobj(response, out, 1 << 20)
                     written = out.tell()
         except urllib.error.HTTPError as err:
-            raise _http_error(err, url) from None
-        except urllib.error.URLError as err:
-            raise StorageError(f'GET {redact_url(url)} failed: {err.reason}') from None
-        except (ConnectionError, TimeoutError, OSError) as err:
-            if isinstance(err, StorageError):
-                raise
-            raise StorageError(f'GET {redact_url(url)} failed: {type(err).__name__}: {err}') from None
-        if declared is not None and int(declared) != written:
-            raise TruncatedDownloadError(f'GET {redact_url(url)} returned {written} of {declared} bytes.')
+            raise _http_error(err.code, err.reason, 'GET', url) from None
+        except http.client.IncompleteRead as err:
+            raise TruncatedDownloadError(f'GET {shown} ended early: received {len(err.partial)} more bytes, '
+                                         f'{err.expected} missing.') from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise _transport_error(err, 'GET', url) from None
+        if declared is not None and declared.isdigit() and int(declared) != written:
+            raise TruncatedDownloadError(f'GET {shown} returned {written} of {declared} bytes.')
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """HTTP storage is read-only."""
-        raise PermanentStorageError(f'HTTP(S) storage is read-only: cannot upload to {redact_url(url)}.')
+        raise PermanentStorageError(f'HTTP(S) storage is read-only: cannot upload {path} to {redact_url(url)}. '
+                                    f'Write to a local directory or an object store and serve that over HTTP.')
 
     def exists(self, url: str, *, timeout: float) -> bool:
-        """HEAD ``url``."""
+        """HEAD ``url`` (falling back to a one-byte ranged GET where HEAD is not allowed)."""
         try:
-            with urllib.request.urlopen(self._request(url, 'HEAD'), timeout=timeout):
+            with self._open(self._request(url, 'HEAD'), timeout):
                 return True
         except urllib.error.HTTPError as err:
-            if err.code == 404:
+            if err.code in (404, 410):
                 return False
-            raise _http_error(err, url) from None
+            if err.code not in (405, 501):
+                raise _http_error(err.code, err.reason, 'HEAD', url) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise _transport_error(err, 'HEAD', url) from None
+        try:
+            with self._open(self._request(url, 'GET', {'Range': 'bytes=0-0'}), timeout) as response:
+                response.read(1)
+                return True
+        except urllib.error.HTTPError as err:
+            if err.code in (404, 410):
+                return False
+            raise _http_error(err.code, err.reason, 'GET', url) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise _transport_error(err, 'GET', url) from None
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """HTTP has no listing."""
-        raise PermanentStorageError(f'HTTP(S) storage cannot list {redact_url(url)}.')
+        raise PermanentStorageError(f'HTTP(S) storage cannot list {redact_url(url)}: a web server has no listing '
+                                    f'API. Read the dataset through its index.json instead.')
 
 
-def _http_error(err: urllib.error.HTTPError, url: str) -> Exception:
+def _basic(user: str, password: str) -> str:
+    return 'Basic ' + base64.b64encode(f'{user}:{password}'.encode()).decode('ascii')
+
+
+def _http_error(code: int, reason: str, method: str, url: str) -> StorageError:
     shown = redact_url(url)
-    if err.code == 404:
-        return RemoteNotFoundError(f'Remote object not found: {shown} (HTTP 404)')
-    if err.code in (401, 403):
-        return PermanentStorageError(f'Access to {shown} was denied (HTTP {err.code}).')
-    return StorageError(f'GET {shown} failed with HTTP {err.code} {err.reason}.')
+    if code in (404, 410):
+        return RemoteNotFoundError(f'Remote object not found: {shown} (HTTP {code})')
+    if code in (401, 403):
+        return PermanentStorageError(f'{method} {shown} was denied (HTTP {code} {reason}): check the credentials '
+                                     f'(headers, bearer_token or basic_auth storage options).')
+    if code >= 500 or code in _RETRYABLE_STATUS:
+        return StorageError(f'{method} {shown} failed with HTTP {code} {reason}.')
+    return PermanentStorageError(f'{method} {shown} was rejected with HTTP {code} {reason}.')
+
+
+def _transport_error(err: BaseException, method: str, url: str) -> StorageError:
+    shown = redact_url(url)
+    if isinstance(err, StorageError):
+        return err
+    reason = getattr(err, 'reason', None)
+    if isinstance(reason, ssl.SSLCertVerificationError) or isinstance(err, ssl.SSLCertVerificationError):
+        return PermanentStorageError(f'{method} {shown} failed TLS verification: {reason or err}. Pass '
+                                     f'verify="/path/to/ca.pem" (or verify=False) in storage_options.')
+    detail = reason if reason is not None else err
+    return StorageError(f'{method} {shown} failed: {type(detail).__name__}: {detail}')
 
 
 @hookimpl

@@ -1,3 +1,18 @@
-"""Hook implementations of streaming-gcs: storage gs."""
+"""Hook implementations of streaming-gcs: storage ``gs`` (Google Cloud Storage)."""
 
 from __future__ import annotations
+
+from streaming_core.hookspecs import hookimpl
+from streaming_core.registry import RegistryView
+
+
+def _gcs_backend(**options: object) -> object:
+    """Create a :class:`~streaming_gcs.backend.GcsBackend` (the Google SDK is imported on its first request)."""
+    from streaming_gcs.backend import GcsBackend
+    return GcsBackend(**options)
+
+
+@hookimpl
+def register_storage_backends(registry: RegistryView) -> None:
+    """Register ``gs``."""
+    registry.add('gs', _gcs_backend)

@@ -1,0 +1,137 @@
+"""The ``azure://`` storage backend (Azure Blob Storage) on azure-storage-blob.
+
+See :mod:`streaming_azure.urls` for the URL forms and :mod:`streaming_azure.config` for credentials and
+endpoints. Service clients are created lazily per process, account and timeout, never pickled, and rebuilt when
+the core calls :meth:`AzureBlobBackend.reset` between retries. The SDK's retries are off (``retry_total=0``) so
+that the core's policy governs; every request carries a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from streaming_azure.config import AzureSettings, translate
+from streaming_azure.urls import AzureLocation, parse_blob_url
+from streaming_core.errors import TruncatedDownloadError
+from streaming_core.util import redact_url
+
+__all__ = ['AzureBlobBackend', 'AzureBackendBase']
+
+T = TypeVar('T')
+
+
+class AzureBackendBase:
+    """Client caching, pickling and error translation shared by the Blob and Data Lake backends."""
+
+    scheme = ''
+    service_kind = ''
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = AzureSettings(self.scheme, dict(options))
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._clients: dict[tuple[str, float], Any] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ('_clients', '_lock', '_pid'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(account={self.settings.account!r}, account_url={self.settings.account_url!r})'
+
+    def reset(self) -> None:
+        """Drop every client (the core calls this between retries)."""
+        with self._lock:
+            self._clients = {}
+
+    def _service(self, account: str, timeout: float) -> Any:
+        if self._pid != os.getpid():
+            self._init_runtime()
+        key = (account, float(timeout))
+        client = self._clients.get(key)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(key)
+                if client is None:
+                    client = self.settings.make_service_client(account, self.service_kind, timeout)
+                    self._clients[key] = client
+        return client
+
+    def _run(self, url: str, action: str, operation: Callable[[], T]) -> T:
+        try:
+            return operation()
+        except Exception as err:
+            raise translate(err, url, action) from None
+
+
+class AzureBlobBackend(AzureBackendBase):
+    """``azure://`` storage through azure-storage-blob.
+
+    Options (all optional): ``account``, ``account_key``, ``connection_string``, ``sas_token``, ``account_url``
+    (alias ``endpoint``), ``endpoint_suffix``, ``credential`` (``'default'``, ``'cli'``, ``'anonymous'``),
+    ``url_form`` (``'auto'``, ``'container'``, ``'account'``), ``connect_timeout``.
+    """
+
+    scheme = 'azure'
+    service_kind = 'blob'
+
+    def _locate(self, url: str, need_path: bool) -> tuple[AzureLocation, str]:
+        location = parse_blob_url(url, account=self.settings.account, url_form=self.settings.url_form,
+                                  need_path=need_path)
+        return location, self.settings.check_account(location.account, url)
+
+    def download(self, url: str, path: str, *, timeout: float) -> None:
+        """Download the blob into ``path``; fewer bytes than the blob's size is a truncated download."""
+        location, account = self._locate(url, True)
+
+        def operation() -> None:
+            blob = self._service(account, timeout).get_blob_client(location.container, location.path)
+            stream = blob.download_blob(timeout=max(int(timeout), 1), max_concurrency=1)
+            with open(path, 'wb') as out:
+                written = stream.readinto(out)
+            if stream.size is not None and written != stream.size:
+                raise TruncatedDownloadError(f'Download of {redact_url(url)} gave {written} of {stream.size} bytes.')
+
+        self._run(url, 'Download', operation)
+
+    def upload(self, path: str, url: str, *, timeout: float) -> None:
+        """Upload ``path`` as a block blob, overwriting."""
+        location, account = self._locate(url, True)
+        size = os.path.getsize(path)
+
+        def operation() -> None:
+            blob = self._service(account, timeout).get_blob_client(location.container, location.path)
+            with open(path, 'rb') as data:
+                blob.upload_blob(data, overwrite=True, length=size, timeout=max(int(timeout), 1), max_concurrency=1)
+
+        self._run(url, 'Upload', operation)
+
+    def exists(self, url: str, *, timeout: float) -> bool:
+        """Whether the blob exists (``False`` also when its container does not)."""
+        location, account = self._locate(url, True)
+        return self._run(url, 'Existence check', lambda: bool(
+            self._service(account, timeout).get_blob_client(location.container, location.path)
+            .exists(timeout=max(int(timeout), 1))))
+
+    def list(self, url: str, *, timeout: float) -> list[str]:
+        """Every blob whose name starts with the URL's path, as URLs in the same form as ``url``, sorted."""
+        location, account = self._locate(url, False)
+
+        def operation() -> list[str]:
+            container = self._service(account, timeout).get_container_client(location.container)
+            blobs = container.list_blobs(name_starts_with=location.path or None, timeout=max(int(timeout), 1))
+            return sorted(location.base + blob.name for blob in blobs)
+
+        return self._run(url, 'Listing', operation)

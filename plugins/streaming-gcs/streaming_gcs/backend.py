@@ -1,0 +1,216 @@
+"""The ``gs://bucket/key`` storage backend.
+
+Authentication, first match wins (HMAC first, as in the reference):
+
+1. HMAC keys (options ``hmac_key``/``hmac_secret``, else ``GCS_KEY``/``GCS_SECRET``): the S3-compatible XML API
+   at ``https://storage.googleapis.com`` (or ``endpoint``) through boto3 (:mod:`streaming_gcs.hmac`).
+2. An emulator (option ``endpoint``, else ``STORAGE_EMULATOR_HOST``): google-cloud-storage against it with
+   anonymous credentials (unless ``credentials_file`` is also given).
+3. A service-account key file (option ``credentials_file``).
+4. ``anonymous=True``: unauthenticated access to public buckets.
+5. Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, the gcloud configuration, the metadata
+   server); none at all raises :class:`PermanentStorageError` naming every way to provide credentials.
+
+The client is created once per process (credentials are fetched once, not per download, which keeps many
+DataLoader workers from overloading the metadata server) and never pickled. google-cloud-storage's own retries
+are disabled (``retry=None``) so that the core's retry policy governs; every request carries the timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
+from streaming_core.storage import check_options, split_bucket_url
+from streaming_core.util import redact_url
+from streaming_gcs.hmac import GcsHmacClient
+
+__all__ = ['GcsBackend', 'OPTIONS', 'NO_CREDENTIALS_MESSAGE']
+
+T = TypeVar('T')
+
+#: Every option ``GcsBackend`` accepts (``storage_options`` keys).
+OPTIONS = frozenset({'project', 'credentials_file', 'endpoint', 'anonymous', 'hmac_key', 'hmac_secret'})
+
+NO_CREDENTIALS_MESSAGE = (
+    'No Google Cloud Storage credentials were found. Provide one of: HMAC keys (GCS_KEY and GCS_SECRET, or the '
+    'hmac_key/hmac_secret storage options); a service-account key file (GOOGLE_APPLICATION_CREDENTIALS or the '
+    'credentials_file storage option); Application Default Credentials (`gcloud auth application-default login`, '
+    'or a GCE/GKE metadata server); or anonymous=True for a public bucket.')
+
+_SCOPES = ('https://www.googleapis.com/auth/devstorage.read_write',)
+
+
+class GcsBackend:
+    """``gs://`` storage through google-cloud-storage (or the S3 API with HMAC keys).
+
+    Args:
+        project: The billing project (default: the credentials' project).
+        credentials_file: A service-account JSON key file.
+        endpoint: The API endpoint: an emulator's URL (anonymous credentials), or in HMAC mode the S3-compatible
+            endpoint. Default: ``$STORAGE_EMULATOR_HOST``, else Google's.
+        anonymous: Unauthenticated requests, for public buckets.
+        hmac_key, hmac_secret: HMAC keys (default: ``$GCS_KEY`` and ``$GCS_SECRET``).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        check_options('gs', options, OPTIONS)
+        self.project = options.get('project')
+        self.credentials_file = options.get('credentials_file')
+        self.anonymous = bool(options.get('anonymous', False))
+        key = options.get('hmac_key') or os.environ.get('GCS_KEY')
+        secret = options.get('hmac_secret') or os.environ.get('GCS_SECRET')
+        if bool(options.get('hmac_key')) != bool(options.get('hmac_secret')):
+            raise PermanentStorageError('Give both hmac_key and hmac_secret storage options, or neither.')
+        endpoint = options.get('endpoint')
+        self._hmac = GcsHmacClient(key, secret, endpoint) if key and secret else None
+        if endpoint is None and self._hmac is None:
+            endpoint = os.environ.get('STORAGE_EMULATOR_HOST') or None
+        if endpoint and '://' not in endpoint:
+            endpoint = 'http://' + endpoint
+        self.endpoint = endpoint
+        self._init_runtime()
+
+    @property
+    def mode(self) -> str:
+        """``'hmac'``, ``'emulator'``, ``'service_account'``, ``'anonymous'`` or ``'adc'``."""
+        if self._hmac is not None:
+            return 'hmac'
+        if self.endpoint and not self.credentials_file:
+            return 'emulator'
+        if self.credentials_file:
+            return 'service_account'
+        return 'anonymous' if self.anonymous else 'adc'
+
+    def _init_runtime(self) -> None:
+        self._client_obj: Any = None
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ('_client_obj', '_lock', '_pid'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        return f'GcsBackend(mode={self.mode!r}, endpoint={self.endpoint!r})'
+
+    def reset(self) -> None:
+        """Drop the client (the core calls this between retries)."""
+        with self._lock:
+            self._client_obj = None
+        if self._hmac is not None:
+            self._hmac.reset()
+
+    def _client(self) -> Any:
+        if self._pid != os.getpid():
+            self._init_runtime()
+        if self._client_obj is None:
+            with self._lock:
+                if self._client_obj is None:
+                    self._client_obj = self._make_client()
+        return self._client_obj
+
+    def _make_client(self) -> Any:
+        from google.cloud import storage
+        options = {'api_endpoint': self.endpoint} if self.endpoint else None
+        project = self.project
+        if self.credentials_file:
+            from google.oauth2 import service_account
+            try:
+                credentials = service_account.Credentials.from_service_account_file(self.credentials_file,
+                                                                                    scopes=_SCOPES)
+            except (OSError, ValueError) as err:
+                raise PermanentStorageError(f'Cannot load the GCS service-account key file {self.credentials_file}: '
+                                            f'{type(err).__name__}: {err}') from None
+            project = project or credentials.project_id
+        elif self.endpoint or self.anonymous:
+            from google.auth.credentials import AnonymousCredentials
+            credentials = AnonymousCredentials()
+            project = project or ('test' if self.endpoint else None)
+        else:
+            import google.auth
+            from google.auth.exceptions import DefaultCredentialsError
+            try:
+                credentials, default_project = google.auth.default(scopes=_SCOPES)
+            except DefaultCredentialsError:
+                raise PermanentStorageError(NO_CREDENTIALS_MESSAGE) from None
+            project = project or default_project
+        return storage.Client(project=project, credentials=credentials, client_options=options)
+
+    def _run(self, url: str, action: str, operation: Callable[[Any], T]) -> T:
+        try:
+            return operation(self._client())
+        except Exception as err:
+            raise _translate(err, url, action) from None
+
+    # The StorageBackend protocol.
+    def download(self, url: str, path: str, *, timeout: float) -> None:
+        """Download the object (checksums verified by the client when the server sends them)."""
+        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        if self._hmac is not None:
+            return self._hmac.download(bucket, key, path, url, timeout)
+        self._run(url, 'Download', lambda client: client.bucket(bucket).blob(key).download_to_filename(
+            path, timeout=timeout, retry=None))
+        return None
+
+    def upload(self, path: str, url: str, *, timeout: float) -> None:
+        """Upload ``path`` (one multipart request, or a resumable upload above 8 MiB)."""
+        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        if self._hmac is not None:
+            return self._hmac.upload(path, bucket, key, url, timeout)
+        self._run(url, 'Upload', lambda client: client.bucket(bucket).blob(key).upload_from_filename(
+            path, timeout=timeout, retry=None))
+        return None
+
+    def exists(self, url: str, *, timeout: float) -> bool:
+        """Whether the object exists."""
+        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        if self._hmac is not None:
+            return self._hmac.exists(bucket, key, url, timeout)
+        return self._run(url, 'Existence check',
+                         lambda client: bool(client.bucket(bucket).blob(key).exists(timeout=timeout, retry=None)))
+
+    def list(self, url: str, *, timeout: float) -> list[str]:
+        """Every object under the prefix, as ``gs://bucket/name`` URLs, sorted."""
+        bucket, prefix = split_bucket_url(url, scheme='gs', need_key=False)
+        if self._hmac is not None:
+            return self._hmac.list(bucket, prefix, url, timeout)
+        return self._run(url, 'Listing', lambda client: sorted(
+            f'gs://{bucket}/{blob.name}'
+            for blob in client.list_blobs(bucket, prefix=prefix or None, timeout=timeout, retry=None)))
+
+
+def _translate(err: BaseException, url: str, action: str) -> BaseException:
+    """Map google-cloud-storage, google-auth and requests errors onto the core's storage errors."""
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as aex
+    shown = redact_url(url)
+    if isinstance(err, StorageError):
+        return err
+    if isinstance(err, gex.GoogleAPICallError):
+        code = getattr(err, 'code', None)
+        message = getattr(err, 'message', '') or ''
+        if isinstance(err, gex.NotFound):
+            return RemoteNotFoundError(f'Remote object not found: {shown} (HTTP 404: the object or its bucket does '
+                                       f'not exist).')
+        if isinstance(err, (gex.TooManyRequests, gex.ServerError, gex.RequestRangeNotSatisfiable)) or code in (408,):
+            return StorageError(f'{action} of {shown} failed with a transient error (HTTP {code}): {message}')
+        if isinstance(err, (gex.Unauthorized, gex.Forbidden)):
+            return PermanentStorageError(f'{action} of {shown} was denied (HTTP {code}): {message} Check the '
+                                         f'credentials and the bucket permissions.')
+        return PermanentStorageError(f'{action} of {shown} was rejected (HTTP {code}): {message}')
+    if isinstance(err, aex.DefaultCredentialsError):
+        return PermanentStorageError(NO_CREDENTIALS_MESSAGE)
+    if isinstance(err, aex.RefreshError) and not getattr(err, 'retryable', False):
+        return PermanentStorageError(f'{action} of {shown} failed: the GCS credentials could not be refreshed '
+                                     f'({type(err).__name__}). Check the service account or ADC configuration.')
+    return StorageError(f'{action} of {shown} failed: {type(err).__name__}: {err}')
