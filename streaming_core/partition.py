@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 __all__ = ['get_partitions', 'get_partitions_orig', 'get_partitions_relaxed', 'canonical_rows',
            'canonical_stream', 'node_positions', 'rank_pad', 'to_workers', 'node_layout', 'NodeLayout',
-           'traversal_order', 'resolve_partition_algo', 'num_batches', 'PARTITION_ALGOS']
+           'traversal_order', 'resolve_partition_algo', 'num_batches', 'check_drop_first', 'PARTITION_ALGOS']
 
 logger = logging.getLogger('streaming_core')
 
@@ -87,9 +87,9 @@ def canonical_rows(num_samples: int, num_canonical_nodes: int, num_physical_node
         try:
             ids[:, -pad:] = ids[:, -pad - ratio + 1 - pad:-pad - ratio + 1]
         except ValueError:
-            raise ValueError(f'Cannot pad canonical rows of {spcn} samples for {num_physical_nodes // num_canonical_nodes}'
-                             f' physical nodes per canonical node ({num_samples} samples, num_canonical_nodes='
-                             f'{num_canonical_nodes}): each canonical node needs more samples. Raise '
+            raise ValueError(f'Cannot pad canonical rows of {spcn} samples for {ratio} physical nodes per canonical '
+                             f'node ({num_samples} samples, num_canonical_nodes={num_canonical_nodes}): each '
+                             f'canonical node needs more samples. Raise '
                              f'num_canonical_nodes to a multiple of the node count.') from None
     return ids
 
@@ -204,6 +204,14 @@ def get_partitions_relaxed(num_samples: int, num_canonical_nodes: int, num_physi
     return np.ascontiguousarray(out.transpose(2, 3, 1, 0, 4))
 
 
+def check_drop_first(num_samples: int, num_physical_nodes: int, ranks_per_node: int, drop_first: int) -> None:
+    """The reference wrapper's check: refuse ``drop_first > N + (W - N % W)`` with ``W = PN * R``."""
+    world = num_physical_nodes * ranks_per_node
+    if world > 0 and num_samples + (world - num_samples % world) < drop_first:
+        raise ValueError(f'Resuming further into the dataset ({drop_first}) than it has samples ({num_samples}). '
+                         f'The checkpoint does not belong to this dataset or epoch size.')
+
+
 def get_partitions(algo: str, num_samples: int, num_canonical_nodes: int, num_physical_nodes: int,
                    ranks_per_node: int, workers_per_rank: int, batch_size: int = 1, drop_first: int = 0,
                    initial_physical_nodes: int | None = None) -> NDArray[np.int64]:
@@ -226,10 +234,7 @@ def get_partitions(algo: str, num_samples: int, num_canonical_nodes: int, num_ph
     Raises:
         ValueError: Resuming beyond the epoch, an unknown algorithm, or an invalid shape.
     """
-    world = num_physical_nodes * ranks_per_node
-    if world > 0 and num_samples + (world - num_samples % world) < drop_first:
-        raise ValueError(f'Resuming further into the dataset ({drop_first}) than it has samples ({num_samples}). '
-                         f'The checkpoint does not belong to this dataset or epoch size.')
+    check_drop_first(num_samples, num_physical_nodes, ranks_per_node, drop_first)
     if algo == 'orig':
         return get_partitions_orig(num_samples, num_canonical_nodes, num_physical_nodes, ranks_per_node,
                                    workers_per_rank, batch_size, drop_first)

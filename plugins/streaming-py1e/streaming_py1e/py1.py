@@ -13,7 +13,7 @@ it (advances the rng exactly as materialising would, see :mod:`streaming_py1e.re
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from streaming_core.spans import Spans, check_shuffle_args, py1_spans
 from streaming_py1e.replay import Scratch, skip_uniform
 
-__all__ = ['NodeWalkShuffle', 'Py1s', 'Py1b', 'Py1br', 'Py1e', 'BLOCK_WARNING']
+__all__ = ['NodeWalkShuffle', 'Py1s', 'Py1b', 'Py1br', 'Py1e', 'BLOCK_WARNING', 'py1br_blocks']
 
 BLOCK_WARNING = ('Shuffle block size was smaller than shard size for some shards. This will result in a more '
                  'limited shuffle, since samples from a shard are not spread beyond the shard itself. Raise '
@@ -89,7 +89,8 @@ class NodeWalkShuffle:
                     epoch: int, block_size: int, nodes: Iterable[int],
                     dtype: type = np.int64) -> dict[int, NDArray[np.integer]]:
         """The permutation's slices for several canonical nodes, in one walk. ``dtype`` may be ``np.uint32``
-        when the sample count is below 2**32 (halves the memory)."""
+        when the sample count is below 2**32 (halves the memory).
+        """
         sizes = np.asarray(shard_sizes, dtype=np.int64)
         total = int(sizes.sum()) if sizes.ndim == 1 else 0
         ncn = int(num_canonical_nodes)
@@ -113,7 +114,7 @@ class NodeWalkShuffle:
 
 def _layout(begins: NDArray[np.int64], sizes: NDArray[np.int64], out: NDArray[np.integer]) -> None:
     offset = 0
-    for begin, size in zip(begins.tolist(), sizes.tolist()):
+    for begin, size in zip(begins.tolist(), sizes.tolist(), strict=True):
         out[offset:offset + size] = np.arange(begin, begin + size)
         offset += size
 
@@ -128,7 +129,7 @@ class Py1s(NodeWalkShuffle):
         """Shuffle each of the node's spans, in order."""
         begins, sizes = spans.node(c)
         offset = 0
-        for begin, size in zip(begins.tolist(), sizes.tolist()):
+        for begin, size in zip(begins.tolist(), sizes.tolist(), strict=True):
             if out is None:
                 scratch.shuffle(rng, size)
             else:
@@ -159,6 +160,23 @@ class Py1b(NodeWalkShuffle):
                 rng.shuffle(out[lo:hi])
 
 
+def py1br_blocks(total: int, stagger: int, draw: Callable[[], int]) -> list[tuple[int, int]]:
+    """py1br's blocks of one node of ``total`` samples: ``[max(end-st, 0), min(end+r-st, total))`` with ``r = draw()``.
+
+    ``end`` advances by the *clipped* length, so the first two blocks overlap by ``stagger`` samples (the
+    reference's quirk): ``total=300, stagger=30, r=100`` gives ``(0,70), (40,140), (140,240), (240,300)``.
+    """
+    cuts = []
+    end = 0
+    while end < total:
+        size = draw()
+        lo = max(end - stagger, 0)
+        hi = min(end + size - stagger, total)
+        cuts.append((lo, hi))
+        end += hi - lo
+    return cuts
+
+
 class Py1br(NodeWalkShuffle):
     """``py1br``: randomly sized, staggered blocks per node (with the reference's first-block overlap)."""
 
@@ -185,16 +203,8 @@ class Py1br(NodeWalkShuffle):
         stagger = int(state['stagger'][c])
         if out is not None:
             _layout(begins, sizes, out)
-        cuts = []
-        end = 0
         low, high = int(0.75 * block), int(1.25 * block)
-        while end < total:
-            size = int(rng.integers(low, high))
-            lo = max(end - stagger, 0)
-            hi = min(end + size - stagger, total)
-            cuts.append((lo, hi))
-            end += hi - lo
-        for lo, hi in cuts:
+        for lo, hi in py1br_blocks(total, stagger, lambda: int(rng.integers(low, high))):
             if out is None:
                 scratch.shuffle(rng, hi - lo)
             else:

@@ -25,7 +25,7 @@ O(chunk + block_size + largest shard).
 from __future__ import annotations
 
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -94,7 +94,7 @@ class Py1n:
         new_vals: list[NDArray[np.int64]] = []
         clipped = False
         offset = emitted = gathered = 0
-        for k, (begin, size) in enumerate(zip(begins.tolist(), sizes.tolist())):
+        for k, (begin, size) in enumerate(zip(begins.tolist(), sizes.tolist(), strict=True)):
             draw = int(rng.integers(low, high))
             cut = (draw - size) / 2
             if cut < 0:

@@ -50,7 +50,7 @@ class Py2s:
             piece_begins, piece_sizes = pieces.node(c)
             perm = np.arange(len(piece_sizes))
             epoch_rng.shuffle(perm)
-            for begin, size in zip(piece_begins[perm].tolist(), piece_sizes[perm].tolist()):
+            for begin, size in zip(piece_begins[perm].tolist(), piece_sizes[perm].tolist(), strict=True):
                 view = out[offset:offset + size]
                 view[:] = flat[begin:begin + size]
                 epoch_rng.shuffle(view)
