@@ -14,13 +14,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streaming_mds import MDSWriter
 
 from streaming_core.compression import decompress
-from streaming_core.errors import IndexFormatError, ShardCorruptError, UnknownNameError, UnsafePathError, \
-    UnsafeTypeError
+from streaming_core.errors import (
+    IndexFormatError,
+    ShardCorruptError,
+    UnknownNameError,
+    UnsafePathError,
+    UnsafeTypeError,
+)
 from streaming_core.index import load_index, shard_readers
 from streaming_core.registry import get_registry
-from streaming_mds import MDSWriter
 
 SAMPLES = [{'words': 'one', 'number': 1, 'x': 1.5}, {'words': 'twenty', 'number': -20, 'x': 2.0},
            {'words': '', 'number': 300, 'x': 0.0}]
@@ -264,9 +269,10 @@ def test_zero_size_treated_as_variable_like_the_reference(tmp_path: Any) -> None
 def test_third_party_codec_round_trip(tmp_path: Any) -> None:
     import codecs
 
+    from streaming_mds.resolve import clear_codec_cache
+
     from streaming_core.hookspecs import hookimpl
     from streaming_core.plugins import register_plugin, unregister_plugin
-    from streaming_mds.resolve import clear_codec_cache
 
     class Rot13:
         size = None
