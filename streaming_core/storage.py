@@ -25,9 +25,13 @@ from streaming_core.util import backoff_delays, redact_url
 
 __all__ = ['url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file', 'upload_file',
            'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
-           'split_bucket_url']
+           'split_bucket_url', 'LOCAL_FILE_ERRORS']
 
 logger = logging.getLogger('streaming_core.storage')
+
+#: Local filesystem errors a backend passes through untranslated (a missing source file is not a remote error).
+LOCAL_FILE_ERRORS: tuple[type[OSError], ...] = (FileNotFoundError, PermissionError, IsADirectoryError,
+                                                NotADirectoryError)
 
 T = TypeVar('T')
 

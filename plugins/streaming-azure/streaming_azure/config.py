@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import check_options
+from streaming_core.storage import LOCAL_FILE_ERRORS, check_options
 from streaming_core.util import redact_url
 
 __all__ = ['AzureSettings', 'OPTIONS', 'translate']
@@ -150,7 +150,7 @@ def translate(err: BaseException, url: str, action: str) -> BaseException:
     """Map azure-core / azure-identity errors onto the core's storage errors (first message line only)."""
     from azure.core import exceptions as aex
     shown = redact_url(url)
-    if isinstance(err, StorageError):
+    if isinstance(err, (StorageError, *LOCAL_FILE_ERRORS)):  # ours, or a local file problem: as is
         return err
     message = (str(getattr(err, 'message', '') or err).strip().splitlines() or [''])[0]
     code = getattr(err, 'error_code', None)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import check_options, split_bucket_url
+from streaming_core.storage import LOCAL_FILE_ERRORS, check_options, split_bucket_url
 from streaming_core.util import redact_url
 from streaming_gcs.hmac import GcsHmacClient
 
@@ -194,7 +194,7 @@ def _translate(err: BaseException, url: str, action: str) -> BaseException:
     from google.api_core import exceptions as gex
     from google.auth import exceptions as aex
     shown = redact_url(url)
-    if isinstance(err, StorageError):
+    if isinstance(err, (StorageError, *LOCAL_FILE_ERRORS)):  # ours, or a local file problem: as is
         return err
     if isinstance(err, gex.GoogleAPICallError):
         code = getattr(err, 'code', None)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
+from streaming_core.storage import LOCAL_FILE_ERRORS
 from streaming_core.util import redact_url
 
 __all__ = ['GcsHmacClient', 'GCS_S3_ENDPOINT']
@@ -135,7 +136,7 @@ class GcsHmacClient:
 def _translate(err: BaseException, url: str, action: str) -> BaseException:
     from botocore import exceptions as bex
     shown = redact_url(url)
-    if isinstance(err, StorageError):
+    if isinstance(err, (StorageError, *LOCAL_FILE_ERRORS)):  # ours, or a local file problem: as is
         return err
     if isinstance(err, bex.ClientError):
         error = err.response.get('Error') or {}

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
-from streaming_core.storage import check_options
+from streaming_core.storage import LOCAL_FILE_ERRORS, check_options
 from streaming_core.util import redact_url
 
 __all__ = ['OciBackend', 'OPTIONS', 'parse_oci_url']
@@ -252,7 +252,7 @@ def _translate(err: BaseException, url: str, action: str) -> BaseException:
     """Map oci SDK errors onto the core's storage errors (messages carry codes, never key material)."""
     import oci
     shown = redact_url(url)
-    if isinstance(err, StorageError):
+    if isinstance(err, (StorageError, *LOCAL_FILE_ERRORS)):  # ours, or a local file problem: as is
         return err
     if isinstance(err, oci.exceptions.ServiceError):
         status, code, message = err.status, err.code or '', err.message or ''

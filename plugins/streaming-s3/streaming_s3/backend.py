@@ -95,13 +95,14 @@ class S3Backend:
 
     def _init_runtime(self) -> None:
         self._clients: dict[tuple[float, bool], Any] = {}
+        self._session: Any = None  # kept across resets: its loaded service models make new clients cheap
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._fell_back = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ('_clients', '_lock', '_pid', '_fell_back'):
+        for name in ('_clients', '_session', '_lock', '_pid', '_fell_back'):
             state.pop(name, None)
         return state
 
@@ -156,9 +157,10 @@ class S3Backend:
         if self.options.get('use_ssl') is not None:
             kwargs['use_ssl'] = bool(self.options['use_ssl'])
         try:
-            session = boto3.session.Session(profile_name=self.profile, region_name=self.region,
-                                            **{k: v for k, v in self._credentials.items() if v})
-            return session.client('s3', **kwargs)
+            if self._session is None:
+                self._session = boto3.session.Session(profile_name=self.profile, region_name=self.region,
+                                                      **{k: v for k, v in self._credentials.items() if v})
+            return self._session.client('s3', **kwargs)
         except Exception as err:
             raise translate(err, f's3://{self.endpoint_url or "aws"}', 'Creating the S3 client') from None
 

@@ -12,6 +12,7 @@ Messages carry the error code and the server's message, never credentials.
 from __future__ import annotations
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
+from streaming_core.storage import LOCAL_FILE_ERRORS
 from streaming_core.util import redact_url
 
 __all__ = ['translate', 'error_code', 'is_unsigned_retry_candidate']
@@ -50,7 +51,7 @@ def translate(err: BaseException, url: str, action: str) -> BaseException:
     """The streaming-core error for ``err``, raised while ``action`` (``'Download'``, ...) touched ``url``."""
     from botocore import exceptions as bex
     shown = redact_url(url)
-    if isinstance(err, (StorageError,)):
+    if isinstance(err, (StorageError, *LOCAL_FILE_ERRORS)):  # ours, or a local file problem: as is
         return err
     cause = err.__cause__ or err.__context__
     if type(err).__name__ == 'S3UploadFailedError' and cause is not None:
