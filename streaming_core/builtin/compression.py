@@ -16,9 +16,16 @@ from streaming_core.errors import ShardCorruptError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.registry import RegistryView
 
-__all__ = ['Gzip', 'Bzip2', 'bounded_stream']
+__all__ = ['Gzip', 'Bzip2', 'bounded_stream', 'require_bytes']
 
 _CHUNK = 1 << 24
+
+
+def require_bytes(data: object, family: str) -> memoryview:
+    """``data`` as a byte view; anything that is not bytes-like raises ``TypeError`` (as the reference does)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f'{family} compresses bytes-like data, got {type(data).__name__}.')
+    return memoryview(data)
 
 
 def _too_big(family: str, max_size: int) -> ShardCorruptError:
@@ -77,12 +84,13 @@ class Gzip:
 
     def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
         """Compress at ``level`` (0-9)."""
-        return gzip.compress(bytes(data), compresslevel=self.default_level if level is None else level)
+        return gzip.compress(require_bytes(data, 'gz'), compresslevel=self.default_level if level is None else level)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress one or more gzip members, bounded by ``max_size``."""
         try:
-            return bounded_stream(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), data, max_size, 'gz')
+            return bounded_stream(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), require_bytes(data, 'gz'), max_size,
+                                  'gz')
         except zlib.error as err:
             raise ShardCorruptError(f'gz data is corrupt: {err}') from err
 
@@ -96,12 +104,12 @@ class Bzip2:
 
     def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
         """Compress at ``level`` (1-9)."""
-        return bz2.compress(bytes(data), compresslevel=self.default_level if level is None else level)
+        return bz2.compress(require_bytes(data, 'bz2'), compresslevel=self.default_level if level is None else level)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress one or more bzip2 streams, bounded by ``max_size``."""
         try:
-            return bounded_stream(bz2.BZ2Decompressor, data, max_size, 'bz2')
+            return bounded_stream(bz2.BZ2Decompressor, require_bytes(data, 'bz2'), max_size, 'bz2')
         except ShardCorruptError:
             raise
         except (OSError, ValueError, EOFError) as err:

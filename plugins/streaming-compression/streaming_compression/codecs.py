@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streaming_core.builtin.compression import require_bytes
 from streaming_core.errors import ShardCorruptError
 
 __all__ = ['Zstd', 'Brotli', 'Snappy', 'Lz4']
@@ -53,12 +54,14 @@ class Zstd:
 
     def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
         """Compress into one frame carrying the content size."""
+        data = require_bytes(data, 'zstd')
         zstd = self._zstd()
         level = self.default_level if level is None else level
         return zstd.ZstdCompressor(level=level, write_content_size=True, write_checksum=False).compress(data)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress every frame of ``data``, never producing more than ``max_size`` bytes."""
+        data = require_bytes(data, 'zstd')
         zstd = self._zstd()
         try:
             declared = zstd.frame_content_size(data)
@@ -114,14 +117,14 @@ class Brotli:
     def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
         """Compress at quality ``level`` (0-11)."""
         import brotli
-        return brotli.compress(bytes(data), quality=self.default_level if level is None else level)
+        return brotli.compress(bytes(require_bytes(data, 'br')), quality=self.default_level if level is None else level)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress, never producing more than ``max_size`` bytes."""
         import brotli
         decompressor = brotli.Decompressor()
         out = bytearray()
-        pending: bytes = bytes(data)
+        pending: bytes = bytes(require_bytes(data, 'br'))
         try:
             while True:
                 room = _CHUNK if max_size is None else min(_CHUNK, max_size + 1 - len(out))
@@ -160,11 +163,12 @@ class Snappy:
     def compress(self, data: bytes | memoryview, level: int | None) -> bytes:
         """Compress into one raw block."""
         import cramjam
-        return bytes(cramjam.snappy.compress_raw(bytes(data)))
+        return bytes(cramjam.snappy.compress_raw(bytes(require_bytes(data, 'snappy'))))
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress a raw block after checking its declared length against ``max_size``."""
         import cramjam
+        data = require_bytes(data, 'snappy')
         declared = _varint(data)
         if max_size is not None and declared > max_size:
             raise _too_big('snappy', max_size, declared)
@@ -185,13 +189,15 @@ class Lz4:
         """Compress into one frame with the content size and a content checksum."""
         import lz4.frame
         level = self.default_level if level is None else level
-        return lz4.frame.compress(data, compression_level=level, store_size=True, content_checksum=True)
+        return lz4.frame.compress(require_bytes(data, 'lz4'), compression_level=level, store_size=True, content_checksum=True)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress every frame of ``data``, never producing more than ``max_size`` bytes."""
         import lz4.frame
         out = bytearray()
-        pending = bytes(data)
+        pending = bytes(require_bytes(data, 'lz4'))
+        if not pending:
+            raise ShardCorruptError('lz4 data is empty; expected at least one frame.')
         try:
             while pending:
                 info = lz4.frame.get_frame_info(pending)
