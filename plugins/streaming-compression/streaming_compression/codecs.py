@@ -189,7 +189,8 @@ class Lz4:
         """Compress into one frame with the content size and a content checksum."""
         import lz4.frame
         level = self.default_level if level is None else level
-        return lz4.frame.compress(require_bytes(data, 'lz4'), compression_level=level, store_size=True, content_checksum=True)
+        return lz4.frame.compress(require_bytes(data, 'lz4'), compression_level=level, store_size=True,
+                                  content_checksum=True)
 
     def decompress(self, data: bytes | memoryview, max_size: int | None = None) -> bytes:
         """Decompress every frame of ``data``, never producing more than ``max_size`` bytes."""
