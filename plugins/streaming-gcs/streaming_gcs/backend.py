@@ -33,7 +33,8 @@ __all__ = ['GcsBackend', 'OPTIONS', 'NO_CREDENTIALS_MESSAGE']
 T = TypeVar('T')
 
 #: Every option ``GcsBackend`` accepts (``storage_options`` keys).
-OPTIONS = frozenset({'project', 'credentials_file', 'endpoint', 'anonymous', 'hmac_key', 'hmac_secret'})
+OPTIONS = frozenset({'project', 'credentials_file', 'endpoint', 'anonymous', 'hmac_key', 'hmac_secret',
+                     'universe_domain'})
 
 NO_CREDENTIALS_MESSAGE = (
     'No Google Cloud Storage credentials were found. Provide one of: HMAC keys (GCS_KEY and GCS_SECRET, or the '
@@ -54,6 +55,7 @@ class GcsBackend:
             endpoint. Default: ``$STORAGE_EMULATOR_HOST``, else Google's.
         anonymous: Unauthenticated requests, for public buckets.
         hmac_key, hmac_secret: HMAC keys (default: ``$GCS_KEY`` and ``$GCS_SECRET``).
+        universe_domain: A non-default Google Cloud universe (sovereign clouds); it must match the credentials'.
     """
 
     def __init__(self, **options: Any) -> None:
@@ -61,6 +63,7 @@ class GcsBackend:
         self.project = options.get('project')
         self.credentials_file = options.get('credentials_file')
         self.anonymous = bool(options.get('anonymous', False))
+        self.universe_domain = options.get('universe_domain')
         key = options.get('hmac_key') or os.environ.get('GCS_KEY')
         secret = options.get('hmac_secret') or os.environ.get('GCS_SECRET')
         if bool(options.get('hmac_key')) != bool(options.get('hmac_secret')):
@@ -121,7 +124,11 @@ class GcsBackend:
 
     def _make_client(self) -> Any:
         from google.cloud import storage
-        options = {'api_endpoint': self.endpoint} if self.endpoint else None
+        options: dict[str, str] = {}
+        if self.endpoint:
+            options['api_endpoint'] = self.endpoint
+        if self.universe_domain:
+            options['universe_domain'] = self.universe_domain
         project = self.project
         if self.credentials_file:
             from google.oauth2 import service_account
@@ -144,7 +151,10 @@ class GcsBackend:
             except DefaultCredentialsError:
                 raise PermanentStorageError(NO_CREDENTIALS_MESSAGE) from None
             project = project or default_project
-        return storage.Client(project=project, credentials=credentials, client_options=options)
+        try:
+            return storage.Client(project=project, credentials=credentials, client_options=options or None)
+        except ValueError as err:  # e.g. the universe domain of the credentials and the client differ
+            raise PermanentStorageError(f'Cannot configure the GCS client: {err}') from None
 
     def _run(self, url: str, action: str, operation: Callable[[Any], T]) -> T:
         try:
