@@ -1,0 +1,170 @@
+"""merge_index in both call forms: partitions written in parallel by a process pool, merged in order, read back;
+remote sources and targets through the storage registry; argument and data errors."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+from typing import Any
+
+import pytest
+
+from streaming_core.errors import IndexFormatError, UnsafePathError
+from streaming_core.merge import merge_index
+from tests.test_writer_upload import DirPlugin, dirfs  # noqa: F401 - the fixture is used by name
+
+mds = pytest.importorskip('streaming_mds')
+PARTITIONS = ['0', '1', '10', '2']  # lexicographic order: 0, 1, 10, 2
+
+
+def write_partition(args: tuple[Any, ...]) -> str:
+    """Write one partition (run in a pool worker): ``(out, name, first id[, keep_local])``; returns its index path."""
+    out, name, start = args[:3]
+    keep_local = len(args) > 3 and args[3]
+    with mds.MDSWriter(columns={'id': 'int', 'part': 'str'}, out=out, size_limit=300, compression='zstd',
+                       keep_local=keep_local) as writer:
+        for i in range(start, start + 25):
+            writer.write({'id': i, 'part': name})
+    local = out[0] if isinstance(out, tuple) else out
+    return os.path.join(local, 'index.json')
+
+
+def write_all(root: str, remote: str | None = None, pool: bool = False) -> list[str]:
+    jobs = [((os.path.join(root, name), f'{remote}/{name}') if remote else os.path.join(root, name), name, 100 * k)
+            for k, name in enumerate(PARTITIONS)]
+    if pool:
+        with multiprocessing.get_context('fork').Pool(2) as workers:
+            return workers.map(write_partition, jobs)
+    return [write_partition(job) for job in jobs]
+
+
+def read_merged(root: str) -> list[tuple[str, int]]:
+    """``(partition, id)`` of every sample of the merged dataset, shard by shard, with our readers."""
+    from streaming_core.compression import decompress
+    from streaming_core.index import load_index, shard_readers
+    index_path = os.path.join(root, 'index.json')
+    out = []
+    for reader in shard_readers(load_index(index_path), index_path):
+        raw, zipped = reader.parts[0]
+        path = os.path.join(root, raw.basename)
+        if not os.path.exists(path):
+            with open(os.path.join(root, zipped.basename), 'rb') as handle:
+                data = decompress(reader.compression, handle.read(), raw.bytes)
+            with open(path, 'wb') as handle:
+                handle.write(data)
+        with reader.open([path]) as view:
+            out.extend((view[i]['part'], view[i]['id']) for i in range(len(view)))
+    return out
+
+
+def expected(order: list[str]) -> list[tuple[str, int]]:
+    return [(name, 100 * PARTITIONS.index(name) + i) for name in order for i in range(25)]
+
+
+@pytest.mark.slow
+def test_from_root_with_pool_written_partitions(tmp_path: Any) -> None:
+    root = str(tmp_path / 'out')
+    write_all(root, pool=True)
+    assert merge_index(root) == os.path.join(root, 'index.json')
+    text = (tmp_path / 'out' / 'index.json').read_text()
+    assert text.startswith('{"version": 2, "shards": [{"column_encodings": ')
+    index = json.loads(text)
+    basenames = [s['raw_data']['basename'] for s in index['shards']]
+    assert basenames[0] == '0/shard.00000.mds'
+    assert [b.split('/')[0] for b in basenames] == sorted([b.split('/')[0] for b in basenames], key=lambda p: p)
+    assert len(set(basenames)) == sum(len([f for f in os.listdir(os.path.join(root, p)) if f.endswith('.zstd')])
+                                      for p in PARTITIONS)
+    assert all(s['zip_data']['basename'] == s['raw_data']['basename'] + '.zstd' for s in index['shards'])
+    assert read_merged(root) == expected(['0', '1', '10', '2'])
+    merge_index(root, keep_local=True)  # running it again overwrites the merged index
+    assert json.loads((tmp_path / 'out' / 'index.json').read_text()) == index
+
+
+def test_from_list_keeps_the_given_order(tmp_path: Any) -> None:
+    root = str(tmp_path / 'out')
+    paths = write_all(root)
+    order = [paths[3], paths[0], paths[0] + '/'.rstrip('/'), paths[2], paths[1]]
+    merge_index(order, root)
+    assert read_merged(root) == expected(['2', '0', '10', '1'])
+
+
+def test_keyword_call_forms(tmp_path: Any) -> None:
+    root = str(tmp_path / 'out')
+    paths = write_all(root)
+    merge_index(index_file_urls=paths[:2], out=root, keep_local=True, download_timeout=5)
+    assert read_merged(root) == expected(['0', '1'])
+    merge_index(out=root)
+    assert read_merged(root) == expected(['0', '1', '10', '2'])
+
+
+@pytest.mark.parametrize('args,kwargs', [((), {}), ((5,), {}), (([],), {'out': 'x', 'bogus': 1}),
+                                         (('out', True, 60, 'extra'), {}), ((['a'],), {})])
+def test_invalid_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match='Invalid arguments to merge_index'):
+        merge_index(*args, **kwargs)
+
+
+def test_missing_partitions(tmp_path: Any) -> None:
+    with pytest.raises(FileNotFoundError, match='Check data availability'):
+        merge_index([str(tmp_path / 'nope' / 'index.json')], str(tmp_path))
+    with pytest.raises(FileNotFoundError, match='Check data availability'):
+        merge_index([(str(tmp_path / 'nope' / 'index.json'), '')], str(tmp_path))
+    with pytest.raises(FileNotFoundError, match='no partition index.json'):
+        merge_index(str(tmp_path))
+
+
+def test_bad_partition_indexes(tmp_path: Any) -> None:
+    root = str(tmp_path / 'out')
+    paths = write_all(root)
+    with open(paths[0]) as handle:
+        index = json.load(handle)
+    index['version'] = 3
+    with open(paths[0], 'w') as handle:
+        json.dump(index, handle)
+    with pytest.raises(IndexFormatError, match='Unsupported streaming data version'):
+        merge_index(root)
+    index['version'] = 2
+    index['shards'][0]['raw_data']['basename'] = '../escape.mds'
+    with open(paths[0], 'w') as handle:
+        json.dump(index, handle)
+    with pytest.raises(UnsafePathError):
+        merge_index(root)
+
+
+def test_remote_partitions_local_copies_and_upload(tmp_path: Any) -> None:
+    root, remote = str(tmp_path / 'local'), str(tmp_path / 'remote')
+    write_all(root, remote=f'file://{remote}')
+    assert not any(os.path.exists(os.path.join(root, p)) for p in PARTITIONS)  # uploaded, so removed locally
+    url = merge_index([(os.path.join(root, p, 'index.json'), f'file://{remote}/{p}/index.json') for p in PARTITIONS],
+                      (root, f'file://{remote}'), keep_local=False)
+    assert url == f'file://{remote}/index.json'
+    assert read_merged(remote) == expected(PARTITIONS)
+    assert not os.path.exists(os.path.join(root, 'index.json'))
+
+
+def test_remote_root_through_a_storage_plugin(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa: F811
+    local = str(tmp_path / 'local')
+    write_all(local, remote='dirfs://ds')
+    shutil.rmtree(local, ignore_errors=True)
+    assert merge_index('dirfs://ds') == 'dirfs://ds/index.json'
+    assert read_merged(os.path.join(dirfs['root'], 'ds')) == expected(['0', '1', '10', '2'])
+
+
+def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa
+    local = str(tmp_path / 'local')
+    for k, name in enumerate(PARTITIONS):
+        write_partition(((os.path.join(local, name), f'dirfs://ds/{name}'), name, 100 * k, True))
+    assert os.listdir(os.path.join(local, '0'))  # kept locally by the partition writer
+    os.makedirs(os.path.join(local, 'notes'))
+    (tmp_path / 'local' / 'notes' / 'mine.txt').write_text('only copy')
+    write_partition((os.path.join(local, '3'), '3', 900))  # a local-only partition: never deleted
+    merge_index((local, 'dirfs://ds'), keep_local=False)
+    assert os.path.exists(os.path.join(local, 'notes', 'mine.txt'))
+    assert os.path.exists(os.path.join(local, '3', 'index.json'))
+    assert not os.path.exists(os.path.join(local, 'index.json'))
+    assert not any(os.path.exists(os.path.join(local, name)) for name in PARTITIONS)  # uploaded: removed
+    names = [s['raw_data']['basename'].split('/')[0] for s in
+             json.loads(open(os.path.join(dirfs['root'], 'ds', 'index.json')).read())['shards']]
+    assert sorted(set(names)) == ['0', '1', '10', '2']  # the remote listing decides (the local-only one is absent)
