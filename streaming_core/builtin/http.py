@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import shutil
 import ssl
 import urllib.error
 import urllib.request
@@ -102,23 +101,31 @@ class HttpBackend:
         return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def download(self, url: str, path: str, *, timeout: float) -> None:
-        """GET ``url`` into ``path``; a body shorter than its ``Content-Length`` is a truncated download."""
+        """GET ``url`` into ``path``; a body that ends before its ``Content-Length`` is a truncated download."""
         shown = redact_url(url)
-        request = self._request(url, 'GET')
-        written = 0
         try:
-            with self._open(request, timeout) as response:
-                declared = response.headers.get('Content-Length')
-                with open(path, 'wb') as out:
-                    shutil.copyfileobj(response, out, 1 << 20)
-                    written = out.tell()
+            response = self._open(self._request(url, 'GET'), timeout)
         except urllib.error.HTTPError as err:
             raise _http_error(err.code, err.reason, 'GET', url) from None
-        except http.client.IncompleteRead as err:
-            raise TruncatedDownloadError(f'GET {shown} ended early: received {len(err.partial)} more bytes, '
-                                         f'{err.expected} missing.') from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
             raise _transport_error(err, 'GET', url) from None
+        with response:
+            declared = response.headers.get('Content-Length')
+            written = 0
+            with open(path, 'wb') as out:
+                while True:
+                    try:
+                        chunk = response.read(1 << 20)
+                    except (http.client.HTTPException, OSError) as err:
+                        if isinstance(err, http.client.IncompleteRead):
+                            written += len(err.partial)
+                        raise TruncatedDownloadError(
+                            f'GET {shown} ended after {written} of {declared or "an unknown number of"} bytes: '
+                            f'{type(err).__name__}: {err}') from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    written += len(chunk)
         if declared is not None and declared.isdigit() and int(declared) != written:
             raise TruncatedDownloadError(f'GET {shown} returned {written} of {declared} bytes.')
 

@@ -1,0 +1,193 @@
+"""The builtin read-only http(s):// backend against a real static file server on loopback (HTTPS with a
+self-signed certificate), with the fault proxy in front for failures."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import pickle
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from streaming_core.errors import (
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    TruncatedDownloadError,
+    UploadError,
+)
+from streaming_core.storage import clear_backend_cache, download_file, exists, get_backend, list_objects, upload_file
+from tests.fixtures.fault_proxy import FaultProxy
+from tests.fixtures.servers import StaticServer
+
+pytestmark = pytest.mark.slow
+
+FAST = {'initial_backoff': 0.01}
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    clear_backend_cache()
+    yield
+    clear_backend_cache()
+
+
+def _serve(server: StaticServer, size: int = 200_000) -> tuple[str, bytes]:
+    name = f'obj-{uuid.uuid4().hex[:12]}.bin'
+    data = os.urandom(size)
+    with open(os.path.join(server.root, name), 'wb') as handle:
+        handle.write(data)
+    return name, data
+
+
+def _get(tmp_path: Any, url: str, options: dict[str, Any] | None = None, **kwargs: Any) -> bytes:
+    target = tmp_path / f'dst-{uuid.uuid4().hex[:6]}'
+    download_file(url, str(target), options=options, timeout=kwargs.pop('timeout', 10), **FAST, **kwargs)
+    return target.read_bytes()
+
+
+def test_download_and_exists(http_server: StaticServer, tmp_path: Any) -> None:
+    name, data = _serve(http_server)
+    url = f'{http_server.url}/{name}'
+    assert _get(tmp_path, url, expected_size=len(data)) == data
+    assert exists(url)
+    assert not exists(f'{http_server.url}/absent-{name}')
+
+
+def test_missing_object_is_not_found_and_not_retried(http_server: StaticServer, tmp_path: Any,
+                                                     fault_proxy: Callable[[str], FaultProxy]) -> None:
+    proxy = fault_proxy(http_server.url)
+    url = f'{proxy.url}/absent-{uuid.uuid4().hex}.bin'
+    with pytest.raises(RemoteNotFoundError, match=url):
+        _get(tmp_path, url, retries=3)
+    assert proxy.count(method='GET') == 1
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('fault', ['fail', 'reset', 'truncate'])
+def test_transient_faults_are_survived(http_server: StaticServer, tmp_path: Any,
+                                       fault_proxy: Callable[[str], FaultProxy], fault: str) -> None:
+    name, data = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    {'fail': lambda: proxy.fail(2, status=503, method='GET'), 'reset': lambda: proxy.reset(1, method='GET'),
+     'truncate': lambda: proxy.truncate(1, keep=0.3, method='GET')}[fault]()
+    assert _get(tmp_path, f'{proxy.url}/{name}', retries=2, expected_size=len(data)) == data
+
+
+def test_truncated_body_is_a_truncated_download(http_server: StaticServer, tmp_path: Any,
+                                                fault_proxy: Callable[[str], FaultProxy]) -> None:
+    name, data = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    proxy.truncate(None, keep=1000, method='GET')
+    with pytest.raises(TruncatedDownloadError):
+        _get(tmp_path, f'{proxy.url}/{name}', retries=1)
+    assert proxy.count(method='GET') == 2
+
+
+def test_stall_past_the_timeout_is_retried(http_server: StaticServer, tmp_path: Any,
+                                           fault_proxy: Callable[[str], FaultProxy]) -> None:
+    name, data = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    proxy.stall(1, seconds=8, phase='body', method='GET')
+    assert _get(tmp_path, f'{proxy.url}/{name}', retries=2, timeout=1.0) == data
+    assert proxy.count(method='GET', fault='stall') == 1
+
+
+def test_denied_and_rejected_are_permanent(http_server: StaticServer, tmp_path: Any,
+                                           fault_proxy: Callable[[str], FaultProxy]) -> None:
+    name, _ = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    proxy.fail(None, status=401, method='GET')
+    with pytest.raises(PermanentStorageError, match='401'):
+        _get(tmp_path, f'{proxy.url}/{name}', retries=3)
+    assert proxy.count(method='GET') == 1
+    proxy.clear()
+    proxy.fail(None, status=400, method='GET')
+    with pytest.raises(PermanentStorageError, match='400'):
+        _get(tmp_path, f'{proxy.url}/{name}', retries=3)
+    proxy.clear()
+    proxy.fail(None, status=429, method='GET')
+    with pytest.raises(StorageError, match='429'):
+        _get(tmp_path, f'{proxy.url}/{name}', retries=1)
+    assert proxy.count(method='GET') == 2
+
+
+def test_exists_falls_back_to_a_ranged_get_when_head_is_refused(http_server: StaticServer,
+                                                                fault_proxy: Callable[[str], FaultProxy]) -> None:
+    name, _ = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    proxy.fail(None, status=405, method='HEAD')
+    assert exists(f'{proxy.url}/{name}')
+    assert not exists(f'{proxy.url}/absent-{name}')
+    assert proxy.matching('GET')[0].headers.get('range') == 'bytes=0-0'
+
+
+def test_upload_and_list_are_refused(http_server: StaticServer, tmp_path: Any) -> None:
+    source = tmp_path / 'src'
+    source.write_bytes(b'x')
+    with pytest.raises(UploadError, match='read-only') as info:
+        upload_file(str(source), f'{http_server.url}/new.bin', retries=3, **FAST)
+    assert isinstance(info.value.__cause__, PermanentStorageError)
+    with pytest.raises(PermanentStorageError, match='cannot list'):
+        list_objects(f'{http_server.url}/')
+
+
+def test_https_with_a_self_signed_certificate(https_server: StaticServer, tmp_path: Any) -> None:
+    name, data = _serve(https_server)
+    url = f'{https_server.url}/{name}'
+    assert _get(tmp_path, url, {'verify': https_server.ca_file}) == data
+    assert exists(url, options={'verify': https_server.ca_file})
+    assert _get(tmp_path, url, {'verify': False}) == data
+    with pytest.raises(PermanentStorageError, match='TLS verification'):
+        _get(tmp_path, url, retries=3)
+    with pytest.raises(PermanentStorageError, match='CA bundle'):
+        _get(tmp_path, url, {'verify': str(tmp_path / 'absent.pem')})
+
+
+def test_credentials_travel_in_headers_and_never_in_messages(http_server: StaticServer, tmp_path: Any,
+                                                             fault_proxy: Callable[[str], FaultProxy],
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger='streaming_core')
+    password = f'pw-{uuid.uuid4().hex}'
+    token = f'tok-{uuid.uuid4().hex}'
+    name, data = _serve(http_server)
+    proxy = fault_proxy(http_server.url)
+    host = proxy.url.removeprefix('http://')
+    assert _get(tmp_path, f'http://alice:{password}@{host}/{name}') == data
+    expected = 'Basic ' + base64.b64encode(f'alice:{password}'.encode()).decode()
+    assert proxy.matching('GET')[-1].headers['authorization'] == expected
+    errors = []
+    for url, options in ((f'http://alice:{password}@{host}/absent.bin', None),
+                         (f'{proxy.url}/absent.bin', {'bearer_token': token}),
+                         (f'{proxy.url}/{name}?sig={token}', None)):
+        proxy.fail(None, status=503, method='GET', path=name)
+        with pytest.raises(StorageError) as info:
+            _get(tmp_path, url, options, retries=1)
+        errors.append(info.value)
+    assert proxy.matching('GET', path='absent')[-1].headers['authorization'] == f'Bearer {token}'
+    texts = [f'{e} {e!r} {getattr(e, "__notes__", "")}' for e in errors] + [r.getMessage() for r in caplog.records]
+    texts.append(repr(get_backend(proxy.url, {'bearer_token': token})))
+    for text in texts:
+        assert password not in text and token not in text
+
+
+def test_options_are_checked(http_server: StaticServer) -> None:
+    with pytest.raises(PermanentStorageError, match='Unknown storage option'):
+        get_backend(http_server.url, {'endpoint_url': 'x'})
+    with pytest.raises(PermanentStorageError, match='basic_auth'):
+        get_backend(http_server.url, {'basic_auth': 'user:pass'})
+    with pytest.raises(PermanentStorageError, match='verify'):
+        get_backend(http_server.url, {'verify': 3})
+
+
+def test_backend_pickles_after_use(https_server: StaticServer, tmp_path: Any) -> None:
+    name, data = _serve(https_server)
+    backend = get_backend(https_server.url, {'verify': https_server.ca_file})
+    assert backend.exists(f'{https_server.url}/{name}', timeout=10)
+    clone = pickle.loads(pickle.dumps(backend))
+    clone.download(f'{https_server.url}/{name}', str(tmp_path / 'clone'), timeout=10)
+    assert (tmp_path / 'clone').read_bytes() == data
