@@ -167,6 +167,7 @@ class ShardWriter:
         #: Bytes of a new shard counted against ``size_limit`` before any sample (the reference's accounting).
         self.extra_bytes_per_shard = self.shard_overhead()
         self._uncounted = self.uncounted_bytes_per_shard()
+        self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._prepare_output()
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix='shard-upload') \
@@ -255,11 +256,11 @@ class ShardWriter:
         size = self._shard_size + cost
         limit = self.size_limit
         if limit and limit < size:
-            if self.extra_bytes_per_shard + self._uncounted + cost > MAX_SHARD_BYTES:
+            if self.extra_bytes_per_shard + cost > self._max_size:
                 self._too_large(cost)  # raise before flushing: the sample fits in no shard
             self.flush_shard()
             size = self._shard_size + cost
-        if size + self._uncounted > MAX_SHARD_BYTES:
+        if size > self._max_size:
             self._too_large(cost)
         self._samples.append(data)
         self._shard_size = size
@@ -268,7 +269,7 @@ class ShardWriter:
 
     def _too_large(self, cost: int) -> None:
         """Raise :class:`ShardTooLargeError` for a sample that does not fit (alone, or in a shard with no limit)."""
-        if self.extra_bytes_per_shard + self._uncounted + cost > MAX_SHARD_BYTES:
+        if self.extra_bytes_per_shard + cost > self._max_size:
             raise ShardTooLargeError(
                 f'A sample of {cost - self.extra_bytes_per_sample} bytes does not fit in a {self.format} shard: '
                 f'shards index their samples with 32-bit offsets, so a shard file must stay below 4 GiB '

@@ -26,6 +26,7 @@ DTYPE_CODES = {'uint8': 8, 'int8': 9, 'uint16': 16, 'int16': 17, 'float16': 18, 
                'float32': 34, 'uint64': 64, 'int64': 65, 'float64': 66}
 CODE_DTYPES = {code: np.dtype(name).newbyteorder('<') for name, code in DTYPE_CODES.items()}
 _SHAPE_TYPES = ('<u1', '<u2', '<u4', '<u8')
+_NATIVE_LITTLE = np.little_endian
 
 
 class NDArray:
@@ -61,6 +62,8 @@ class NDArray:
                 self.shape = shape
                 self.size = math.prod(shape) * np.dtype(dtype).itemsize
         self._le = np.dtype(self.dtype).newbyteorder('<') if self.dtype else None
+        # The fast path of encode: a native little-endian array of exactly the static dtype and shape.
+        self._fast = np.dtype(self.dtype) if self.size is not None and _NATIVE_LITTLE else None
         self.name = 'ndarray' + (f':{args}' if args else '')
 
     def __repr__(self) -> str:
@@ -69,6 +72,9 @@ class NDArray:
     # ------------------------------------------------------------------------------------------------------------
     def encode(self, obj: Any) -> bytes:
         """Serialise an array (see the module docstring)."""
+        fast = self._fast
+        if fast is not None and obj.__class__ is np.ndarray and obj.shape == self.shape and obj.dtype == fast:
+            return obj.tobytes()
         if not isinstance(obj, np.ndarray):
             raise EncodingTypeError(f'MDS encoding {self.name!r} takes a numpy ndarray, got {type(obj).__name__}.')
         if obj.ndim == 0:
@@ -124,9 +130,6 @@ class NDArray:
             raise CodecError(f'ndarray data holds {len(data) - pos} value bytes, but shape {shape} of {dtype.name} '
                              f'needs {count * dtype.itemsize}.')
         return np.frombuffer(data, dtype, count=count, offset=pos).reshape(shape)
-
-
-_NATIVE_LITTLE = np.little_endian
 
 
 def _shape_header(shape: tuple[int, ...]) -> bytes:

@@ -16,10 +16,10 @@ import numpy as np
 from streaming_core.errors import CodecError, UnknownNameError
 from streaming_core.util import pyjson_sorted
 from streaming_core.writer import MissingColumnError, ShardWriter
-from streaming_mds.encodings import UnknownEncodingError
+from streaming_mds.encodings import Bytes, Int, Str, UnknownEncodingError
 from streaming_mds.resolve import get_codec
 
-__all__ = ['MDSWriter']
+__all__ = ['MDSWriter', 'compile_encoder']
 
 _U32 = struct.Struct('<I')
 
@@ -73,6 +73,8 @@ class MDSWriter(ShardWriter):
         self._plan = [(name, codec.encode, codec.size, encoding)
                       for name, encoding, codec in zip(self.column_names, self.column_encodings, codecs, strict=True)]
         self._head = struct.Struct(f'<{sum(size is None for size in self.column_sizes)}I')
+        self.encode_sample = compile_encoder(self._plan, [type(codec) for codec in codecs],  # type: ignore[method-assign]
+                                             self._head.pack, self._encode_sample_checked)
         self._config_data = b''
         super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
                          size_limit=size_limit, **kwargs)
@@ -97,8 +99,13 @@ class MDSWriter(ShardWriter):
         """The sample's bytes: the ``u32`` lengths of the variable-size columns, then every column's bytes.
 
         A value that is already ``bytes`` is stored as it is, whatever the column's encoding; a fixed-size column
-        then still has to have exactly its size.
+        then still has to have exactly its size. (Each writer replaces this method with a version compiled for its
+        columns, which falls back to :meth:`_encode_sample_checked` to raise the precise error.)
         """
+        return self._encode_sample_checked(sample)
+
+    def _encode_sample_checked(self, sample: Mapping[str, Any]) -> bytes:
+        """The generic encoder: one column at a time, with a specific error for every kind of bad input."""
         sizes = []
         parts = []
         for name, encode, size, encoding in self._plan:
@@ -130,3 +137,41 @@ class MDSWriter(ShardWriter):
             np.cumsum(np.fromiter(map(len, samples), np.int64, count), out=offsets[1:])
             offsets[1:] += offsets[0]
         return {'data': b''.join([_U32.pack(count), offsets.astype('<u4').tobytes(), self._config_data, *samples])}
+
+
+_INLINE = {Bytes: 'v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i})',
+           Int: 'v{i}.to_bytes(8, "little", signed=True) if v{i}.__class__ is _int else '
+                '(v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i}))',
+           Str: 'v{i}.encode("utf-8") if v{i}.__class__ is _str else '
+                '(v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i}))'}
+
+
+def compile_encoder(plan: Sequence[tuple[str, Any, int | None, str]], kinds: Sequence[type],
+                    pack_head: Any, slow: Any) -> Any:
+    """Build ``encode(sample) -> bytes`` for one column layout, with the column order, the fixed sizes and the
+    builtin ``bytes``/``int``/``str`` encodings inlined. Any exception or size mismatch re-runs ``slow`` (the
+    generic encoder), which raises the precise error.
+    """
+    env: dict[str, Any] = {'_slow': slow, '_pack': pack_head, '_bytes': bytes, '_int': int, '_str': str,
+                           '_isinstance': isinstance, '_len': len}
+    lines = ['def encode(sample):', '    try:']
+    lengths, pieces = [], []
+    for i, ((name, encode, size, _), kind) in enumerate(zip(plan, kinds, strict=True)):
+        env[f'k{i}'] = name
+        env[f'e{i}'] = encode
+        lines.append(f'        v{i} = sample[k{i}]')
+        template = _INLINE.get(kind, 'v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i})')
+        lines.append(f'        d{i} = ' + template.format(i=i))
+        if size is None:
+            lengths.append(f'_len(d{i})')
+        else:
+            lines.append(f'        if _len(d{i}) != {int(size)}:')
+            lines.append('            return _slow(sample)')
+        pieces.append(f'd{i}')
+    if lengths:
+        pieces.insert(0, f'_pack({", ".join(lengths)})')
+    lines.append(f'        return b"".join(({", ".join(pieces)}{"," if pieces else ""}))')
+    lines.append('    except Exception:')
+    lines.append('        return _slow(sample)')
+    exec('\n'.join(lines), env)  # noqa: S102 - source built from integers and fixed identifiers only
+    return env['encode']

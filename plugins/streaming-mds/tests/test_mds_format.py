@@ -375,3 +375,34 @@ def test_every_encoding_round_trips_through_shards(samples: list[dict[str, Any]]
         assert set(got) == set(ALL_COLUMNS)
         for name in ALL_COLUMNS:
             assert _equal(got[name], _expected(sample, name)), (name, got[name], sample[name])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The compiled sample encoder falls back to the precise errors
+
+
+def test_compiled_encoder_errors(tmp_path: Any) -> None:
+    from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
+
+    from streaming_core.errors import CodecError
+    from streaming_core.writer import MissingColumnError
+    writer = MDSWriter(columns={'i': 'int', 's': 'str', 'b': 'bytes', 'a': 'ndarray:uint8:2'},
+                       out=str(tmp_path / 'ds'))
+    good = {'i': 1, 's': 'x', 'b': b'y', 'a': np.zeros(2, np.uint8)}
+    assert writer.encode_sample(good) == writer._encode_sample_checked(good)
+    cases = [({'i': 1 << 64}, EncodingOverflowError), ({'i': 1.5}, EncodingTypeError), ({'s': '\ud800'}, CodecError),
+             ({'b': 'text'}, EncodingTypeError), ({'a': np.zeros(3, np.uint8)}, CodecError),
+             ({'a': b'abc'}, CodecError), ({'i': True}, None), ({'i': np.int64(-5)}, None),
+             ({'a': np.zeros(2, '>u1')}, None), ({'s': b'raw'}, None)]
+    for patch, error in cases:
+        sample = {**good, **patch}
+        if error is None:
+            assert writer.encode_sample(sample) == writer._encode_sample_checked(sample)
+        else:
+            with pytest.raises(error):
+                writer.encode_sample(sample)
+    with pytest.raises(MissingColumnError):
+        writer.encode_sample({'i': 1})
+    with pytest.raises(TypeError, match='dict'):
+        writer.encode_sample([1, 2])
+    writer.finish()
