@@ -22,7 +22,8 @@ from streaming_core.errors import (
 )
 from streaming_core.storage import clear_backend_cache, download_file, exists, get_backend, list_objects, upload_file
 from tests.fixtures.fault_proxy import FaultProxy
-from tests.fixtures.servers import StaticServer
+from tests.fixtures.servers import StaticServer, need_module
+from tests.fixtures.storage_contract import end_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -191,3 +192,25 @@ def test_backend_pickles_after_use(https_server: StaticServer, tmp_path: Any) ->
     clone = pickle.loads(pickle.dumps(backend))
     clone.download(f'{https_server.url}/{name}', str(tmp_path / 'clone'), timeout=10)
     assert (tmp_path / 'clone').read_bytes() == data
+
+
+def test_end_to_end_mds_written_locally_streamed_over_http(http_server: StaticServer, tmp_path: Any) -> None:
+    need_module('streaming_mds')
+    name = f'dataset-{uuid.uuid4().hex[:8]}'
+    end_to_end(f'{http_server.url}/{name}', {}, tmp_path, write_remote=os.path.join(http_server.root, name))
+
+
+def test_end_to_end_over_https(https_server: StaticServer, tmp_path: Any) -> None:
+    need_module('streaming_mds')
+    name = f'dataset-{uuid.uuid4().hex[:8]}'
+    options = {'verify': https_server.ca_file}
+    from streaming_mds import MDSWriter
+
+    from streaming_core import StreamingDataset
+    with MDSWriter(out=os.path.join(https_server.root, name), columns={'id': 'int'}, compression='zstd',
+                   size_limit=256) as writer:
+        for i in range(100):
+            writer.write({'id': i})
+    dataset = StreamingDataset(remote=f'{https_server.url}/{name}', local=str(tmp_path / 'cache'), shuffle=True,
+                               batch_size=4, storage_options=options)
+    assert sorted(int(sample['id']) for sample in dataset) == list(range(100))
