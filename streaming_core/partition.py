@@ -290,16 +290,23 @@ class NodeLayout:
         return [(self.drop + self.node) % self.ncn]
 
     def _raw(self, k: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        g = self.drop + self.node + k * self.pn
-        row = g % self.ncn
-        col = g // self.ncn
+        g = k * self.pn
+        g += self.drop + self.node
+        if self.ncn == 1:
+            col, row = g, np.zeros_like(g)
+        else:
+            col, row = np.divmod(g, self.ncn)
         if self.pad:
-            padded = col >= self.spcn
-            col = np.where(padded, col - self.pad - self.ratio + 1, col)
-        start = row * self.num_samples // self.ncn
-        stop = (row + 1) * self.num_samples // self.ncn
-        short = (col == self.spcn - 1) & (stop - start < self.spcn)
-        return start + col - short, row
+            col = np.where(col >= self.spcn, col - self.pad - self.ratio + 1, col)
+        if self.ncn == 1:
+            start = 0
+        else:
+            start = row * self.num_samples
+            start //= self.ncn
+        if self.num_samples % self.ncn:  # some rows are short: their last slot repeats their last ID
+            stop = (row + 1) * self.num_samples // self.ncn
+            col = col - ((col == self.spcn - 1) & (stop - start < self.spcn))
+        return col + start, row
 
     def positions(self, lo: int, hi: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Entries ``[lo, hi)`` of the rank-padded node list: ``(big IDs, canonical row of each)``."""

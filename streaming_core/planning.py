@@ -336,7 +336,8 @@ def _random_node_plan(planner: EpochPlanner, world: 'World', epoch: int, sample_
         i0, i1 = j0 * group, min(j1 * group, per_rank)
         big, row = layout.positions(i0 * ranks, i1 * ranks)
         if buf is not None:
-            big = buf[big + base[row]].astype(np.int64)
+            big += base[canon[0]] if len(canon) == 1 else base[row]
+            big = buf[big].astype(np.int64)
         del row
         vals = np.full((j1 - j0) * group * ranks, -1, np.int64)
         res.to_small(big, out=vals[:len(big)])

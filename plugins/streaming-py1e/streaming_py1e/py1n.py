@@ -37,7 +37,7 @@ __all__ = ['Py1n', 'TAG', 'node_rng']
 
 #: Domain tag of the node rngs (ASCII "py1n").
 TAG = 0x7079316E
-_CHUNK = 1 << 22
+_CHUNK = 1 << 20
 
 
 def _words(value: int) -> list[int]:
