@@ -1,0 +1,1 @@
+"""Benchmarks: scripts comparing streaming-core with the reference and peers (not tests)."""
