@@ -332,3 +332,26 @@ def test_backend_objects_pickle(scripted: dict[str, Any]) -> None:
     backend = _backend(scripted)
     clone = pickle.loads(pickle.dumps(backend))
     assert clone.root == backend.root
+
+
+def test_no_cloud_sdk_is_imported_until_a_request(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    code = '''
+import sys
+import streaming_core
+from streaming_core.registry import get_registry
+from streaming_core.storage import get_backend
+names = get_registry('storage').names()
+assert {'s3', 'gs', 'oci', 'azure', 'azure-dl', 'http', 'https', 'file'} <= set(names), names
+for url in ('s3://b/k', 'gs://b/k', 'oci://b@n/k', 'azure://c/k', 'azure-dl://f/k', 'https://h/k'):
+    get_backend(url, {'anonymous': True} if url.startswith('gs') else None)
+loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore', 'oci', 'azure', 's3transfer')
+                or m.startswith('google.cloud') or m.startswith('google.auth'))
+assert not loaded, loaded
+print('lazy')
+'''
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('AWS_', 'AZURE_', 'GCS_', 'OCI_'))}
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, env=env,
+                            cwd=str(tmp_path))
+    assert result.returncode == 0 and 'lazy' in result.stdout, result.stderr[-3000:]

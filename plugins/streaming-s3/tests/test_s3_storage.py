@@ -38,7 +38,8 @@ def s3_bucket(moto_server: RunningServer) -> str:
 @pytest.fixture
 def s3_options(moto_server: RunningServer, s3_bucket: str, cloud_env: pytest.MonkeyPatch) -> dict[str, Any]:
     return {'endpoint_url': moto_server.url, 'aws_access_key_id': KEY_ID, 'region': 'us-east-1',
-            'aws_secret_access_key': f'S3-SECRET-{uuid.uuid4().hex}', 'aws_session_token': f'S3-TOKEN-{uuid.uuid4().hex}'}
+            'aws_secret_access_key': f'S3-SECRET-{uuid.uuid4().hex}',
+            'aws_session_token': f'S3-TOKEN-{uuid.uuid4().hex}'}
 
 
 @pytest.fixture
