@@ -88,6 +88,8 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
         if is_remote(local):
             raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
         _check_scheme(get_registry('storage'), remote)
+        if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local_path(local)):
+            return local_path(local), None, False  # the "remote" is the local directory itself: nothing to upload
         return local_path(local), remote.rstrip('/'), False
     raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
 

@@ -130,6 +130,12 @@ def test_keep_local(tmp_path: Any) -> None:
     assert all(name.endswith('.zstd') or name == 'index.json' for name in os.listdir(remote))
 
 
+def test_remote_equal_to_local_is_not_an_upload(tmp_path: Any) -> None:
+    local = str(tmp_path / 'ds')
+    write((local, f'file://{local}/'))
+    assert read_ids(local) == list(range(40))  # keep_local=False must not delete the only copy
+
+
 def test_file_url_string_is_local(tmp_path: Any) -> None:
     write(f'file://{tmp_path}/ds')
     assert read_ids(str(tmp_path / 'ds')) == list(range(40))
