@@ -131,7 +131,10 @@ def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):
         if is_remote(out[0]):
             raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
-        return local_path(out[0]), out[1].rstrip('/')
+        local, remote = local_path(out[0]), out[1].rstrip('/')
+        if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local):
+            return local, None  # the "remote" is the local directory itself
+        return local, remote
     raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
 
 

@@ -168,3 +168,10 @@ def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str,
     names = [s['raw_data']['basename'].split('/')[0] for s in
              json.loads(open(os.path.join(dirfs['root'], 'ds', 'index.json')).read())['shards']]
     assert sorted(set(names)) == ['0', '1', '10', '2']  # the remote listing decides (the local-only one is absent)
+
+
+def test_remote_equal_to_local_deletes_nothing(tmp_path: Any) -> None:
+    root = str(tmp_path / 'out')
+    write_all(root)
+    merge_index((root, f'file://{root}'), keep_local=False)
+    assert read_merged(root) == expected(['0', '1', '10', '2'])
