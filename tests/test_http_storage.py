@@ -214,3 +214,41 @@ def test_end_to_end_over_https(https_server: StaticServer, tmp_path: Any) -> Non
     dataset = StreamingDataset(remote=f'{https_server.url}/{name}', local=str(tmp_path / 'cache'), shuffle=True,
                                batch_size=4, storage_options=options)
     assert sorted(int(sample['id']) for sample in dataset) == list(range(100))
+
+
+def test_fault_proxy_rules(http_server: StaticServer, tmp_path: Any, fault_proxy: Callable[[str], FaultProxy]) -> None:
+    """The proxy's own contract (other suites build on it): order, counts, method/path filters, clear, log."""
+    import urllib.error
+    import urllib.request
+
+    from tests.fixtures.fault_proxy import Fault
+    name, data = _serve(http_server, 1000)
+    proxy = fault_proxy(http_server.url)
+
+    def status(path: str, method: str = 'GET') -> int:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(proxy.url + path, method=method), timeout=5) as r:
+                r.read()
+                return r.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    first = proxy.fail(2, status=500, method='GET', path=name)
+    proxy.fail(1, status=418)
+    assert status(f'/{name}', 'HEAD') == 418  # the GET-only fault does not match HEAD; the catch-all does
+    assert [status(f'/{name}') for _ in range(3)] == [500, 500, 200]
+    assert first.hits == 2 and proxy.count(fault='status') == 3 and proxy.count(method='GET', path=name) == 3
+    assert proxy.requests[0].method == 'HEAD' and proxy.requests[-1].status == 200
+    proxy.clear()
+    assert proxy.requests == [] and proxy.faults == []
+    forever = proxy.add(Fault('status', times=None, status=502, path='never-matches|' + name))
+    assert [status(f'/{name}') for _ in range(3)] == [502] * 3 and forever.hits == 3
+    proxy.clear()
+    proxy.truncate(1, keep=100)
+    with pytest.raises(TruncatedDownloadError, match='100 of 1000'):
+        get_backend(proxy.url).download(f'{proxy.url}/{name}', str(tmp_path / 'cut'), timeout=5)
+    assert get_backend(proxy.url).exists(f'{proxy.url}/{name}', timeout=5)
+    with pytest.raises(ValueError, match='kind'):
+        Fault('explode')  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match='upstream'):
+        FaultProxy('https://127.0.0.1:1')
