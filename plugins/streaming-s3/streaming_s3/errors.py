@@ -58,7 +58,7 @@ def translate(err: BaseException, url: str, action: str) -> BaseException:
         return translate(cause, url, action)
     if isinstance(err, bex.ClientError):
         code, status, message = error_code(err)
-        detail = f'{code}: {message}' if message else code
+        detail = f'{code}: {message}' if message and code != str(status) else (message or code)
         if code in _NOT_FOUND or status == 404:
             if code == 'NoSuchBucket':
                 return RemoteNotFoundError(f'{action} of {shown} failed: the bucket does not exist ({detail}).')
