@@ -13,6 +13,7 @@ builds the other nodes' parts: memory is O(samples the node reads), and with ``p
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -292,8 +293,13 @@ def _node_shares(planner: EpochPlanner, units: NDArray[np.int64], epoch: int,
     args = (units, planner.num_canonical_nodes, planner.shuffle_seed, epoch, planner.shuffle_block_size)
     many = getattr(algo, 'nodes_share', None)
     if many is not None:
-        dtype = np.uint32 if planner.epoch_size < 1 << 32 else np.int64
-        return many(*args, nodes, dtype=dtype)
+        try:
+            takes_dtype = 'dtype' in inspect.signature(many).parameters
+        except (TypeError, ValueError):
+            takes_dtype = False
+        if takes_dtype and planner.epoch_size < 1 << 32:  # halves the memory of the shares
+            return many(*args, nodes, dtype=np.uint32)
+        return many(*args, nodes)
     one = getattr(algo, 'node_share', None)
     if one is None:
         return None

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 import streaming_core.planning as planning
 from streaming_core.errors import UnknownNameError
+from streaming_core.hookspecs import hookimpl
 from streaming_core.partition import get_partitions, traversal_order
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
+from streaming_core.plugins import register_plugin, unregister_plugin
 from streaming_core.registry import get_registry
 from streaming_core.sampling import get_sampling
 from streaming_core.world import World
@@ -303,3 +305,37 @@ def test_bit_exact_with_the_reference():
             assert got == expect, (algo, sizes, ncn, seed, epoch, block)
         for args, expect in zip(samplings, ref['samplings'], strict=True):
             assert get_sampling(*args).tolist() == expect, args
+
+
+class _ReverseNodes:
+    """A third-party shuffle that provides only ``node_share`` (no ``nodes_share``, no ``dtype``)."""
+
+    calls = 0
+
+    def __call__(self, sizes, ncn, seed, epoch, block):
+        return np.concatenate([self.node_share(sizes, ncn, seed, epoch, block, c) for c in range(ncn)] or [[]])
+
+    def node_share(self, sizes, ncn, seed, epoch, block, node):
+        type(self).calls += 1
+        total = int(np.sum(sizes))
+        return np.arange(node * total // ncn, (node + 1) * total // ncn, dtype=np.int64)[::-1].copy()
+
+
+class _ReversePlugin:
+    @hookimpl
+    def register_shuffle_algorithms(self, registry):
+        registry.add('reverse_nodes', _ReverseNodes())
+
+
+def test_third_party_node_share_is_used_by_plan_node():
+    register_plugin(_ReversePlugin(), 'test_reverse_nodes')
+    try:
+        planner = make_planner(sizes=[10] * 12, shuffle=True, shuffle_algo='reverse_nodes', num_canonical_nodes=4)
+        shape = world(2, 2, 1)
+        full = planner.plan(shape, 0, 0)
+        _ReverseNodes.calls = 0
+        for node in range(2):
+            assert (planner.plan_node(shape, 0, 0, node) == full[node]).all()
+        assert _ReverseNodes.calls == 4  # two canonical nodes per physical node, nothing else
+    finally:
+        unregister_plugin('test_reverse_nodes')
