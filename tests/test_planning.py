@@ -143,7 +143,7 @@ def test_resumption_skips_exactly_the_seen_global_batches():
 
 
 def test_py1e_refuses_empty_canonical_nodes():
-    with pytest.raises(ValueError, match='canonical node is 0'):
+    with pytest.raises(ValueError, match='canonical node is 0'), pytest.warns(UserWarning, match='Trying to partition'):
         make_planner(sizes=[3], shuffle=True, num_canonical_nodes=8).plan(world(8, 1, 1), 0, 0)
 
 

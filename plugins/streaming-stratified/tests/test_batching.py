@@ -260,6 +260,8 @@ def test_bit_exact_with_the_reference_generate_work():
         shape = World(0, case['PN'] * case['R'], case['R'], 0, case['Wk'])
         if isinstance(ref['work'], str):  # the reference fails (e.g. a zero block); we clamp or raise clearly
             continue
-        assert planner.plan(shape, case['epoch'], case['drop']).tolist() == ref['work'], case
+        with warnings.catch_warnings():
+            warnings.filterwarnings('ignore', message='Because of the')  # unaligned resumption, as the reference
+            assert planner.plan(shape, case['epoch'], case['drop']).tolist() == ref['work'], case
         compared += 1
     assert compared >= 20
