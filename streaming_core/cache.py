@@ -135,8 +135,11 @@ class CacheState:
         """Record an access (no lock: one aligned 8-byte store)."""
         self.access[shard] = time.time_ns()
 
-    def reserve(self, shard: int, size: int) -> None:
+    def reserve(self, shard: int, size: int, on_wait: Callable[[], None] | None = None) -> None:
         """Reserve ``size`` bytes for the shard's download, evicting cold shards as needed.
+
+        When nothing can be evicted yet (every present shard is in use), ``on_wait`` is called and the reservation
+        retried with growing sleeps, so the caller's own reader can release what it holds.
 
         Raises:
             CacheLimitError: when no space could be freed within the timeout (every other shard is in use, or
@@ -154,6 +157,8 @@ class CacheState:
                 self._release()
             if done:
                 return
+            if on_wait is not None:
+                on_wait()
             if time.monotonic() >= deadline:
                 raise CacheLimitError(
                     f'Cache limit of {self.limit} bytes cannot fit shard {shard} ({size} bytes): {self.usage} bytes '

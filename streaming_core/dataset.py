@@ -108,8 +108,9 @@ class StreamingDataset(IterableDataset):
             raise ValueError(f'`shuffle_block_size` must be a positive integer, got {shuffle_block_size!r}.')
         if predownload is not None and (not isinstance(predownload, numbers.Integral) or predownload < 0):
             raise ValueError(f'`predownload` must be a non-negative integer, got {predownload!r}.')
-        if replication is not None:
-            World(rank=0, world_size=replication).replicate(replication)  # validates the factor itself
+        if replication is not None and (isinstance(replication, bool) or not isinstance(replication, numbers.Integral)
+                                        or replication <= 0):
+            raise ValueError(f'Replication factor must be positive. Got {replication!r}.')
         if world is not None and not isinstance(world, World):
             raise TypeError(f'`world` must be a streaming_core.World, got {type(world).__name__}.')
         if stream_name != 'stream':
@@ -195,7 +196,9 @@ class StreamingDataset(IterableDataset):
             stream.choose, stream.proportion, stream.repeat = int(c), float(p), float(r)
         self.epoch_size = int(total)
 
-        self._shards_manager = ShardManager(self.streams, readers, self.cache_limit, max_open=max_open_shards)
+        self._index_bytes = sum(_file_size(stream.index_path()) for stream in self.streams)
+        shard_budget = None if self.cache_limit is None else self.cache_limit - self._index_bytes
+        self._shards_manager = ShardManager(self.streams, readers, shard_budget, max_open=max_open_shards)
         self._state = SharedState()
         self._fast_getitem = type(self).__getitem__ is StreamingDataset.__getitem__
 
@@ -375,9 +378,9 @@ class StreamingDataset(IterableDataset):
 
     @property
     def cache_usage(self) -> int:
-        """Bytes this dataset's cache holds node-wide (0 without a cache limit)."""
+        """Bytes this dataset's cache holds node-wide: the index files plus the shards (counted with a cache limit)."""
         cache = self._shards_manager.cache
-        return cache.usage if cache is not None else 0
+        return self._index_bytes + (cache.usage if cache is not None else 0)
 
     # ----------------------------------------------------------------------------------------------------------
     # Random access.

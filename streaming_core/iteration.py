@@ -1,15 +1,21 @@
 """One worker's pass over its samples for one epoch: a prefetch thread ahead, a lean loop yielding samples.
 
-The sample ids are mapped to ``(shard, index)`` once, vectorised. A background thread walks the shards in the
-order they are first needed and prepares, pins and opens each one while it is within ``predownload`` samples of
-the training loop; it sleeps on a condition variable, never polling in a tight loop. The loop itself reads
-from already-open memory-mapped shards: per sample, two list lookups, a dict lookup and the decode. A shard is
-closed (and unpinned) once the loop has passed its last use. An error preparing a shard is raised in the loop
-when it reaches that shard, naming the shard, the remote and the cause.
+The sample ids are mapped to ``(shard, index)`` once, vectorised, and cut into *runs*: a run is a stretch of a
+shard's uses with no gap longer than the keep window (unbounded without a cache limit, ``predownload`` samples
+with one). A background thread walks the runs in order of their first use and prepares, pins and opens each
+shard while the run starts within ``predownload`` samples of the training loop; it sleeps on a condition
+variable, never polling in a tight loop. The loop reads from already-open memory-mapped shards (per sample: two
+list lookups, a dict lookup and the decode) and closes (unpins) a shard once its run is behind it, so under a
+cache limit only shards needed soon are protected from eviction. When the cache is full of pinned shards and
+the loop waits, it releases every pin but the one it needs, so a tight cache thrashes but never deadlocks.
+
+An error preparing a shard is raised in the loop when it reaches that shard, naming the shard, the remote and
+the cause.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import threading
 import time
@@ -23,7 +29,38 @@ from streaming_core.errors import WaitTimeoutError
 if TYPE_CHECKING:
     from streaming_core.dataset import StreamingDataset
 
-__all__ = ['EpochIterator']
+__all__ = ['EpochIterator', 'shard_runs']
+
+
+def shard_runs(shards: NDArray[np.int64], gap: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                                                    NDArray[np.int64]]:
+    """Cut each shard's uses into runs with no gap above ``gap`` positions (None: one run per shard).
+
+    Returns ``(shard, start, end)`` per run, sorted by start; ``end`` is the run's last position.
+    """
+    if len(shards) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    order = np.argsort(shards, kind='stable')
+    sorted_shards = shards[order]
+    positions = order.astype(np.int64)
+    new_shard = np.empty(len(order), dtype=bool)
+    new_shard[0] = True
+    new_shard[1:] = sorted_shards[1:] != sorted_shards[:-1]
+    if gap is None:
+        starts_mask = new_shard
+    else:
+        gaps = np.empty(len(order), dtype=np.int64)
+        gaps[0] = 0
+        gaps[1:] = positions[1:] - positions[:-1]
+        starts_mask = new_shard | (gaps > gap)
+    start_idx = np.flatnonzero(starts_mask)
+    end_idx = np.append(start_idx[1:] - 1, len(order) - 1)
+    run_shards = sorted_shards[start_idx]
+    run_starts = positions[start_idx]
+    run_ends = positions[end_idx]
+    by_start = np.argsort(run_starts, kind='stable')
+    return run_shards[by_start], run_starts[by_start], run_ends[by_start]
 
 
 class EpochIterator:
@@ -40,43 +77,62 @@ class EpochIterator:
         self.manager = dataset._shards_manager
         self.epoch = epoch
         self.count = len(sample_ids)
+        self.predownload = max(int(dataset.predownload), 1)
         shards, indices = dataset.spanner.locate(sample_ids)
-        self._ids = sample_ids.tolist() if not dataset._fast_getitem else None
+        self._ids = None if dataset._fast_getitem else sample_ids.tolist()
         self._shards = shards.tolist()
         self._indices = indices.tolist()
-        order_shards, first = np.unique(shards, return_index=True)
-        by_first = np.argsort(first, kind='stable')
-        self._need_shards = order_shards[by_first].tolist()
-        self._need_pos = first[by_first].tolist()
-        reverse_shards, reverse_first = np.unique(shards[::-1], return_index=True)
-        self._last_use = dict(zip(reverse_shards.tolist(), (self.count - 1 - reverse_first).tolist()))
-        self._ordinal = {shard: k for k, shard in enumerate(self._need_shards)}
-        self.predownload = max(int(dataset.predownload), 1)
+        gap = self.predownload if self.manager.cache_limit is not None else None
+        run_shards, run_starts, run_ends = shard_runs(shards, gap)
+        self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
+        self._runs_by_shard: dict[int, tuple[list[int], list[int]]] = {}
+        for shard, start, end in self._runs:
+            starts, ends = self._runs_by_shard.setdefault(shard, ([], []))
+            starts.append(start)
+            ends.append(end)
         self._cond = threading.Condition()
         self._consumer_pos = 0
-        self._ready = 0          # shards [0, _ready) of _need_shards have been handled by the prefetcher
+        self._ready = 0                        # runs [0, _ready) have been handled by the prefetcher
+        self._run_index = {}                   # (shard, start) -> run ordinal
+        for k, (shard, start, _) in enumerate(self._runs):
+            self._run_index[(shard, start)] = k
         self._errors: dict[int, BaseException] = {}
         self._stop = False
-        self._opened: list[tuple[int, int]] = []   # heap of (last use, shard) for shards we opened
-        self._opened_set: set[int] = set()
+        self._pressure = False
+        self._heap: list[tuple[int, int]] = []  # (run end, shard) of shards this iterator holds open
+        self._open_until: dict[int, int] = {}   # shard -> end of the run it is held open for
         self._thread: threading.Thread | None = None
         self.wait_timeout = max(s.wait_timeout for s in dataset.streams) * 2
 
     # ----------------------------------------------------------------------------------------------------------
+    def _hold(self, shard: int, end: int) -> None:
+        """Record (under the condition's lock) that the shard stays open until position ``end``."""
+        if self._open_until.get(shard, -1) < end:
+            self._open_until[shard] = end
+            heapq.heappush(self._heap, (end, shard))
+
+    def _on_cache_pressure(self) -> None:
+        with self._cond:
+            self._pressure = True
+            self._cond.notify_all()
+
     def _prefetch(self) -> None:
         try:
-            for k, (shard, pos) in enumerate(zip(self._need_shards, self._need_pos)):
+            for k, (shard, start, end) in enumerate(self._runs):
                 with self._cond:
-                    while not self._stop and pos > self._consumer_pos + self.predownload:
+                    while not self._stop and start > self._consumer_pos + self.predownload:
                         self._cond.wait(0.05)
                     if self._stop:
                         return
+                    if shard in self._open_until:   # still open from an earlier run: extend it
+                        self._hold(shard, end)
+                        self._ready = k + 1
+                        self._cond.notify_all()
+                        continue
                 try:
-                    self.manager.open(shard)
+                    self.manager.open(shard, on_wait=self._on_cache_pressure)
                     with self._cond:
-                        if shard not in self._opened_set:
-                            self._opened_set.add(shard)
-                            heapq.heappush(self._opened, (self._last_use[shard], shard))
+                        self._hold(shard, end)
                 except BaseException as err:  # reported to the loop when it reaches this shard
                     with self._cond:
                         self._errors[shard] = err
@@ -85,13 +141,21 @@ class EpochIterator:
                     self._cond.notify_all()
         finally:
             with self._cond:
-                self._ready = len(self._need_shards)
+                self._ready = len(self._runs)
                 self._cond.notify_all()
 
+    def _run_of(self, shard: int, pos: int) -> tuple[int, int]:
+        starts, ends = self._runs_by_shard[shard]
+        k = bisect.bisect_right(starts, pos) - 1
+        return starts[k], ends[k]
+
     def _wait_for(self, shard: int, pos: int) -> Any:
-        """Slow path: the shard is not open yet. Wait for the prefetcher (bounded), or open it here."""
+        """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
+        self._release_behind(pos)
+        start, end = self._run_of(shard, pos)
+        ordinal = self._run_index[(shard, start)]
         deadline = time.monotonic() + self.wait_timeout
-        ordinal = self._ordinal[shard]
+        release = []
         with self._cond:
             self._consumer_pos = pos
             self._cond.notify_all()
@@ -100,32 +164,41 @@ class EpochIterator:
                 if error is not None:
                     raise error
                 view = self.manager._views.get(shard)
-                if view is not None:
+                if view is not None and shard in self._open_until:
                     return view
                 if self._ready > ordinal or self._thread is None or not self._thread.is_alive():
+                    break
+                if self._pressure:  # the cache is full of our pins: keep only what we need now
+                    self._pressure = False
+                    release = [s for s in self._open_until if s != shard]
+                    for other in release:
+                        del self._open_until[other]
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WaitTimeoutError(f'Timed out after {self.wait_timeout:.0f} s waiting for shard {shard} '
                                            f'({self.manager.readers[shard].parts[0][0].basename}) in epoch '
                                            f'{self.epoch}.')
-                self._cond.wait(min(remaining, 1.0))
+                self._cond.wait(min(remaining, 0.1))
+        for other in release:
+            self.manager.close(other)
+        if release:
+            return self._wait_for(shard, pos)
         view = self.manager.open(shard)
         with self._cond:
-            if shard not in self._opened_set:
-                self._opened_set.add(shard)
-                heapq.heappush(self._opened, (self._last_use[shard], shard))
+            self._hold(shard, end)
         return view
 
-    def _close_done(self, pos: int) -> None:
-        """Close the shards whose last use is behind ``pos``; let the prefetcher move on."""
+    def _release_behind(self, pos: int) -> None:
+        """Close the shards whose run is behind ``pos``; let the prefetcher move on."""
+        done = []
         with self._cond:
             self._consumer_pos = pos
-            done = []
-            while self._opened and self._opened[0][0] < pos:
-                done.append(heapq.heappop(self._opened)[1])
-            for shard in done:
-                self._opened_set.discard(shard)
+            while self._heap and self._heap[0][0] < pos:
+                end, shard = heapq.heappop(self._heap)
+                if self._open_until.get(shard) == end:
+                    del self._open_until[shard]
+                    done.append(shard)
             self._cond.notify_all()
         for shard in done:
             self.manager.close(shard)
@@ -137,9 +210,9 @@ class EpochIterator:
         if self._thread is not None:
             self._thread.join(timeout=self.wait_timeout)
         with self._cond:
-            opened = list(self._opened_set)
-            self._opened.clear()
-            self._opened_set.clear()
+            opened = list(self._open_until)
+            self._open_until.clear()
+            self._heap.clear()
         for shard in opened:
             self.manager.close(shard)
 
@@ -165,7 +238,7 @@ class EpochIterator:
                 else:
                     yield getitem(ids[pos])
                 if pos >= checkpoint:
-                    self._close_done(pos)
+                    self._release_behind(pos)
                     checkpoint = pos + step
         finally:
             self._finish()

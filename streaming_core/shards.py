@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -153,8 +153,10 @@ class ShardManager:
         """Whether the shard's raw files are present locally."""
         return self.stream_of(shard).is_ready(self.readers[shard])
 
-    def prepare(self, shard: int) -> None:
+    def prepare(self, shard: int, on_wait: Callable[[], None] | None = None) -> None:
         """Make the shard's raw files present, once per node (waits for another thread or process doing it).
+
+        ``on_wait`` is called whenever the cache has no room yet for the shard (see ``CacheState.reserve``).
 
         Raises:
             ShardPrepareError: naming the shard, its remote and the cause, when it cannot be made available.
@@ -170,7 +172,7 @@ class ShardManager:
             future.result(timeout=self.stream_of(shard).wait_timeout * 2)
             return
         try:
-            self._prepare(shard)
+            self._prepare(shard, on_wait)
         except BaseException as err:
             future.set_exception(err)
             raise
@@ -180,7 +182,7 @@ class ShardManager:
             with self._inflight_lock:
                 self._inflight.pop(shard, None)
 
-    def _prepare(self, shard: int) -> None:
+    def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None) -> None:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
         if stream.is_ready(reader):
@@ -189,7 +191,7 @@ class ShardManager:
             return
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
-            cache.reserve(shard, reader.max_size)
+            cache.reserve(shard, reader.max_size, on_wait=on_wait)
         try:
             stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))
         except BaseException as err:
@@ -211,8 +213,8 @@ class ShardManager:
             return view
         return self.open(shard)
 
-    def open(self, shard: int) -> Any:
-        """Prepare (if needed), pin and open a shard; keeps at most ``max_open`` views for random access."""
+    def open(self, shard: int, on_wait: Callable[[], None] | None = None) -> Any:
+        """Prepare (if needed), pin and open a shard (``on_wait``: see :meth:`prepare`)."""
         self._check_pid()
         with self._views_lock:
             view = self._views.get(shard)
@@ -220,7 +222,7 @@ class ShardManager:
                 return view
         pinned = self._pin(shard)
         try:
-            view = self._open_ready(shard)
+            view = self._open_ready(shard, on_wait)
         except BaseException:
             if pinned:
                 self._locks(shard).release(self._use_byte(shard))
@@ -245,13 +247,13 @@ class ShardManager:
                                    f'the "in use" lock of shard {shard}')
         return True
 
-    def _open_ready(self, shard: int) -> Any:
+    def _open_ready(self, shard: int, on_wait: Callable[[], None] | None = None) -> Any:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
         last: BaseException | None = None
         for _ in range(3):
             if not stream.is_ready(reader):
-                self.prepare(shard)
+                self.prepare(shard, on_wait)
             try:
                 return reader.open(stream.raw_paths(reader))
             except FileNotFoundError as err:  # deleted by hand between the check and the open

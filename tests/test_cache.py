@@ -22,11 +22,12 @@ def _shard_bytes(directory):
 def test_eviction_keeps_usage_under_the_limit(tmp_path):
     remote = write_mds(str(tmp_path / 'remote'), 400, size_limit=1 << 10, sample_size=64)
     local = tmp_path / 'cache'
-    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=4, cache_limit='12kb', shuffle=True,
+    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=4, cache_limit='24kb', shuffle=True,
                                num_canonical_nodes=1, shuffle_block_size=50)
     assert sorted(ids_of(dataset)) == list(range(400))
-    assert _shard_bytes(local) <= 12 * 1024
-    assert dataset.cache_usage <= 12 * 1024
+    index_bytes = os.path.getsize(local / 'index.json')
+    assert _shard_bytes(local) <= 24 * 1024 - index_bytes
+    assert dataset.cache_usage <= 24 * 1024
     remote_shards = [n for n in os.listdir(remote) if n.startswith('shard.')]
     local_shards = [n for n in os.listdir(local) if n.startswith('shard.')]
     assert len(local_shards) < len(remote_shards)
@@ -39,7 +40,7 @@ def test_local_only_stream_is_never_evicted(tmp_path):
     before = sorted(os.listdir(local_only))
     streams = [Stream(remote=remote, local=str(tmp_path / 'cache')), Stream(local=local_only)]
     local_bytes = _shard_bytes(local_only)
-    dataset = StreamingDataset(streams=streams, batch_size=4, cache_limit=local_bytes + 8 * 1024, shuffle=True,
+    dataset = StreamingDataset(streams=streams, batch_size=4, cache_limit=local_bytes + 20 * 1024, shuffle=True,
                                num_canonical_nodes=1)
     for _ in range(2):
         assert sorted(ids_of(dataset)) == sorted(list(range(200)) + list(range(10_000, 10_050)))
@@ -47,7 +48,7 @@ def test_local_only_stream_is_never_evicted(tmp_path):
     for shard in range(dataset.num_shards):
         dataset.evict_shard(shard)
     assert sorted(os.listdir(local_only)) == before
-    assert dataset[200] == sample(10_000)
+    assert dataset[200] == sample(10_000, 64)
 
 
 def test_limit_below_the_largest_shard_fails_at_construction(tmp_path):
