@@ -116,7 +116,7 @@ def main() -> int:
         'datasets': datasets,
     }
     with open(manifest_path, 'w') as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True, allow_nan=False)
+        json.dump(manifest, handle, indent=1, allow_nan=False)  # key order matters (dict inputs)
         handle.write('\n')
     total = sum(size for d in datasets for _, size in d['files']) + os.path.getsize(manifest_path)
     print(f'{len(datasets)} datasets, {total} bytes in all', file=sys.stderr)

@@ -39,7 +39,11 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/
   "$PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-PIP=("$PY" -m pip --disable-pip-version-check -q)
+# pip warns about every empty local index directory on these machines; keep the real messages only.
+pip_install() {
+  "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" 2>&1 \
+    | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+}
 
 cat > "$CONSTRAINTS" <<'PINS'
 # Keep torch on the local CPU wheel in the reference venv (an unpinned torch pulls GBs of CUDA wheels).
@@ -49,9 +53,9 @@ PINS
 
 if [[ ! -f "$STAMP" ]]; then
   log "installing torch==2.13.0 (CPU wheel)"
-  "${PIP[@]}" install -c "$CONSTRAINTS" torch==2.13.0
+  pip_install torch==2.13.0
   log "installing mosaicml-streaming==0.13.0"
-  "${PIP[@]}" install -c "$CONSTRAINTS" 'mosaicml-streaming==0.13.0' 'numpy<2.2'
+  pip_install 'mosaicml-streaming==0.13.0' 'numpy<2.2'
   log "guarding torchvision nms/qnms fake registrations"
   "$PY" "$ROOT/compat/patch_torchvision.py"
   log "verifying import streaming"
@@ -61,7 +65,7 @@ fi
 
 if [[ $BENCH -eq 1 && ! -f "$BENCH_STAMP" ]]; then
   log "installing litdata==0.2.76 and webdataset==1.0.2"
-  "${PIP[@]}" install -c "$CONSTRAINTS" 'litdata==0.2.76' 'webdataset==1.0.2'
+  pip_install 'litdata==0.2.76' 'webdataset==1.0.2'
   # A new install may have replaced torchvision; re-apply (idempotent) and re-verify everything.
   "$PY" "$ROOT/compat/patch_torchvision.py"
   "$PY" -c 'import streaming, litdata, webdataset, torch; assert torch.__version__.startswith("2.13.0")'

@@ -1,0 +1,1 @@
+"""The compat tests: our implementation against the reference, driven through subprocesses."""
