@@ -17,10 +17,12 @@ pytest_plugins = [name for name in ('tests.fixtures.servers', 'tests.fixtures.da
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--soak`` for the long fault and load runs."""
     parser.addoption('--soak', action='store_true', default=False, help='run the long soak tests')
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the soak tests unless ``--soak`` is given."""
     if config.getoption('--soak'):
         return
     skip = pytest.mark.skip(reason='soak test: run with --soak')

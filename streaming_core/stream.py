@@ -250,7 +250,7 @@ class Stream:
         locks = self._locks()
         locks.acquire(prepare_byte, True, self.wait_timeout, f'the preparation of {reader.where}')
         try:
-            for part, (raw, zipped) in enumerate(reader.parts):
+            for raw, zipped in reader.parts:
                 self._prepare_part(reader, raw, zipped)
         finally:
             locks.release(prepare_byte)

@@ -124,7 +124,7 @@ def test_kill_during_eviction_then_restart(tmp_path):
     for round_ in range(3):
         progress = tmp_path / f'progress{round_}.json'
         proc = _spawn('tests.workers.reader', json.dumps({'dataset': dataset_args}), str(progress))
-        _wait_for(lambda p=progress: p.exists() and len(json.loads(p.read_text())['ids']) >= 40 * (round_ + 1))
+        _wait_for(lambda p=progress, n=40 * (round_ + 1): p.exists() and len(json.loads(p.read_text())["ids"]) >= n)
         time.sleep(random.random() * 0.3)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
