@@ -5,8 +5,8 @@ from __future__ import annotations
 import bisect
 import logging
 import math
-import os
 import numbers
+import os
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -15,11 +15,10 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.errors import CacheLimitError
-from streaming_core.planning import (EpochPlanner, apply_weights, default_num_canonical_nodes,
-                                     default_shuffle_block_size)
+from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
-from streaming_core.shared_state import SharedState
 from streaming_core.shards import ShardManager
+from streaming_core.shared_state import SharedState
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream
 from streaming_core.util import bytes_to_int, number_abbrev_to_int
