@@ -150,9 +150,13 @@ def register_batching_methods(registry: RegistryView) -> None:
     for padding. :class:`~streaming_core.planning.EpochPlanner` offers the resampling, partitioning and shuffling
     building blocks.
 
-    Example::
+    Example (no shuffle, the canonical order partitioned over the world)::
+
+        from streaming_core.partition import get_partitions
 
         @hookimpl
         def register_batching_methods(registry):
-            registry.add('sequential', lambda plan, world, epoch, done: plan.partition(epoch, done, shuffle=False))
+            registry.add('sequential', lambda plan, world, epoch, done: get_partitions(
+                'orig', plan.epoch_size, plan.num_canonical_nodes, world.num_nodes, world.ranks_per_node,
+                world.workers_per_rank, plan.batch_size, done))
     """

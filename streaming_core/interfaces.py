@@ -147,9 +147,21 @@ class ShardReader(Protocol):
 
 @runtime_checkable
 class ShardFormat(Protocol):
-    """A shard format, registered under the ``format`` name that index entries carry."""
+    """A shard format, registered under the ``format`` name that index entries carry.
+
+    Attributes:
+        name: The format name (``'mds'``, ``'json'``...).
+        writer: The writer class (a :class:`~streaming_core.writer.ShardWriter` subclass taking ``columns``, ``out``,
+            ``compression``, ``hashes``, ``size_limit`` and the other writer keyword arguments), so converters and the
+            CLI can write any format by name.
+    """
 
     name: str
+
+    @property
+    def writer(self) -> type:
+        """The writer class of this format."""
+        ...
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> ShardReader:
         """Validate one index entry (exact key set and types) and return its reader. Raises
@@ -167,7 +179,9 @@ class ShuffleAlgorithm(Protocol):
 
     An algorithm that can compute one canonical node's share on its own may also provide
     ``node_share(shard_sizes, num_canonical_nodes, seed, epoch, block_size, node) -> int64 array`` (the slice of the
-    permutation for that node's positions); planning then costs a physical node only what it reads.
+    permutation for that node's positions), or ``nodes_share(shard_sizes, num_canonical_nodes, seed, epoch,
+    block_size, nodes, dtype=np.int64) -> {node: array}`` for several nodes at once (preferred when present);
+    planning then costs a physical node only what it reads.
     """
 
     def __call__(self, shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,
