@@ -17,6 +17,7 @@ import argparse
 import os
 import shutil
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -40,10 +41,11 @@ def write_dataset(root: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     split = int(len(labels) * 0.8)
     train, test = order[:split], order[split:]
     for name, ids in (('train', train), ('test', test)):
-        with MDSWriter(out=os.path.join(root, name), columns={'image': 'ndarray:uint8:8,8', 'label': 'int'},
-                       compression='zstd', hashes=['xxh3_64'], size_limit='8kb', progress_bar=True) as writer:
+        columns = {'id': 'int', 'image': 'ndarray:uint8:8,8', 'label': 'int'}
+        with MDSWriter(out=os.path.join(root, name), columns=columns, compression='zstd', hashes=['xxh3_64'],
+                       size_limit='8kb', progress_bar=True) as writer:
             for i in ids.tolist():
-                writer.write({'image': images[i], 'label': int(labels[i])})
+                writer.write({'id': i, 'image': images[i], 'label': int(labels[i])})
     return images[train], labels[train], images[test], labels[test]
 
 
@@ -60,7 +62,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch
     loss = nn.functional.cross_entropy(model(images.float() / 16.0), labels)
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
@@ -81,6 +83,7 @@ def main() -> None:
     parser.add_argument('--out', default='demo-output', help='working directory (recreated)')
     parser.add_argument('--epochs', type=int, default=6)
     args = parser.parse_args()
+    warnings.filterwarnings('ignore', message='The given NumPy array is not writable')
     shutil.rmtree(args.out, ignore_errors=True)
     bucket, cache = os.path.join(args.out, 'bucket'), os.path.join(args.out, 'cache')
     started = time.time()
@@ -90,7 +93,7 @@ def main() -> None:
     print(f'   {len(y_train)} train / {len(y_test)} test samples, '
           f'{len([n for n in os.listdir(os.path.join(bucket, "train")) if n.startswith("shard.")])} train shards')
 
-    print(f'2. Streaming training for {args.epochs} epochs, interrupted in epoch 3 and resumed ...')
+    print(f'2. Streaming training for {args.epochs} epochs, interrupted in epoch 2 and resumed ...')
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loader = StreamingDataLoader(dataset(bucket, cache), batch_size=BATCH, num_workers=2)
@@ -101,7 +104,7 @@ def main() -> None:
         bar = tqdm(loader, desc=f'   epoch {epoch}', unit='batch', leave=False)
         for step, batch in enumerate(bar):
             bar.set_postfix(loss=f'{train_step(model, optimizer, batch["image"], batch["label"]):.3f}')
-            seen.extend(batch['label'].tolist())
+            seen.extend(batch['id'].tolist())
             if epoch == 2 and interrupted_at is None and step == len(bar) // 2:
                 interrupted_at = step + 1
                 checkpoint = {'model': model.state_dict(), 'optimizer': optimizer.state_dict(),
@@ -119,11 +122,12 @@ def main() -> None:
         optimizer.load_state_dict(checkpoint['optimizer'])
         loader = StreamingDataLoader(dataset(bucket, cache), batch_size=BATCH, num_workers=2)
         loader.load_state_dict(checkpoint['data'])
-        rest = sum(len(batch['label']) for batch in _train_epoch(loader, model, optimizer, epoch))
-        plan = dataset(bucket, cache).get_plan(World(), epoch=epoch)
-        full = int((plan >= 0).sum())
-        print(f'   resumed: {rest} samples left in epoch {epoch} after {len(seen)} seen: '
-              f'{len(seen) + rest} of the {full} the epoch holds, none repeated, none skipped')
+        rest = [i for batch in _train_epoch(loader, model, optimizer, epoch) for i in batch['id'].tolist()]
+        reference = dataset(bucket, cache)
+        for _ in range(epoch + 1):
+            full = [sample['id'] for sample in reference]  # the uninterrupted epoch, in order
+        print(f'   resumed: {len(rest)} samples after {len(seen)} seen; seen + resumed equals the uninterrupted '
+              f'epoch exactly: {seen + rest == full}')
         epoch += 1
     streamed = accuracy(model, x_test, y_test)
 
@@ -133,8 +137,10 @@ def main() -> None:
                               shuffle_seed=SEED, num_canonical_nodes=2)
     two = two_ds.get_plan(World(rank=0, world_size=2, local_world_size=1), epoch=0)
     one_batches = [sorted(b[b >= 0].tolist()) for b in one[0, 0, 0]]
-    two_batches = [sorted(np.concatenate([two[0, 0, 0, j], two[1, 0, 0, j]]).tolist())
-                   for j in range(two.shape[3])]
+    two_batches = []
+    for j in range(two.shape[3]):
+        merged = np.concatenate([two[0, 0, 0, j], two[1, 0, 0, j]])
+        two_batches.append(sorted(merged[merged >= 0].tolist()))
     print(f'   first global batch, 1 rank : {one_batches[0][:10]} ...')
     print(f'   first global batch, 2 ranks: {two_batches[0][:10]} ...')
     print(f'   all {len(one_batches)} global batches identical: {one_batches == two_batches}')
