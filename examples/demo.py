@@ -22,11 +22,11 @@ import warnings
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
-from streaming_mds import MDSWriter
 from torch import nn
 from tqdm.auto import tqdm
 
 from streaming_core import StreamingDataLoader, StreamingDataset, World
+from streaming_mds import MDSWriter
 
 SEED = 17
 BATCH = 32

@@ -31,6 +31,8 @@ logger = logging.getLogger('streaming_core.dataset')
 _PARTITION_ALGOS = ('orig', 'relaxed')
 _SAMPLING_METHODS = ('balanced', 'fixed')
 _STATE_KEYS = ('epoch', 'sample_in_epoch', 'num_canonical_nodes', 'shuffle_seed')
+#: Datasets with at least this many samples per epoch plan the next epoch in the background.
+PLAN_AHEAD_MIN = 1 << 19
 
 
 class StreamingDataset(IterableDataset):
@@ -311,7 +313,20 @@ class StreamingDataset(IterableDataset):
         from streaming_core.iteration import EpochIterator
         world = self._worker_world()
         epoch, ids = self._worker_sample_ids(world)
-        yield from EpochIterator(self, ids, epoch)
+        ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
+        yield from EpochIterator(self, ids, epoch, on_prefetched=ahead)
+
+    def _plan_ahead(self, world: World, epoch: int) -> None:
+        """Compute (and share on the node) the next epoch's plan while this one finishes."""
+        from streaming_core.plans import node_plan
+        try:
+            resume = self._state.read_resume()
+            if resume is not None and int(resume['epoch']) >= epoch:
+                return  # a resume state decides the next epoch's start
+            parallel = world.replicate(self.replication)
+            node_plan(self._planner(), parallel, epoch, 0, parallel.node)
+        except Exception as err:  # only an optimisation: the next epoch computes it itself
+            logger.debug('planning epoch %d ahead failed: %s', epoch, err)
 
     # ----------------------------------------------------------------------------------------------------------
     # Resumption.

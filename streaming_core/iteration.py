@@ -19,7 +19,7 @@ import bisect
 import heapq
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,10 +70,14 @@ class EpochIterator:
         dataset: The dataset (its shard manager does the I/O).
         sample_ids: This worker's sample ids, in order, without padding.
         epoch: The epoch (for messages).
+        on_prefetched: Called in a background thread once every shard of the epoch is prepared (the dataset uses
+            it to plan the next epoch ahead, so there is no stall at the epoch boundary).
     """
 
-    def __init__(self, dataset: 'StreamingDataset', sample_ids: NDArray[np.int64], epoch: int) -> None:
+    def __init__(self, dataset: 'StreamingDataset', sample_ids: NDArray[np.int64], epoch: int,
+                 on_prefetched: Callable[[], None] | None = None) -> None:
         self.dataset = dataset
+        self._on_prefetched = on_prefetched
         self.manager = dataset._shards_manager
         self.epoch = epoch
         self.count = len(sample_ids)
@@ -143,6 +147,9 @@ class EpochIterator:
             with self._cond:
                 self._ready = len(self._runs)
                 self._cond.notify_all()
+                stopped = self._stop
+            if not stopped and self._on_prefetched is not None:
+                threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
 
     def _run_of(self, shard: int, pos: int) -> tuple[int, int]:
         starts, ends = self._runs_by_shard[shard]

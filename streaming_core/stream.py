@@ -140,6 +140,9 @@ class Stream:
             self.download_timeout = 60.0
         if self.keep_zip is None:
             self.keep_zip = False
+        if self.validate_hash is not None:
+            from streaming_core.hashing import get_hash
+            get_hash(self.validate_hash)
 
     @property
     def local(self) -> str:

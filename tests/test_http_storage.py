@@ -204,9 +204,8 @@ def test_end_to_end_over_https(https_server: StaticServer, tmp_path: Any) -> Non
     need_module('streaming_mds')
     name = f'dataset-{uuid.uuid4().hex[:8]}'
     options = {'verify': https_server.ca_file}
-    from streaming_mds import MDSWriter
-
     from streaming_core import StreamingDataset
+    from streaming_mds import MDSWriter
     with MDSWriter(out=os.path.join(https_server.root, name), columns={'id': 'int'}, compression='zstd',
                    size_limit=256) as writer:
         for i in range(100):

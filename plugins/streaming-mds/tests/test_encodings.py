@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from streaming_mds import get_codec, get_mds_encoded_size, get_mds_encodings, is_mds_encoding, mds_decode, mds_encode
-from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
 
 from streaming_core.errors import CodecError, UnknownNameError
+from streaming_mds import get_codec, get_mds_encoded_size, get_mds_encodings, is_mds_encoding, mds_decode, mds_encode
+from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
 
 PIL = pytest.importorskip('PIL')
 from PIL import Image  # noqa: E402

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streaming_mds import MDSWriter
 
 from streaming_core.compression import decompress
 from streaming_core.errors import (
@@ -26,6 +25,7 @@ from streaming_core.errors import (
 )
 from streaming_core.index import load_index, shard_readers
 from streaming_core.registry import get_registry
+from streaming_mds import MDSWriter
 
 SAMPLES = [{'words': 'one', 'number': 1, 'x': 1.5}, {'words': 'twenty', 'number': -20, 'x': 2.0},
            {'words': '', 'number': 300, 'x': 0.0}]
@@ -269,10 +269,9 @@ def test_zero_size_treated_as_variable_like_the_reference(tmp_path: Any) -> None
 def test_third_party_codec_round_trip(tmp_path: Any) -> None:
     import codecs
 
-    from streaming_mds.resolve import clear_codec_cache
-
     from streaming_core.hookspecs import hookimpl
     from streaming_core.plugins import register_plugin, unregister_plugin
+    from streaming_mds.resolve import clear_codec_cache
 
     class Rot13:
         size = None
@@ -382,10 +381,9 @@ def test_every_encoding_round_trips_through_shards(samples: list[dict[str, Any]]
 
 
 def test_compiled_encoder_errors(tmp_path: Any) -> None:
-    from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
-
     from streaming_core.errors import CodecError
     from streaming_core.writer import MissingColumnError
+    from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
     writer = MDSWriter(columns={'i': 'int', 's': 'str', 'b': 'bytes', 'a': 'ndarray:uint8:2'},
                        out=str(tmp_path / 'ds'))
     good = {'i': 1, 's': 'x', 'b': b'y', 'a': np.zeros(2, np.uint8)}

@@ -6,13 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
-import streaming_py1e.py1n as py1n_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import streaming_py1e.py1n as py1n_module
+from streaming_core.spans import py1_spans
 from streaming_py1e.py1 import Py1e
 from streaming_py1e.py1n import Py1n, node_rng
-
-from streaming_core.spans import py1_spans
 
 ALGO = Py1n()
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from streaming_core.registry import get_registry
 from streaming_py1e.py1 import BLOCK_WARNING, Py1b, Py1br, Py1e, Py1s, py1br_blocks
 from streaming_py1e.py2s import Py2s
 from streaming_py1e.replay import Scratch, skip_uniform
-
-from streaming_core.registry import get_registry
 
 SIZES = [7, 3, 10, 1, 5, 9, 4]
 VECTORS = {
