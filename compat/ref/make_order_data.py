@@ -15,9 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from compat.ref.common import writer_class  # noqa: E402
-
-#: name -> (first id, sample count, size_limit, seed)
-LAYOUT = {'A': (0, 137, 1000, 1), 'B': (1000, 61, 700, 2), 'C': (2000, 23, 500, 3)}
+from compat.tests.cases import LAYOUT  # noqa: E402
 
 
 def main() -> int:

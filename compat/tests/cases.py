@@ -9,11 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ['ITER_CASES', 'PLAN_CASES', 'STATE_CASES', 'SHUFFLE_ALGOS', 'BATCHING_METHODS']
+__all__ = ['ITER_CASES', 'PLAN_CASES', 'STATE_CASES', 'SHUFFLE_ALGOS', 'BATCHING_METHODS', 'LAYOUT', 'sample_ids']
+
+#: The order datasets: name -> (first id, sample count, size_limit, seed) (see compat/ref/make_order_data.py).
+LAYOUT = {'A': (0, 137, 1000, 1), 'B': (1000, 61, 700, 2), 'C': (2000, 23, 500, 3)}
 
 SHUFFLE_ALGOS = ['naive', 'py1e', 'py1br', 'py1s', 'py2s']
 BATCHING_METHODS = ['random', 'stratified', 'per_stream', 'device_per_stream']
 ABC = [{'local': 'A'}, {'local': 'B'}, {'local': 'C'}]
+
+
+def sample_ids(case: dict[str, Any]) -> list[int]:
+    """The ``id`` column of each global sample index of a case's dataset (streams concatenated in order)."""
+    names = [s['local'] for s in case['streams']] if case.get('streams') else [case['local']]
+    out: list[int] = []
+    for name in names:
+        first, count = LAYOUT[name][:2]
+        out.extend(range(first, first + count))
+    return out
 
 
 def _streams(**weights: list[Any]) -> list[dict[str, Any]]:

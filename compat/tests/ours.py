@@ -98,3 +98,29 @@ def assert_same_error(ref: dict[str, Any], fn: Any, *args: Any) -> None:
             f'{type(err).__name__} that is not a {expected.__name__}: {err}'
         return
     raise AssertionError(f'the reference raises for this case but ours does not: {ref["error"]}')
+
+
+def rank_iterate(data_dir: str, case: dict[str, Any], rank: int, state: dict[str, Any] | None = None) -> list[int]:
+    """The ``id`` of every sample rank ``rank`` of ``case['world']`` reads in one epoch, iterated in this process
+    (``num_workers=0``) with an explicit ``world=``; after ``load_state_dict(state)`` when given.
+    """
+    from streaming_core import World
+    num_nodes, ranks_per_node, _ = case['world']
+    world = World(rank=rank, world_size=num_nodes * ranks_per_node, local_world_size=ranks_per_node)
+    dataset = make_dataset(data_dir, dict(case, kwargs=dict(case['kwargs'], world=world)))
+    if state is not None:
+        dataset.load_state_dict(state)
+    return [int(sample['id']) for sample in dataset]
+
+
+def rank_sequence(plan: dict[str, Any], rank: int, ids: list[int]) -> list[int]:
+    """What rank ``rank`` receives from a whole-world plan, as a DataLoader reads it: device batch ``j`` comes from
+    worker ``j % workers`` (its batch ``j // workers``); ``-1`` padding is skipped; indices map to ``ids``.
+    """
+    nodes, ranks, workers, batches, batch = plan['shape']
+    arr = np.asarray(plan['ids'], dtype=np.int64).reshape(plan['shape'])
+    mine = arr[rank // ranks, rank % ranks]
+    out = []
+    for j in range(workers * batches):
+        out.extend(ids[i] for i in mine[j % workers, j // workers] if i >= 0)
+    return out

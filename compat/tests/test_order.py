@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from compat.tests import ours
-from compat.tests.cases import ITER_CASES, PLAN_CASES
+from compat.tests.cases import ITER_CASES, PLAN_CASES, sample_ids
 
 pytestmark = pytest.mark.compat
 
@@ -59,6 +59,60 @@ def test_world_plan_matches_reference(case: dict[str, Any], ref_orders: dict[str
         where = f'{case["id"]} world={case["world"]} epoch={epoch} sample_in_epoch={sample_in_epoch}'
         assert mine['shape'] == theirs['shape'], f'{where}: plan shape {mine["shape"]} vs {theirs["shape"]}'
         assert mine['ids'] == theirs['ids'], f'{where}: {_first_mismatch(mine["ids"], theirs["ids"])}'
+
+
+#: Plan cases whose ranks are also iterated one by one (small worlds keep the run short).
+RANK_CASES = [c for c in PLAN_CASES if c['world'][0] * c['world'][1] <= 4 and c['at'][0] == [0, 0]]
+
+
+@pytest.mark.parametrize('case', RANK_CASES, ids=[c['id'] for c in RANK_CASES])
+def test_each_rank_iterates_reference_plan(case: dict[str, Any], ref_orders: dict[str, Any],
+                                           order_data: str) -> None:
+    """Each rank of the world, iterated by ours in one process with ``world=``, reads exactly what the reference
+    plan gives that rank (its workers' batches interleaved as a DataLoader reads them, padding skipped).
+    """
+    ref = ref_orders[case['id']]
+    if 'error' in ref:
+        pytest.skip('the reference raises for this case (checked by test_world_plan_matches_reference)')
+    ids = sample_ids(case)
+    num_nodes, ranks_per_node, _ = case['world']
+    for rank in range(num_nodes * ranks_per_node):
+        expected = ours.rank_sequence(ref['plans'][0], rank, ids)
+        got = ours.rank_iterate(order_data, case, rank)
+        assert got == expected, f'{case["id"]} rank {rank}: {_first_mismatch(got, expected)}'
+
+
+def _resume_point(case: dict[str, Any]) -> int | None:
+    """Index in ``case['at']`` of the first mid-epoch-0 position, when the case fixes the canonical nodes."""
+    if 'num_canonical_nodes' not in case['kwargs']:
+        return None
+    return next((k for k, (epoch, sample) in enumerate(case['at']) if epoch == 0 and sample > 0), None)
+
+
+RESUME_CASES = [c for c in RANK_CASES if _resume_point(c) is not None]
+
+
+@pytest.mark.parametrize('case', RESUME_CASES, ids=[c['id'] for c in RESUME_CASES])
+def test_each_rank_resumes_reference_plan(case: dict[str, Any], ref_orders: dict[str, Any],
+                                          order_data: str) -> None:
+    """Each rank, loading a mid-epoch state dict (``sample_in_epoch`` > 0) and iterating with ``world=``, reads
+    exactly the reference plan at that ``sample_in_epoch`` for that rank.
+    """
+    ref = ref_orders[case['id']]
+    if 'error' in ref:
+        pytest.skip('the reference raises for this case (checked by test_world_plan_matches_reference)')
+    k = _resume_point(case)
+    epoch, sample_in_epoch = case['at'][k]
+    num_nodes, ranks_per_node, _ = case['world']
+    state = {'epoch': epoch, 'sample_in_epoch': sample_in_epoch,
+             'num_canonical_nodes': case['kwargs']['num_canonical_nodes'],
+             'shuffle_seed': case['kwargs'].get('shuffle_seed', 9176), 'initial_physical_nodes': num_nodes}
+    ids = sample_ids(case)
+    for rank in range(num_nodes * ranks_per_node):
+        expected = ours.rank_sequence(ref['plans'][k], rank, ids)
+        got = ours.rank_iterate(order_data, case, rank, state=state)
+        assert got == expected, f'{case["id"]} rank {rank} from sample {sample_in_epoch}: ' \
+                                f'{_first_mismatch(got, expected)}'
 
 
 def test_reference_cases_ran(ref_orders: dict[str, Any]) -> None:
