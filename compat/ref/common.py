@@ -218,7 +218,7 @@ def run_forked(fn: Callable[..., Any], *args: Any, timeout: float = 120.0) -> An
     import streaming  # noqa: F401 - import once in the parent, so each forked child starts warm
     ctx = multiprocessing.get_context('fork')
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, fn, args), daemon=True)
+    proc = ctx.Process(target=_child, args=(child, fn, args))  # not daemonic: it may start DataLoader workers
     proc.start()
     child.close()
     try:

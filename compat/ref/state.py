@@ -2,7 +2,7 @@
 
 Usage: ``state.py REQUEST.json RESULT.json``. The request is ``{'data': DIR, 'cases': [...]}``; each case is a
 dataset description (see :func:`compat.ref.common.make_dataset`) iterated through a ``StreamingDataLoader``
-(``batch_size`` = the dataset's, ``num_workers=0``) plus either:
+(``batch_size`` = the dataset's, ``num_workers`` = the case's, default 0) plus either:
 
 * ``full_epochs`` and ``batches``: iterate ``full_epochs`` whole epochs, then ``batches`` batches of the next,
   and take ``loader.state_dict()``. Then a new dataset and loader load that state and iterate to the end of the
@@ -32,7 +32,8 @@ def _ids(batch: Any) -> list[int]:
 def _loader(data: str, case: dict[str, Any]) -> Any:
     from streaming import StreamingDataLoader
     dataset = make_dataset(data, case)
-    return StreamingDataLoader(dataset, batch_size=case['kwargs']['batch_size'], num_workers=0)
+    return StreamingDataLoader(dataset, batch_size=case['kwargs']['batch_size'],
+                               num_workers=case.get('num_workers', 0))
 
 
 def resume(data: str, case: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

@@ -46,9 +46,10 @@ def plans(data_dir: str, case: dict[str, Any]) -> dict[str, Any]:
 
 
 def loader(data_dir: str, case: dict[str, Any]) -> Any:
-    """Our ``StreamingDataLoader`` over the case's dataset (``num_workers=0``)."""
+    """Our ``StreamingDataLoader`` over the case's dataset (``num_workers`` from the case, default 0)."""
     from streaming_core import StreamingDataLoader
-    return StreamingDataLoader(make_dataset(data_dir, case), batch_size=case['kwargs']['batch_size'], num_workers=0)
+    return StreamingDataLoader(make_dataset(data_dir, case), batch_size=case['kwargs']['batch_size'],
+                               num_workers=case.get('num_workers', 0))
 
 
 def batch_ids(batch: Any) -> list[int]:

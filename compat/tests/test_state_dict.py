@@ -1,6 +1,7 @@
 """State-dict compatibility: a mid-epoch ``state_dict`` of either implementation resumes in the other.
 
-For each case of ``cases.STATE_CASES`` (single process, ``StreamingDataLoader`` with ``num_workers=0``):
+For each case of ``cases.STATE_CASES`` (one rank; a ``StreamingDataLoader`` with ``num_workers=0`` or, in some
+cases, real worker processes):
 
 1. the reference runs to the checkpoint (whole epochs, then some batches), takes ``loader.state_dict()``, and a new
    reference dataset/loader loads it and iterates the rest of that epoch and the next one;
