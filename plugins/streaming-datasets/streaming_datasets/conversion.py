@@ -193,11 +193,13 @@ def _convert_here(items: Sequence[Any], produce: Callable[[Sequence[Any]], Itera
     with _bar(options, total, desc) as bar:
         samples, skipped, reasons = _write(items, produce, columns, out, options.writer_kwargs(), options.exist_ok,
                                            bar.update)
-    _log_skips(desc, skipped, reasons)
+    _log_skips(desc, skipped, reasons, samples)
     return ConversionResult(out=out, samples=samples, skipped=skipped, partitions=1, skip_reasons=reasons)
 
 
-def _log_skips(desc: str, skipped: int, reasons: list[str]) -> None:
+def _log_skips(desc: str, skipped: int, reasons: list[str], samples: int) -> None:
+    if not samples:
+        logger.warning('%s: no sample was written (%d source records skipped).', desc, skipped)
     if skipped:
         logger.warning('%s: skipped %d source record(s); first: %s', desc, skipped, '; '.join(reasons[:3]))
 
@@ -285,7 +287,7 @@ def _convert_parallel(chunks: list[Sequence[Any]], produce: Callable[[Sequence[A
     samples = sum(r[0] for r in results.values())
     skipped = sum(r[1] for r in results.values())
     reasons = [reason for k in sorted(results) for reason in results[k][2]][:_MAX_REASONS]
-    _log_skips(desc, skipped, reasons)
+    _log_skips(desc, skipped, reasons, samples)
     return ConversionResult(out=out, samples=samples, skipped=skipped, partitions=len(chunks), skip_reasons=reasons)
 
 

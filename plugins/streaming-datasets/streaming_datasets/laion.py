@@ -11,8 +11,8 @@ Source layout: the metadata parquet files (``part-00000-....snappy.parquet``: ``
 img2dataset numbers rows per metadata file: each file is cut into shards of ``samples_per_shard`` rows (10,000 by
 default); shard ids continue from one file to the next; the key of a row is the shard id (5 digits, the folder
 name) followed by the row's index in its shard (as many digits as ``samples_per_shard - 1`` has). Rows whose image
-was not downloaded are skipped and counted. A row whose ``.json`` names another URL stops the conversion (the
-files and the metadata do not line up: check ``samples_per_shard``). Without metadata, the downloaded files alone
+was not downloaded are skipped and counted. An image no row maps to, or a row whose ``.json`` names another URL,
+stops the conversion (the files and the metadata do not line up: check ``samples_per_shard``). Without metadata, the downloaded files alone
 are converted, folder by folder, key by key.
 
 Stored columns: ``key``, ``url``, ``caption`` (str: the ``.txt``, else ``TEXT``), ``width``, ``height`` (int: of
@@ -145,16 +145,26 @@ def _sample(folder: str, key: str, row: dict[str, Any], strict: bool) -> dict[st
 def produce_laion_rows(items: Sequence[tuple[str, int, int, str, str, int, bool]]) -> Iterator[dict[str, Any] | Skip]:
     """Samples for metadata shards (see :func:`metadata_items`)."""
     for path, start, stop, folder, name, index_digits, strict in items:
-        for offset, row in enumerate(_table(path).slice(start, stop - start).to_pylist()):
-            yield _sample(folder, f'{name}{offset:0{index_digits}d}', row, strict)
+        keys = [f'{name}{offset:0{index_digits}d}' for offset in range(stop - start)]
+        present = _image_keys(folder) if os.path.isdir(folder) else set()
+        stray = sorted(present - set(keys))
+        if stray:
+            raise SourceLayoutError(f'{folder} holds image {stray[0]} that no metadata row maps to (rows {start}..'
+                                    f'{stop - 1} of {path} give keys {keys[0]}..{keys[-1]}): the metadata and the '
+                                    f'downloaded files do not line up. Check samples_per_shard (img2dataset\'s '
+                                    f'number_sample_per_shard) and the order of the metadata files.')
+        for key, row in zip(keys, _table(path).slice(start, stop - start).to_pylist()):
+            yield _sample(folder, key, row, strict)
+
+
+def _image_keys(folder: str) -> set[str]:
+    return {os.path.splitext(name)[0] for name in os.listdir(folder) if name.lower().endswith(IMAGE_EXTENSIONS)}
 
 
 def produce_laion_files(items: Sequence[str]) -> Iterator[dict[str, Any] | Skip]:
     """Samples for downloaded shard folders alone (no metadata), keys in order."""
     for folder in items:
-        keys = sorted({os.path.splitext(name)[0] for name in os.listdir(folder)
-                       if name.lower().endswith(IMAGE_EXTENSIONS)})
-        for key in keys:
+        for key in sorted(_image_keys(folder)):
             yield _sample(folder, key, {}, False)
 
 
