@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import os
+
+import pytest
+
+from streaming_datasets import StreamingCIFAR10, StreamingPackedTokens
+
+NAMES = ['ade20k', 'c4', 'cifar10', 'coco', 'enwiki', 'imagenet', 'laion400m', 'pack-tokens', 'pile', 'tokens',
+         'webvid']
+
+
+def test_every_converter_is_an_entry_point_adding_its_subcommand():
+    eps = {ep.name: ep for ep in md.entry_points(group='streaming_core.converters')
+           if ep.value.startswith('streaming_datasets.')}
+    assert sorted(eps) == NAMES
+    parser = argparse.ArgumentParser(prog='streaming convert')
+    subparsers = parser.add_subparsers(dest='converter')
+    for name in NAMES:
+        before = set(subparsers.choices)
+        eps[name].load()(subparsers)
+        assert set(subparsers.choices) - before == {name}
+        sub = subparsers.choices[name]
+        assert callable(sub.get_default('run'))
+        help_text = sub.format_help()
+        for option in ('--workers', '--compression', '--size-limit', '--exist-ok', '--no-progress'):
+            assert option in help_text
+    with pytest.raises(SystemExit):
+        parser.parse_args(['cifar10', 'src', 'out', '--workers', '0'])
+
+
+def _core_cli():
+    from streaming_core import cli
+    if 'convert' not in cli.COMMANDS:
+        pytest.skip('streaming_core.cli has no "convert" command yet (streaming_core/commands/convert.py is not '
+                    'wired into COMMANDS)')
+    return cli
+
+
+def test_through_the_streaming_command(cifar_source, tmp_path, capsys):
+    cli = _core_cli()
+    source, _ = cifar_source
+    out = str(tmp_path / 'out')
+    assert cli.main(['convert', 'cifar10', source, out, '--no-progress', '--splits', 'val']) == 0
+    assert 'cifar10 val: 8 samples' in capsys.readouterr().out
+    assert len(list(StreamingCIFAR10(local=out, split='val', batch_size=2))) == 8
+    # A bad source is a one-line error, not a traceback.
+    assert cli.main(['convert', 'cifar10', str(tmp_path / 'missing'), str(tmp_path / 'o'), '--no-progress']) == 1
+    assert 'is not a directory' in capsys.readouterr().err
+
+
+def test_pack_tokens_through_the_streaming_command(tmp_path, helpers):
+    cli = _core_cli()
+    helpers.write_jsonl(tmp_path / 'docs.jsonl', [{'text': 'hello world'}, {'text': 'again'}])
+    out = str(tmp_path / 'packed')
+    assert cli.main(['convert', 'pack-tokens', str(tmp_path / 'docs.jsonl'), out, '--block-size', '8',
+                     '--no-progress']) == 0
+    assert os.path.isfile(os.path.join(out, 'train', 'index.json'))
+    blocks = [b.tolist() for b in StreamingPackedTokens(local=out, split='train', batch_size=1)]
+    assert blocks == [list(b'hello wo'), [*b'rld', 256, *b'agai'], [ord('n'), 256, *[257] * 6]]
