@@ -12,8 +12,8 @@ img2dataset numbers rows per metadata file: each file is cut into shards of ``sa
 default); shard ids continue from one file to the next; the key of a row is the shard id (5 digits, the folder
 name) followed by the row's index in its shard (as many digits as ``samples_per_shard - 1`` has). Rows whose image
 was not downloaded are skipped and counted. An image no row maps to, or a row whose ``.json`` names another URL,
-stops the conversion (the files and the metadata do not line up: check ``samples_per_shard``). Without metadata, the downloaded files alone
-are converted, folder by folder, key by key.
+stops the conversion (the files and the metadata do not line up: check ``samples_per_shard``). Without metadata,
+the downloaded files alone are converted, folder by folder, key by key.
 
 Stored columns: ``key``, ``url``, ``caption`` (str: the ``.txt``, else ``TEXT``), ``width``, ``height`` (int: of
 the stored image), ``image`` (bytes: the downloaded file, verbatim), ``metadata`` (json: the parquet row) and
