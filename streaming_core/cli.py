@@ -11,6 +11,12 @@ __all__ = ['main', 'build_parser', 'COMMANDS']
 
 #: Subcommand name -> module in ``streaming_core.commands`` providing ``add_parser(subparsers)`` and ``run(args)``.
 COMMANDS = {
+    'inspect': 'inspect',
+    'verify': 'verify',
+    'convert': 'convert',
+    'merge-index': 'merge_index',
+    'simulate': 'simulate',
+    'cache': 'cache',
     'plugins': 'plugins',
 }
 

@@ -1,0 +1,113 @@
+"""``streaming simulate``: what a training run's data loading will do, from the real planning code, without data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from typing import Any
+
+from streaming_core.commands._common import add_storage_option, comma_list, storage_options
+
+__all__ = ['add_parser', 'run']
+
+_EPILOG = textwrap.dedent('''\
+    Examples:
+      streaming simulate --samples 10m --shard-samples 2000 --sample-bytes 30kb --nodes 4 --shuffle-algo py1e,naive
+      streaming simulate --index s3://bucket/train --nodes 8 --ranks-per-node 8 --cache-limit 200gb --out plots/
+
+    The numbers printed: startup time and time to first batch, total time, steps slowed by downloads, downloads and
+    bytes per node, peak cache, the smallest cache that avoids re-downloads, and the shuffle quality per algorithm
+    (1 = as good as a perfect shuffle, 0 = every device batch from one shard). With --out, PNG plots of downloads,
+    cache occupancy, time and quality are written there. See docs/guide/simulator.md.''')
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        'simulate', help='simulate downloads, cache use, step time and shuffle quality of a training run',
+        description='Simulate the data loading of a training run with the library\'s own sample order: per-node '
+                    'shard downloads, cache occupancy under cache_limit, time lost waiting for downloads, and the '
+                    'shuffle quality of each shuffle algorithm. No shard is downloaded (with --index, only the '
+                    'index). Use it to choose shuffle_algo, shuffle_block_size, num_canonical_nodes and '
+                    'cache_limit before a run.',
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = parser.add_argument_group('dataset (synthetic, or --index)')
+    data.add_argument('--samples', default=None, metavar='N', help='number of samples (10m, 500k, ...)')
+    data.add_argument('--shard-samples', default=None, metavar='S', help='samples per shard')
+    data.add_argument('--sample-bytes', default=None, metavar='B', help='bytes per sample (30kb, 1mb, ...)')
+    data.add_argument('--index', default=None, metavar='PATH|URL',
+                      help='take the shard sizes from a real dataset: a directory, its index.json, or a URL')
+    data.add_argument('--split', default=None, help='a split subdirectory of --index')
+    train = parser.add_argument_group('training')
+    train.add_argument('--nodes', type=int, default=1, help='physical nodes (default 1)')
+    train.add_argument('--ranks-per-node', type=int, default=8, help='ranks (devices) per node (default 8)')
+    train.add_argument('--workers', type=int, default=8, help='DataLoader workers per rank (default 8)')
+    train.add_argument('--batch-size', type=int, default=32, help='per-device batch size (default 32)')
+    train.add_argument('--epochs', type=int, default=1, help='epochs to simulate (default 1)')
+    order = parser.add_argument_group('sample order')
+    order.add_argument('--shuffle-algo', default='py1e', metavar='ALGO[,ALGO...]',
+                       help='shuffle algorithms to compare, e.g. py1e,py1br,naive; "none" for no shuffle '
+                            '(default py1e)')
+    order.add_argument('--shuffle-block-size', type=int, default=None, metavar='N',
+                       help='shuffle block size (default: the library\'s, max(4M / NCN, 2^18))')
+    order.add_argument('--num-canonical-nodes', type=int, default=None, metavar='NCN',
+                       help='canonical nodes (default: the library\'s: nodes, or 64 x nodes for py1s/py2s)')
+    order.add_argument('--seed', type=int, default=9176, help='shuffle seed (default 9176)')
+    order.add_argument('--partition-algo', choices=('relaxed', 'orig'), default='relaxed',
+                       help='partitioning (default relaxed)')
+    system = parser.add_argument_group('cache and network model')
+    system.add_argument('--cache-limit', default=None, metavar='BYTES',
+                        help='cache limit per node (200gb, ...; default none)')
+    system.add_argument('--bandwidth', default='500mb', metavar='BYTES',
+                        help='download bandwidth per node, bytes per second (default 500mb)')
+    system.add_argument('--time-per-sample', type=float, default=0.001, metavar='SECONDS',
+                        help='compute time per sample on a device (default 0.001)')
+    system.add_argument('--predownload', type=int, default=None, metavar='N',
+                        help='samples each worker prepares ahead (default 8 x batch size)')
+    output = parser.add_argument_group('output')
+    output.add_argument('--out', default=None, metavar='DIR', help='write PNG plots into DIR')
+    output.add_argument('--json', action='store_true', help='print the numbers as JSON')
+    add_storage_option(output)  # type: ignore[arg-type]
+    parser.set_defaults(run=run)
+
+
+def _dataset(args: argparse.Namespace) -> Any:
+    from streaming_core.simulation import DatasetShape
+    from streaming_core.util import bytes_to_int, number_abbrev_to_int
+    synthetic = [args.samples, args.shard_samples, args.sample_bytes]
+    if args.index:
+        if any(value is not None for value in synthetic):
+            raise ValueError('Give either --index or --samples/--shard-samples/--sample-bytes, not both.')
+        return DatasetShape.from_location(args.index, args.split, storage_options(args))
+    if any(value is None for value in synthetic):
+        raise ValueError('Describe the dataset: --samples N --shard-samples S --sample-bytes B, or --index '
+                         'PATH|URL of a real dataset.')
+    return DatasetShape.synthetic(number_abbrev_to_int(args.samples), number_abbrev_to_int(args.shard_samples),
+                                  bytes_to_int(args.sample_bytes))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate, print the report (or JSON), write the plots."""
+    from streaming_core.simulation import TrainingShape, format_report, simulate
+    dataset = _dataset(args)
+    training = TrainingShape(
+        nodes=args.nodes, ranks_per_node=args.ranks_per_node, workers=args.workers, batch_size=args.batch_size,
+        shuffle_algos=comma_list(args.shuffle_algo), shuffle_block_size=args.shuffle_block_size,
+        num_canonical_nodes=args.num_canonical_nodes, shuffle_seed=args.seed, partition_algo=args.partition_algo,
+        epochs=args.epochs, cache_limit=args.cache_limit, bandwidth=args.bandwidth,
+        time_per_sample=args.time_per_sample, predownload=args.predownload)
+    result = simulate(dataset, training)
+    plots: list[str] = []
+    if args.out:
+        from streaming_core.simulation import write_plots
+        plots = write_plots(result, args.out)
+    if args.json:
+        summary = result.summary()
+        summary['plots'] = plots
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_report(result))
+        if plots:
+            print(f'Plots: {", ".join(plots)}')
+    return 0
