@@ -23,6 +23,7 @@ the stored image), ``image`` (bytes: the downloaded file, verbatim), ``metadata`
 from __future__ import annotations
 
 import argparse
+import bisect
 import io
 import json
 import math
@@ -73,12 +74,22 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
     return items
 
 
-def _table(path: str) -> Any:
+def _rows(path: str, start: int, stop: int) -> list[dict[str, Any]]:
+    """Rows ``[start, stop)`` of a parquet file, reading only the row groups that hold them (the last read row
+    groups stay cached: consecutive shards usually share them)."""
+    import pyarrow.parquet as pq
     if _cache.get('path') != path:
-        import pyarrow.parquet as pq
         _cache.clear()
-        _cache.update(path=path, table=pq.read_table(path))
-    return _cache['table']
+        handle = pq.ParquetFile(path)
+        bounds = [0]
+        for group in range(handle.metadata.num_row_groups):
+            bounds.append(bounds[-1] + handle.metadata.row_group(group).num_rows)
+        _cache.update(path=path, file=handle, bounds=bounds)
+    bounds = _cache['bounds']
+    first, last = bisect.bisect_right(bounds, start) - 1, bisect.bisect_right(bounds, stop - 1) - 1
+    if _cache.get('groups') != (first, last):
+        _cache.update(groups=(first, last), table=_cache['file'].read_row_groups(list(range(first, last + 1))))
+    return _cache['table'].slice(start - bounds[first], stop - start).to_pylist()
 
 
 def _jsonable(value: Any) -> Any:
@@ -153,7 +164,7 @@ def produce_laion_rows(items: Sequence[tuple[str, int, int, str, str, int, bool]
                                     f'{stop - 1} of {path} give keys {keys[0]}..{keys[-1]}): the metadata and the '
                                     f'downloaded files do not line up. Check samples_per_shard (img2dataset\'s '
                                     f'number_sample_per_shard) and the order of the metadata files.')
-        for key, row in zip(keys, _table(path).slice(start, stop - start).to_pylist()):
+        for key, row in zip(keys, _rows(path, start, stop)):
             yield _sample(folder, key, row, strict)
 
 

@@ -21,6 +21,7 @@ class StreamingTextRecords(RecipeDataset):
     pair = False
     #: The record's fields (also the required columns).
     fields: tuple[str, ...] = ('text',)
+    required_columns = fields
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -44,7 +44,8 @@ def laion_source(tmp_path, helpers):
                           'TEXT': f'caption {sample_id}: ' + helpers.random_text(rng, 4), 'HEIGHT': 300 + row,
                           'WIDTH': 400 + row, 'LICENSE': '?', 'NSFW': 'UNLIKELY', 'similarity': 0.3 + row / 100})
         (root / 'meta').mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(table), root / 'meta' / f'part-{number:05d}-x.snappy.parquet')
+        pq.write_table(pa.Table.from_pylist(table), root / 'meta' / f'part-{number:05d}-x.snappy.parquet',
+                       row_group_size=2)  # shards span row groups
         for start in range(0, rows, 4):
             folder = images / f'{shard:05d}'
             folder.mkdir(parents=True)
