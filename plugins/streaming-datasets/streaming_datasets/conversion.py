@@ -103,6 +103,23 @@ class WriterOptions:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f'workers must be a positive integer (the number of parallel conversion processes), '
                              f'got {self.workers!r}.')
+        # Checked here, before any process starts, rather than in every partition.
+        from streaming_core.compression import parse_compression
+        from streaming_core.hashing import get_hash
+        from streaming_core.writer import parse_size_limit
+        if self.compression:
+            try:
+                parse_compression(self.compression)
+            except (ValueError, LookupError) as err:
+                raise ValueError(f'Invalid compression {self.compression!r}: {err}') from err
+        if self.hashes is not None and (isinstance(self.hashes, str) or list(self.hashes) != sorted(self.hashes)):
+            raise ValueError(f'hashes must be a sorted list of hash names, got {self.hashes!r}.')
+        for name in self.hashes or ():
+            try:
+                get_hash(name)
+            except (ValueError, LookupError) as err:
+                raise ValueError(f'Invalid hash {name!r}: {err}') from err
+        parse_size_limit(self.size_limit)
 
     def writer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~streaming_mds.MDSWriter` (besides ``out`` and ``columns``)."""

@@ -60,3 +60,17 @@ def test_pack_tokens_through_the_streaming_command(tmp_path, helpers):
     assert os.path.isfile(os.path.join(out, 'train', 'index.json'))
     blocks = [b.tolist() for b in StreamingPackedTokens(local=out, split='train', batch_size=1)]
     assert blocks == [list(b'hello wo'), [*b'rld', 256, *b'agai'], [ord('n'), 256, *[257] * 6]]
+
+
+def test_writer_options_are_checked_before_converting(tmp_path):
+    from streaming_datasets import WriterOptions
+    with pytest.raises(ValueError, match="Invalid compression 'zip'"):
+        WriterOptions(compression='zip')
+    with pytest.raises(ValueError, match="Invalid hash 'crc'"):
+        WriterOptions(hashes=['crc'])
+    with pytest.raises(ValueError, match='sorted list'):
+        WriterOptions(hashes=['sha1', 'md5'])
+    with pytest.raises(ValueError, match='workers must be a positive integer'):
+        WriterOptions(workers=0)
+    with pytest.raises(ValueError, match='size_limit'):
+        WriterOptions(size_limit=1 << 33)
