@@ -3,12 +3,14 @@
 Each recipe module exposes ``register(subparsers)``, found by the core CLI through the entry-point group
 ``streaming_core.converters``. It adds one subparser with :func:`add_converter_parser`, which also adds the options
 every converter shares (``--workers``, ``--compression``, ``--hashes``, ``--size-limit``, ``--exist-ok``,
-``--no-progress``), and sets ``run`` to a callable taking the parsed arguments and returning an exit code.
+``--no-progress``/``--quiet``, ``--storage-option``), and sets ``run`` to a callable taking the parsed arguments
+and returning an exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,7 +49,11 @@ def add_converter_parser(subparsers: Any, name: str, *, help: str, description: 
     group.add_argument('--size-limit', default=str(DEFAULT_SIZE_LIMIT), metavar='BYTES',
                        help='shard size limit, e.g. 67108864 or 64mb (default 64 MiB)')
     group.add_argument('--exist-ok', action='store_true', help='replace a non-empty output directory')
-    group.add_argument('--no-progress', action='store_true', help='hide the progress bars')
+    group.add_argument('--no-progress', '--quiet', dest='no_progress', action='store_true',
+                       help='hide the progress bars')
+    group.add_argument('--storage-option', metavar='KEY=VALUE', action='append', default=[],
+                       help='an option for a remote OUT\'s storage backend (endpoint_url, profile, ...); repeat for '
+                            'several; values are read as JSON when they parse, else as text')
     parser.set_defaults(run=run)
     return parser
 
@@ -58,7 +64,21 @@ def writer_options(args: argparse.Namespace) -> WriterOptions:
     if isinstance(size_limit, str) and size_limit.isdigit():
         size_limit = int(size_limit)
     return WriterOptions(workers=args.workers, compression=args.compression, hashes=args.hashes,
-                         size_limit=size_limit, exist_ok=args.exist_ok, progress=not args.no_progress)
+                         size_limit=size_limit, exist_ok=args.exist_ok, progress=not args.no_progress,
+                         storage_options=_storage_options(getattr(args, 'storage_option', None) or []))
+
+
+def _storage_options(items: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition('=')
+        if not sep or not key.strip():
+            raise ValueError(f'--storage-option {item!r}: expected KEY=VALUE, for example endpoint_url=http://...')
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
 
 
 def print_results(name: str, results: Mapping[str, ConversionResult]) -> int:

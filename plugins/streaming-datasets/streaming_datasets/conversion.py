@@ -90,6 +90,7 @@ class WriterOptions:
         size_limit: Shard size limit in bytes (int or ``'64mb'``).
         exist_ok: Replace a non-empty output directory instead of refusing.
         progress: Show a progress bar.
+        storage_options: Options for a remote output's storage backend (``endpoint_url``, ``profile``...).
     """
 
     workers: int = 1
@@ -98,6 +99,7 @@ class WriterOptions:
     size_limit: int | str | None = DEFAULT_SIZE_LIMIT
     exist_ok: bool = False
     progress: bool = True
+    storage_options: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
@@ -124,7 +126,7 @@ class WriterOptions:
     def writer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~streaming_mds.MDSWriter` (besides ``out`` and ``columns``)."""
         return {'compression': self.compression, 'hashes': list(self.hashes) if self.hashes else None,
-                'size_limit': self.size_limit}
+                'size_limit': self.size_limit, 'storage_options': dict(self.storage_options or {})}
 
 
 def partition_items(items: Sequence[Any], parts: int) -> list[Sequence[Any]]:
@@ -170,7 +172,7 @@ def convert_split(items: Sequence[Any], produce: Callable[[Sequence[Any]], Itera
         except Exception as err:
             raise ValueError(f'{desc}: the producer {produce!r} or its items cannot be sent to worker processes '
                              f'({err}); define the producer at module level, or use workers=1.') from err
-    _prepare_root(out, options.exist_ok)
+    _prepare_root(out, options)
     if len(chunks) == 1:
         return _convert_here(items, produce, columns, out, options, total, desc)
     return _convert_parallel(chunks, produce, columns, out, options, total, desc)
@@ -221,10 +223,11 @@ def _log_skips(desc: str, skipped: int, reasons: list[str], samples: int) -> Non
         logger.warning('%s: skipped %d source record(s); first: %s', desc, skipped, '; '.join(reasons[:3]))
 
 
-def _prepare_root(out: str, exist_ok: bool) -> None:
-    """Refuse (or clear, with ``exist_ok``) a non-empty output before partitions are written into it."""
+def _prepare_root(out: str, options: WriterOptions) -> None:
+    """Refuse (or clear, with ``exist_ok``) a non-empty output before anything is written into it."""
+    exist_ok = options.exist_ok
     if is_remote(out):
-        if not exist_ok and exists(join(out, 'index.json')):
+        if not exist_ok and exists(join(out, 'index.json'), options=options.storage_options):
             raise FileExistsError(f'The remote output already holds a dataset: {join(out, "index.json")}. Pass '
                                   f'exist_ok=True (--exist-ok) to overwrite it, or choose another location.')
         return
@@ -300,7 +303,7 @@ def _convert_parallel(chunks: list[Sequence[Any]], produce: Callable[[Sequence[A
             process.join(timeout=30)
         queue.close()
     from streaming_core.merge import merge_index
-    merge_index(out)
+    merge_index(out, storage_options=options.storage_options)
     samples = sum(r[0] for r in results.values())
     skipped = sum(r[1] for r in results.values())
     reasons = [reason for k in sorted(results) for reason in results[k][2]][:_MAX_REASONS]

@@ -74,3 +74,13 @@ def test_writer_options_are_checked_before_converting(tmp_path):
         WriterOptions(workers=0)
     with pytest.raises(ValueError, match='size_limit'):
         WriterOptions(size_limit=1 << 33)
+
+
+def test_storage_options_and_quiet(tmp_path, helpers):
+    from streaming_datasets.enwiki import register
+    helpers.write_jsonl(tmp_path / 'wiki.jsonl', [{'id': 1, 'url': 'u', 'title': 't', 'text': 'x'}])
+    with pytest.raises(ValueError, match='expected KEY=VALUE'):
+        helpers.run_cli(register, ['enwiki', str(tmp_path / 'wiki.jsonl'), str(tmp_path / 'o'), '--quiet',
+                                   '--storage-option', 'endpoint_url'])
+    assert helpers.run_cli(register, ['enwiki', str(tmp_path / 'wiki.jsonl'), str(tmp_path / 'o'), '--quiet',
+                                      '--storage-option', 'retries=3']) == 0
