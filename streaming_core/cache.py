@@ -135,17 +135,19 @@ class CacheState:
         """Record an access (no lock: one aligned 8-byte store)."""
         self.access[shard] = time.time_ns()
 
-    def reserve(self, shard: int, size: int, on_wait: Callable[[], None] | None = None) -> None:
+    def reserve(self, shard: int, size: int, on_wait: Callable[[], None] | None = None,
+                timeout: float | None = None) -> None:
         """Reserve ``size`` bytes for the shard's download, evicting cold shards as needed.
 
         When nothing can be evicted yet (every present shard is in use), ``on_wait`` is called and the reservation
-        retried with growing sleeps, so the caller's own reader can release what it holds.
+        retried with growing sleeps, so the caller's own reader can release what it holds. ``timeout`` (default: the
+        cache's) bounds the whole wait.
 
         Raises:
             CacheLimitError: when no space could be freed within the timeout (every other shard is in use, or
                 belongs to a stream without a remote copy).
         """
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         delay = 0.005
         while True:
             self._acquire()
@@ -161,9 +163,10 @@ class CacheState:
                 on_wait()
             if time.monotonic() >= deadline:
                 raise CacheLimitError(
-                    f'Cache limit of {self.limit} bytes cannot fit shard {shard} ({size} bytes): {self.usage} bytes '
-                    f'are in use by shards being read or downloaded, or by local-only streams that are never '
-                    f'evicted. Raise cache_limit (or lower predownload / num_workers).')
+                    f'Cache limit of {self.limit} bytes (for shards) cannot fit shard {shard} ({size} bytes): '
+                    f'{self.usage} bytes are held by shards being read or downloaded on this node, or by local-only '
+                    f'streams that are never evicted. Each reading process (rank or DataLoader worker) needs room '
+                    f'for at least one shard: raise cache_limit or use fewer workers.')
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 

@@ -2,12 +2,13 @@
 
 The sample ids are mapped to ``(shard, index)`` once, vectorised, and cut into *runs*: a run is a stretch of a
 shard's uses with no gap longer than the keep window (unbounded without a cache limit, ``predownload`` samples
-with one). A background thread walks the runs in order of their first use and prepares, pins and opens each
-shard while the run starts within ``predownload`` samples of the training loop; it sleeps on a condition
-variable, never polling in a tight loop. The loop reads from already-open memory-mapped shards (per sample: two
-list lookups, a dict lookup and the decode) and closes (unpins) a shard once its run is behind it, so under a
-cache limit only shards needed soon are protected from eviction. When the cache is full of pinned shards and
-the loop waits, it releases every pin but the one it needs, so a tight cache thrashes but never deadlocks.
+with one). A background thread walks the runs in order of their first use and prepares each shard while the run
+starts within ``predownload`` samples of the training loop; it sleeps on a condition variable, never polling in a
+tight loop. Without a cache limit it also opens the shard ahead; with one it only downloads it, so shards not
+being read stay evictable and no process can hoard the cache. The loop reads from open memory-mapped shards (per
+sample: two list lookups, a dict lookup and the decode) and closes (unpins) a shard once its run is behind it.
+When the cache is full, the loop releases every pin but the one it needs, so a tight cache thrashes but never
+deadlocks: each reading process needs room for one shard.
 
 An error preparing a shard is raised in the loop when it reaches that shard, naming the shard, the remote and
 the cause.
@@ -24,12 +25,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.errors import WaitTimeoutError
+from streaming_core.errors import CacheLimitError, WaitTimeoutError
 
 if TYPE_CHECKING:
     from streaming_core.dataset import StreamingDataset
 
-__all__ = ['EpochIterator', 'shard_runs']
+__all__ = ['EpochIterator', 'shard_runs', 'PREFETCH_PATIENCE']
+
+#: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
+PREFETCH_PATIENCE = 5.0
 
 
 def shard_runs(shards: NDArray[np.int64], gap: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64],
@@ -107,6 +111,9 @@ class EpochIterator:
         self._open_until: dict[int, int] = {}   # shard -> end of the run it is held open for
         self._thread: threading.Thread | None = None
         self.wait_timeout = max(s.wait_timeout for s in dataset.streams) * 2
+        # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
+        # shards not being read stay evictable and no process can hoard the cache.
+        self._open_ahead = self.manager.cache_limit is None
 
     # ----------------------------------------------------------------------------------------------------------
     def _hold(self, shard: int, end: int) -> None:
@@ -128,15 +135,20 @@ class EpochIterator:
                         self._cond.wait(0.05)
                     if self._stop:
                         return
-                    if shard in self._open_until:   # still open from an earlier run: extend it
+                    if self._open_ahead and shard in self._open_until:  # still open from an earlier run: extend it
                         self._hold(shard, end)
                         self._ready = k + 1
                         self._cond.notify_all()
                         continue
                 try:
-                    self.manager.open(shard, on_wait=self._on_cache_pressure)
-                    with self._cond:
-                        self._hold(shard, end)
+                    if self._open_ahead:
+                        self.manager.open(shard)
+                        with self._cond:
+                            self._hold(shard, end)
+                    else:
+                        self.manager.prepare(shard, on_wait=self._on_cache_pressure, patience=PREFETCH_PATIENCE)
+                except CacheLimitError:
+                    pass  # no room yet: the loop prepares it itself when it gets there
                 except BaseException as err:  # reported to the loop when it reaches this shard
                     with self._cond:
                         self._errors[shard] = err
@@ -191,10 +203,19 @@ class EpochIterator:
             self.manager.close(other)
         if release:
             return self._wait_for(shard, pos)
-        view = self.manager.open(shard)
+        view = self.manager.open(shard, on_wait=lambda: self._release_all_except(shard))
         with self._cond:
             self._hold(shard, end)
         return view
+
+    def _release_all_except(self, shard: int) -> None:
+        """Called by this loop's own reservation when the cache is full: drop every other pin it holds."""
+        with self._cond:
+            release = [s for s in self._open_until if s != shard]
+            for other in release:
+                del self._open_until[other]
+        for other in release:
+            self.manager.close(other)
 
     def _release_behind(self, pos: int) -> None:
         """Close the shards whose run is behind ``pos``; let the prefetcher move on."""

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from streaming_core.cache import CacheHooks, CacheState, cache_key
-from streaming_core.errors import StreamingError
+from streaming_core.errors import CacheLimitError, StreamingError
 from streaming_core.locking import RangeLocks
 from streaming_core.paths import COORD_NAME
 from streaming_core.stream import Stream
@@ -153,10 +153,11 @@ class ShardManager:
         """Whether the shard's raw files are present locally."""
         return self.stream_of(shard).is_ready(self.readers[shard])
 
-    def prepare(self, shard: int, on_wait: Callable[[], None] | None = None) -> None:
+    def prepare(self, shard: int, on_wait: Callable[[], None] | None = None, patience: float | None = None) -> None:
         """Make the shard's raw files present, once per node (waits for another thread or process doing it).
 
-        ``on_wait`` is called whenever the cache has no room yet for the shard (see ``CacheState.reserve``).
+        ``on_wait`` is called whenever the cache has no room yet for the shard, and ``patience`` bounds that wait
+        (see ``CacheState.reserve``).
 
         Raises:
             ShardPrepareError: naming the shard, its remote and the cause, when it cannot be made available.
@@ -172,7 +173,7 @@ class ShardManager:
             future.result(timeout=self.stream_of(shard).wait_timeout * 2)
             return
         try:
-            self._prepare(shard, on_wait)
+            self._prepare(shard, on_wait, patience)
         except BaseException as err:
             future.set_exception(err)
             raise
@@ -182,7 +183,8 @@ class ShardManager:
             with self._inflight_lock:
                 self._inflight.pop(shard, None)
 
-    def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None) -> None:
+    def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None,
+                 patience: float | None = None) -> None:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
         if stream.is_ready(reader):
@@ -191,13 +193,13 @@ class ShardManager:
             return
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
-            cache.reserve(shard, reader.max_size, on_wait=on_wait)
+            cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
         try:
             stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))
         except BaseException as err:
             if cache is not None:
                 cache.cancel(shard)
-            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            if isinstance(err, (KeyboardInterrupt, SystemExit, CacheLimitError)):
                 raise
             remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
             raise ShardPrepareError(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
