@@ -43,6 +43,7 @@ compat: $(STAMP)
 	./compat/run.sh
 
 bench: $(STAMP)
+	./compat/setup.sh --bench
 	$(PY) -m benchmarks.run
 
 clean:
