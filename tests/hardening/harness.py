@@ -1,0 +1,183 @@
+"""Process helpers for the hardening tests: the memory-capped read server, spawning and killing workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Address space a hostile file may make the reader allocate beyond its own imports.
+READ_HEADROOM_MB = 384
+#: How long one read of a hostile dataset may take before it counts as a hang.
+READ_TIMEOUT = 20.0
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a worker process: the repository on the path, one OpenMP thread."""
+    return dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1', **extra)
+
+
+def spawn(module: str, *args: str, env: dict[str, str] | None = None, log: str | None = None
+          ) -> subprocess.Popen[bytes]:
+    """Start ``python -m module args...`` in the repository root (output to ``log``, else a pipe)."""
+    out: Any = open(log, 'ab') if log else subprocess.PIPE
+    try:
+        return subprocess.Popen([sys.executable, '-m', module, *args], cwd=ROOT, env=env or child_env(),
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    finally:
+        if log:
+            out.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str = 'condition',
+             proc: subprocess.Popen[bytes] | None = None, log: str | None = None) -> None:
+    """Poll ``predicate`` every 20 ms; fail after ``timeout`` (or as soon as ``proc`` exits)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f'process exited ({proc.returncode}) before {what}:\n{tail(log)}')
+        if time.monotonic() > deadline:
+            raise AssertionError(f'{what} not reached within {timeout} s:\n{tail(log)}')
+        time.sleep(0.02)
+
+
+def tail(log: str | None, size: int = 4000) -> str:
+    """The end of a log file ('' when absent)."""
+    if not log or not os.path.exists(log):
+        return ''
+    with open(log, errors='replace') as handle:
+        return handle.read()[-size:]
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process we started and reap it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (read from /proc)."""
+    try:
+        with open(f'/proc/{pid}/stat') as handle:
+            state = handle.read().rsplit(')', 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ('Z', 'X')
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct children of ``pid``, from /proc (no psutil)."""
+    found = []
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f'/proc/{name}/stat') as handle:
+                fields = handle.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(name))
+    return sorted(found)
+
+
+def read_json(path: str) -> Any:
+    """A JSON file's content, or None while it does not exist yet (or is being replaced)."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+class ReadServer:
+    """The client side of ``workers/read_server.py``: one long-lived capped reader, restarted after a crash.
+
+    :meth:`read` returns the server's answer, or ``{'ok': False, 'type': 'CRASH'|'HANG', ...}`` when the process
+    died or did not answer within ``timeout`` seconds (it is then replaced by a fresh one).
+    """
+
+    def __init__(self, headroom_mb: int = READ_HEADROOM_MB) -> None:
+        self.headroom_mb = headroom_mb
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.limit = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, '-m', 'tests.hardening.workers.read_server', str(self.headroom_mb)],
+                                cwd=ROOT, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        ready = self._answer(proc, 120.0)
+        if not ready or not ready.get('ready'):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f'read server did not start: {ready}')
+        self.limit = int(ready['limit'])
+        return proc
+
+    @staticmethod
+    def _answer(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def read(self, directory: str, *, allow_unsafe_types: bool = False,
+             timeout: float = READ_TIMEOUT) -> dict[str, Any]:
+        """Read every sample of the dataset in ``directory`` in the capped process."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        proc = self.proc
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps({'dir': directory, 'allow_unsafe_types': allow_unsafe_types}) + '\n').encode())
+        proc.stdin.flush()
+        answer = self._answer(proc, timeout)
+        if answer is not None:
+            return answer
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            self.proc = None
+            return {'ok': False, 'type': 'HANG', 'mro': [], 'streaming': False,
+                    'message': f'no answer within {timeout} s'}
+        self.proc = None
+        return {'ok': False, 'type': 'CRASH', 'mro': [], 'streaming': False,
+                'message': f'the reader died with exit status {proc.returncode}'}
+
+    def close(self) -> None:
+        """Stop the server."""
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def describe(result: dict[str, Any]) -> str:
+    """A one-line description of a read result for assertion messages."""
+    if result.get('ok'):
+        return f'ok ({result.get("samples")} samples)'
+    return f'{result.get("type")} (caused by {result.get("causes")}): {result.get("message")}'
+
+
+def refused_properly(result: dict[str, Any]) -> bool:
+    """The hostile-input contract: success, or a StreamingError that is not a disguised resource failure (never a
+    crash, a hang, an exhausted memory cap or any other exception)."""
+    if result.get('ok'):
+        return True
+    exhausted = {'MemoryError'} & {result.get('type'), *result.get('causes', [])}
+    return bool(result.get('streaming')) and not exhausted
