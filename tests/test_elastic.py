@@ -42,3 +42,39 @@ def test_global_order_is_the_same_for_every_world_shape(remote, tmp_path):
     assert baseline[0] != baseline[1]
     for shape, order in orders.items():
         assert order == baseline, f'world {shape} differs from {SHAPES[0]}'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('before, after', [((2, 2, 2), (1, 2, 1)), ((1, 3, 1), (4, 1, 2))])
+def test_resume_on_a_different_world(remote, tmp_path, before, after):
+    stop = 7
+    baseline_dir = tmp_path / 'baseline'
+    baseline_dir.mkdir()
+    baseline = run_world(str(baseline_dir), 1, 1, dict(_config(remote, str(baseline_dir / 'local'), 1, 0),
+                                                        epochs=1))
+    expected = [sorted(batch) for batch in global_batches(baseline)]
+
+    first_dir = tmp_path / 'first'
+    first_dir.mkdir()
+    nodes, per_node, workers = before
+    config = dict(_config(remote, str(first_dir / 'local'), nodes * per_node, workers), epochs=1,
+                  streaming_loader=True, stop_after=stop)
+    first = run_world(str(first_dir), nodes, per_node, config)
+    states = {json_key(r['state']) for r in first}
+    assert len(states) == 1, 'every rank must report the same state'
+    state = first[0]['state']
+    assert state['sample_in_epoch'] == stop * GLOBAL_BATCH
+
+    second_dir = tmp_path / 'second'
+    second_dir.mkdir()
+    nodes, per_node, workers = after
+    config = dict(_config(remote, str(second_dir / 'local'), nodes * per_node, workers), epochs=1,
+                  streaming_loader=True, resume=state)
+    second = run_world(str(second_dir), nodes, per_node, config)
+    resumed = [sorted(batch) for batch in global_batches(first)[:stop] + global_batches(second)]
+    assert resumed == expected
+
+
+def json_key(state):
+    import json
+    return json.dumps(state, sort_keys=True)
