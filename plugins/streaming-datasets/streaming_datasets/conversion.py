@@ -38,7 +38,7 @@ logger = logging.getLogger('streaming_datasets')
 DEFAULT_SIZE_LIMIT = 1 << 26
 _MAX_REASONS = 10
 _REPORT_EVERY = 0.2  # seconds between progress messages from a partition process
-_DEATH_GRACE = 5.0   # seconds a dead partition process may take to deliver its last message
+_DEATH_GRACE = 1.0   # seconds a dead partition process may take to deliver its last message
 
 
 class SourceLayoutError(StreamingError, ValueError):
