@@ -63,7 +63,8 @@ def document_items(inputs: Sequence[str] | str) -> list[tuple[str, str, int, int
         files = find_files(source)
         if not files:
             raise SourceLayoutError(f'{source} is neither a streaming dataset (no index.json) nor a JSON-lines file '
-                                    f'or folder of them.')
+                                    f'or folder of them. For a converted dataset, give its split directory (for '
+                                    f'example /data/c4/train).')
         items.extend(('jsonl', path, 0, 0) for path in files)
     if not items:
         raise SourceLayoutError(f'No documents found in {inputs}.')
