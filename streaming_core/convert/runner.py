@@ -165,6 +165,7 @@ def _write_part(task: _Task, progress: Any) -> tuple[int, int]:
     plan = [(name, coercer(encoding, text_source=source.text_values), encoding)
             for name, encoding in task.columns.items()]
     writer = writer_cls(columns=task.columns, out=task.out, **task.writer_kwargs)
+    part_text = source.describe(task.part)
     count = 0
     for record in source.read(task.part, progress):
         sample = {}
@@ -173,22 +174,22 @@ def _write_part(task: _Task, progress: Any) -> tuple[int, int]:
                 value = record[name]
             except KeyError:
                 if encoding != 'json':
-                    raise ConversionError(f'{source.describe(task.part)}: record {count} has no column {name!r} '
+                    raise ConversionError(f'{part_text}: record {count} of this part has no column {name!r} '
                                           f'(columns: {", ".join(task.columns)}).') from None
                 value = None
             if coerce is not None:
                 try:
                     value = coerce(value)
                 except (TypeError, ValueError, ArithmeticError) as err:
-                    raise ConversionError(f'{source.describe(task.part)}: record {count}, column {name!r}: the '
-                                          f'value {_short(value)} does not fit the encoding {encoding} ({err}). '
-                                          f'Give the column another encoding with --columns.') from err
+                    raise ConversionError(f'{part_text}: record {count} of this part, column {name!r}: the value '
+                                          f'{_short(value)} does not fit the encoding {encoding} ({err}). Give the '
+                                          f'column another encoding with --columns.') from err
             sample[name] = value
         try:
             writer.write(sample)
         except (TypeError, ValueError) as err:
-            raise ConversionError(f'{source.describe(task.part)}: record {count} cannot be written as '
-                                  f'{task.format} with columns {task.columns}: {err}') from err
+            raise ConversionError(f'{part_text}: record {count} of this part cannot be written as {task.format} '
+                                  f'with columns {task.columns}: {err}') from err
         count += 1
     writer.finish()
     return count, len(writer.shards)
