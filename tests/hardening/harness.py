@@ -181,3 +181,93 @@ def refused_properly(result: dict[str, Any]) -> bool:
         return True
     exhausted = {'MemoryError'} & {result.get('type'), *result.get('causes', [])}
     return bool(result.get('streaming')) and not exhausted
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Simulated multi-node jobs (one process per rank, torchrun-style environment, gloo).
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class Job:
+    """A simulated job: ``nodes x ranks_per_node`` rank processes of ``workers/train.py``.
+
+    Each node gets its own cache root (``STREAMING_CORE_CACHE_DIR``); ``config_of(node)`` gives the rank config of
+    a node (so each node can have its own local directories). Logs go to ``root/rank{r}.log``, results to
+    ``root/rank{r}.json``.
+    """
+
+    def __init__(self, root: str, nodes: int, ranks_per_node: int, config_of: Callable[[int], dict[str, Any]],
+                 module: str = 'tests.hardening.workers.train', tag: str = '') -> None:
+        self.root = root
+        self.nodes = nodes
+        self.ranks_per_node = ranks_per_node
+        self.world = nodes * ranks_per_node
+        self.tag = tag
+        port = free_port()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for rank in range(self.world):
+            node = rank // ranks_per_node
+            env = child_env(RANK=str(rank), WORLD_SIZE=str(self.world), LOCAL_WORLD_SIZE=str(ranks_per_node),
+                            LOCAL_RANK=str(rank % ranks_per_node), MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
+                            STREAMING_CORE_CACHE_DIR=os.path.join(root, f'node{node}-cache'))
+            if os.path.exists(self.output(rank)):
+                os.remove(self.output(rank))
+            self.procs.append(spawn(module, json.dumps(config_of(node)), self.output(rank), env=env,
+                                    log=self.log(rank)))
+
+    def output(self, rank: int) -> str:
+        """Where rank ``rank`` writes its result."""
+        return os.path.join(self.root, f'rank{rank}{self.tag}.json')
+
+    def log(self, rank: int) -> str:
+        """Rank ``rank``'s combined stdout/stderr."""
+        return os.path.join(self.root, f'rank{rank}{self.tag}.log')
+
+    def wait(self, timeout: float) -> list[int]:
+        """Wait for every rank (killing all of them past ``timeout``); returns the exit statuses."""
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.kill_all()
+                raise AssertionError(f'job did not finish within {timeout} s:\n' + self.logs()) from None
+        return [proc.returncode for proc in self.procs]
+
+    def results(self, timeout: float) -> list[dict[str, Any]]:
+        """Wait for a successful run and return each rank's result."""
+        codes = self.wait(timeout)
+        if any(codes):
+            raise AssertionError(f'ranks failed with {codes}:\n{self.logs()}')
+        return [read_json(self.output(rank)) for rank in range(self.world)]
+
+    def kill_all(self) -> None:
+        """SIGKILL every rank (as a launcher does when one rank dies) and reap them."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for proc in self.procs:
+            proc.wait(timeout=30)
+
+    def logs(self, size: int = 2500) -> str:
+        """The end of every rank's log."""
+        return '\n'.join(f'--- rank {r} ---\n{tail(self.log(r), size)}' for r in range(self.world))
+
+
+def read_steps(path: str) -> list[dict[str, Any]]:
+    """The complete lines of a rank's steps log (a line cut by a SIGKILL is ignored)."""
+    if not os.path.exists(path):
+        return []
+    steps = []
+    with open(path) as handle:
+        for line in handle:
+            try:
+                steps.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return steps
