@@ -54,7 +54,11 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
                    strict: bool = False) -> list[tuple[str, int, int, str, str, int, bool]]:
     """One item per img2dataset shard: ``(parquet file, first row, end row, folder, shard name, index digits,
     strict)``."""
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError('Reading the LAION metadata needs pyarrow: pip install pyarrow (or '
+                          'streaming-datasets[laion]).') from None
     if samples_per_shard < 2:
         raise ValueError(f'samples_per_shard must be at least 2 (img2dataset\'s number_sample_per_shard), got '
                          f'{samples_per_shard}.')
