@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from streaming_core.merge import merge_index_from_list, merge_index_from_root
-    from streaming_core.storage import download_file, is_remote
+    from streaming_core.storage import download_file, is_remote, local_path
     out: str | tuple[str, str] = (args.out, args.remote) if args.remote else args.out
     options = storage_options(args)
     common = {'storage_options': options}
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             with open(path, 'rb') as handle:
                 index = json.loads(handle.read())
     else:
-        with open(where, 'rb') as handle:
+        with open(local_path(where), 'rb') as handle:
             index = json.loads(handle.read())
     shards = index.get('shards', [])
     samples = sum(int(entry.get('samples') or 0) for entry in shards)

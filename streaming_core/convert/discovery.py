@@ -92,6 +92,26 @@ def _missing_run(name: str, plugin: str) -> Any:
     return run
 
 
+class _Guarded:
+    """The subparsers action as a plugin's ``register`` sees it: adding a built-in converter's name is refused with a
+    clear reason (argparse would only say "conflicting subparser")."""
+
+    def __init__(self, subparsers: Any, reserved: set[str]) -> None:
+        self._subparsers = subparsers
+        self._reserved = reserved
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        for taken in (name, *kwargs.get('aliases', ())):
+            if taken in self._reserved:
+                raise ValueError(f'it tried to add the subcommand {taken!r}, which is a built-in converter')
+            if taken in self._subparsers.choices:
+                raise ValueError(f'it tried to add the subcommand {taken!r}, which another converter already added')
+        return self._subparsers.add_parser(name, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._subparsers, name)
+
+
 def _forget(subparsers: Any, names: set[str]) -> None:
     """Drop subcommands a failed ``register`` half-added (from the choices and the help listing)."""
     for name in names:
@@ -123,11 +143,8 @@ def register_converters(subparsers: Any, reserved: set[str]) -> list[ConverterIn
             register = ep.load()
             if not callable(register):
                 raise TypeError(f'{ep.value} is a {type(register).__name__}, not a register(subparsers) function')
-            register(subparsers)
+            register(_Guarded(subparsers, reserved))
             added = sorted(set(subparsers.choices) - before)
-            clash = sorted(set(added) & reserved)
-            if clash:
-                raise ValueError(f'it registered the built-in name {clash[0]!r}')
             if not added:
                 raise ValueError('its register(subparsers) added no subcommand')
         except Exception as err:  # never break the CLI for one bad plugin

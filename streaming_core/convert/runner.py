@@ -251,6 +251,7 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
                               'size_limit': size_limit, 'exist_ok': exist_ok, 'keep_local': keep_local,
                               'storage_options': options, **dict(writer_options or {})}
     parts = source.split(workers)
+    _prepare_out(local, remote, exist_ok, options)
     if workers == 1:
         bar = _bar(source, progress, 1)
         try:
@@ -262,7 +263,6 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
         where = join(remote, 'index.json') if remote else os.path.join(str(local), 'index.json')
         return ConvertResult(where, samples, shards, 1, final, format, time.monotonic() - started)
 
-    _prepare_out(local, remote, exist_ok, options)
     names = partition_names(workers)
     tasks, indexes = [], []
     for name, part in zip(names, parts):

@@ -1,0 +1,206 @@
+"""The `streaming` CLI: help, inspect, verify, merge-index, cache, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from streaming_core.cli import COMMANDS, build_parser, main
+from tests.fixtures.data import write_mds
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_command_has_help_that_builds(capsys):
+    parser = build_parser()
+    text = parser.format_help()
+    for name in COMMANDS:
+        assert name in text
+        with pytest.raises(SystemExit) as info:
+            main([name, '--help'])
+        assert info.value.code == 0
+        assert capsys.readouterr().out.startswith(f'usage: streaming {name}')
+    for kind in ('jsonl', 'csv', 'parquet', 'imagefolder'):
+        with pytest.raises(SystemExit):
+            main(['convert', kind, '--help'])
+        assert '--workers' in capsys.readouterr().out
+
+
+def test_console_script_runs():
+    exe = os.path.join(os.path.dirname(sys.executable), 'streaming')
+    if not os.path.exists(exe):
+        pytest.skip('console script not installed')
+    done = subprocess.run([exe, 'inspect', '/no/such/dir'], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().count('\n') == 0
+    assert 'streaming inspect: error: No dataset at /no/such/dir' in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def test_inspect_text_and_json(tmp_path, capsys):
+    out = write_mds(str(tmp_path / 'ds'), 50, compression='zstd', hashes=['sha1', 'xxh64'], size_limit=600)
+    code, text, _ = run(capsys, 'inspect', out)
+    assert code == 0
+    assert 'Format:        mds' in text and 'data (bytes), id (int)' in text and 'Samples:       50' in text
+    assert 'zstd' in text and 'sha1, xxh64' in text and 'Compressed:' in text
+    code, text, _ = run(capsys, 'inspect', os.path.join(out, 'index.json'), '--json', '--shards')
+    info = json.loads(text)
+    assert info['samples'] == 50 and info['shards'] == len(info['shard_list']) > 1
+    assert info['columns'] == {'data': 'bytes', 'id': 'int'} and info['compression'] == {'zstd': info['shards']}
+    assert info['raw_bytes'] == sum(row['raw_bytes'] for row in info['shard_list'])
+
+
+def test_inspect_remote_and_split(tmp_path, capsys, http_server):
+    write_mds(os.path.join(http_server.root, 'insp', 'train'), 20)
+    code, text, _ = run(capsys, 'inspect', f'{http_server.url}/insp', '--split', 'train', '--json')
+    assert code == 0 and json.loads(text)['samples'] == 20
+    code, _, err = run(capsys, 'inspect', f'{http_server.url}/insp')
+    assert code == 1 and err.startswith('streaming inspect: error:') and err.count('\n') == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def _dataset(tmp_path, name='v', **kwargs):
+    return write_mds(str(tmp_path / name), 60, hashes=['sha1', 'xxh64'], size_limit=700, **kwargs)
+
+
+def _shard_files(path):
+    with open(os.path.join(path, 'index.json')) as handle:
+        index = json.load(handle)
+    return [(entry.get('zip_data') or entry['raw_data'])['basename'] for entry in index['shards']]
+
+
+def test_verify_ok_and_selected_hash(tmp_path, capsys):
+    out = _dataset(tmp_path)
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 0 and 'hashes sha1, xxh64' in text and 'every sample decoded' in text and 'OK' in text
+    code, text, _ = run(capsys, 'verify', out, '--quiet', '--hash', 'xxh64')
+    assert code == 0 and 'hashes xxh64;' in text
+    code, _, err = run(capsys, 'verify', out, '--hash', 'md5')
+    assert code == 1 and "records no 'md5' hashes" in err
+
+
+def test_verify_reports_each_bad_shard(tmp_path, capsys):
+    out = _dataset(tmp_path)
+    files = _shard_files(out)
+    assert len(files) >= 4
+    path = os.path.join(out, files[1])
+    data = bytearray(open(path, 'rb').read())
+    data[-3] ^= 0xFF  # same size, different content
+    open(path, 'wb').write(bytes(data))
+    with open(os.path.join(out, files[2]), 'r+b') as handle:
+        handle.truncate(20)
+    os.remove(os.path.join(out, files[3]))
+    code, text, err = run(capsys, 'verify', out, '--quiet')
+    assert code == 1
+    assert f'BAD shard 1 ({files[1]}): {files[1]}: sha1 mismatch' in text
+    assert 'xxh64 mismatch' in text
+    assert f'BAD shard 2 ({files[2]}): {files[2]}: 20 bytes, but the index declares' in text
+    assert f'BAD shard 3 ({files[3]}): {files[3]}: missing' in text
+    assert 'FAILED: 3 of' in text and 'shard 0 ' not in text
+    code, text, _ = run(capsys, 'verify', out, '--json')
+    report = json.loads(text)
+    assert code == 1 and report['bad'] == 3 and [r['shard'] for r in report['results'] if r['problems']] == [1, 2, 3]
+
+
+def test_verify_decodes_samples_without_hashes(tmp_path, capsys):
+    out = write_mds(str(tmp_path / 'nohash'), 30, size_limit=700)
+    path = os.path.join(out, _shard_files(out)[0])
+    data = bytearray(open(path, 'rb').read())
+    data[8:12] = (10**6).to_bytes(4, 'little')  # the first sample offset now points past the file
+    open(path, 'wb').write(bytes(data))
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 1 and 'sizes only (the index records no hashes)' in text
+    assert 'BAD shard 0' in text and 'cannot be opened' in text
+
+
+def test_verify_compressed_and_remote(tmp_path, capsys, http_server):
+    out = _dataset(tmp_path, 'z', compression='zstd')
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 0
+    remote_dir = os.path.join(http_server.root, 'verify-z')
+    shutil.copytree(out, remote_dir)
+    code, text, _ = run(capsys, 'verify', f'{http_server.url}/verify-z', '--quiet')
+    assert code == 0 and '60 samples' in text
+    zipped = os.path.join(remote_dir, _shard_files(out)[0])
+    data = bytearray(open(zipped, 'rb').read())
+    data[len(data) // 2] ^= 0x55
+    open(zipped, 'wb').write(bytes(data))
+    code, text, _ = run(capsys, 'verify', f'{http_server.url}/verify-z', '--quiet', '--no-decode')
+    assert code == 1 and 'BAD shard 0' in text and 'sha1 mismatch' in text
+
+
+def test_verify_checks_raw_files_of_a_cache(tmp_path, capsys):
+    """A local copy that holds only the decompressed files (as a cache does) is checked through them."""
+    from streaming_core import StreamingDataset
+    out = _dataset(tmp_path, 'c', compression='zstd')
+    cache = str(tmp_path / 'cache')
+    dataset = StreamingDataset(remote=f'file://{out}', local=cache, batch_size=1)
+    for i in range(dataset.num_samples):
+        dataset[i]
+    assert not any(name.endswith('.zstd') for name in os.listdir(cache))
+    code, text, _ = run(capsys, 'verify', cache, '--quiet')
+    assert code == 0 and 'OK' in text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def test_merge_index_both_forms(tmp_path, capsys):
+    root = tmp_path / 'parts'
+    for i, name in enumerate(['0', '1', '2']):
+        write_mds(str(root / name), 10, start=10 * i)
+    code, text, _ = run(capsys, 'merge-index', str(root))
+    assert code == 0 and 'Merged' in text and '(30 samples)' in text
+    from streaming_core import LocalDataset
+    assert [LocalDataset(str(root))[i]['id'] for i in range(30)] == list(range(30))
+    listed = [str(root / name / 'index.json') for name in ('2', '0')]
+    code, text, _ = run(capsys, 'merge-index', str(root), *listed)
+    assert code == 0 and '(20 samples)' in text
+    data = LocalDataset(str(root))
+    assert [data[i]['id'] for i in range(20)] == list(range(20, 30)) + list(range(10))
+    remote = tmp_path / 'remote'
+    code, text, _ = run(capsys, 'merge-index', str(root), '--remote', f'file://{remote}')
+    assert code == 0 and os.path.isfile(remote / 'index.json')
+    code, _, err = run(capsys, 'merge-index', str(tmp_path / 'empty'))
+    assert code == 1 and 'found no partition index.json' in err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
+    from streaming_core import StreamingDataset
+    from streaming_core.paths import cache_root, default_local
+    source = write_mds(str(tmp_path / 'src'), 40)
+    url = f'file://{source}'
+    dataset = StreamingDataset(remote=url, batch_size=4)  # downloads under the cache root
+    assert len(list(dataset)) == 40
+    root = cache_root()
+    os.makedirs(os.path.join(root, 'mine'))
+    code, text, _ = run(capsys, 'cache', '--json')
+    info = json.loads(text)
+    assert code == 0 and info['root'] == root
+    [entry] = info['datasets']
+    assert entry['path'] == default_local(url) and entry['samples_in_index'] == 40 and entry['bytes'] > 0
+    assert info['plans']['count'] >= 1 and info['other_entries'] == ['mine']
+    code, text, _ = run(capsys, 'cache', 'show')
+    assert 'Cache root: ' + root in text and '40 samples in index' in text
+    monkeypatch.setattr('sys.stdin', open(os.devnull))
+    code, _, err = run(capsys, 'cache', 'clear')
+    assert code == 1 and 'Pass --yes' in err
+    code, _, err = run(capsys, 'cache', 'clear', '--dataset', 'file:///not/cached', '--yes')
+    assert code == 1 and 'No cached dataset' in err
+    code, text, _ = run(capsys, 'cache', 'clear', '--dataset', url, '--yes')
+    assert code == 0 and not os.path.exists(default_local(url)) and os.path.isdir(os.path.join(root, 'plans'))
+    code, text, _ = run(capsys, 'cache', 'clear', '-y')
+    assert code == 0 and sorted(os.listdir(root)) == ['mine']
+
+
+def test_plugins_still_listed(capsys):
+    code, text, _ = run(capsys, 'plugins', '--json')
+    assert code == 0 and any(r['distribution'] == 'streaming-core' for r in json.loads(text))

@@ -1,0 +1,132 @@
+"""`streaming convert`: the built-in converters from the command line, and third-party converters discovered through
+entry points (a fake distribution put on sys.path, with real importlib.metadata discovery)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from streaming_core import LocalDataset
+from streaming_core.cli import main
+from streaming_core.plugins import BLOCK_ENV, DISABLE_ENV
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_convert_jsonl_command_line(tmp_path, capsys):
+    src = tmp_path / 'in.jsonl'
+    src.write_text(''.join(json.dumps({'id': i, 'text': f't{i}', 'vec': [i, i]}) + '\n' for i in range(300)))
+    out = tmp_path / 'out'
+    code, text, _ = run(capsys, 'convert', 'jsonl', str(src), str(out), '--columns', 'id:int32,vec:ndarray:int16:2',
+                        '--columns', 'text', '--workers', '3', '--compression', 'zstd', '--hashes', 'xxh64,sha1',
+                        '--size-limit', '2kb', '--quiet')
+    assert code == 0 and text == ''
+    index = json.loads((out / 'index.json').read_text())
+    assert index['shards'][0]['hashes'] == ['sha1', 'xxh64'] and index['shards'][0]['compression'] == 'zstd'
+    data = LocalDataset(str(out))
+    assert [int(data[i]['id']) for i in range(300)] == list(range(300))
+    assert data[5]['vec'].tolist() == [5, 5] and data[5]['text'] == 't5'
+    code, text, _ = run(capsys, 'convert', 'jsonl', str(src), str(tmp_path / 'j'), '--format', 'json',
+                        '--columns', 'id,text')
+    assert code == 0 and 'Wrote 300 samples in 1 json shards' in text and 'Columns: id:int, text:str' in text
+    code, _, err = run(capsys, 'convert', 'jsonl', str(src), str(out), '--quiet')
+    assert code == 1 and 'Directory is not empty' in err and '--exist-ok' in err
+    local, remote = tmp_path / 'local', tmp_path / 'remote'
+    code, _, _ = run(capsys, 'convert', 'jsonl', str(src), f'{local}::file://{remote}', '--quiet', '--keep-local')
+    assert code == 0 and (remote / 'index.json').exists() and (local / 'index.json').exists()
+
+
+def test_convert_csv_delimiter(tmp_path, capsys):
+    src = tmp_path / 'in.txt'
+    src.write_text('a;b\n1;x\n2;y\n')
+    code, _, _ = run(capsys, 'convert', 'csv', str(src), str(tmp_path / 'o'), '--delimiter', ';', '--quiet')
+    assert code == 0 and LocalDataset(str(tmp_path / 'o'))[1] == {'a': 2, 'b': 'y'}
+
+
+@pytest.fixture
+def fake_converters(tmp_path, monkeypatch):
+    """A distribution 'fake-conv' declaring four converter entry points (one good, three broken)."""
+    dist = tmp_path / 'fake_conv-0.1.dist-info'
+    dist.mkdir()
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: fake-conv\nVersion: 0.1\n')
+    (dist / 'entry_points.txt').write_text(textwrap.dedent('''\
+        [streaming_core.converters]
+        fakeconv = fake_conv_mod:register
+        brokenconv = fake_conv_missing_module:register
+        noparser = fake_conv_mod:register_nothing
+        clash = fake_conv_mod:register_jsonl
+        '''))
+    (tmp_path / 'fake_conv_mod.py').write_text(textwrap.dedent('''\
+        def register(subparsers):
+            parser = subparsers.add_parser('fakeconv', help='a fake dataset recipe')
+            parser.add_argument('out')
+            parser.add_argument('--count', type=int, default=5)
+            parser.set_defaults(run=run)
+
+        def run(args):
+            from streaming_core.registry import get_registry
+            writer = get_registry('format').get('mds').writer(out=args.out, columns={'x': 'int'})
+            for i in range(args.count):
+                writer.write({'x': i * i})
+            writer.finish()
+            print('fake converter wrote', args.count)
+            return 0
+
+        def register_nothing(subparsers):
+            pass
+
+        def register_jsonl(subparsers):
+            subparsers.add_parser('jsonl')
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.delenv(BLOCK_ENV, raising=False)
+    return tmp_path
+
+
+def test_entry_point_converter_runs(fake_converters, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(['convert', '--help'])
+    listing = capsys.readouterr().out
+    assert 'fakeconv' in listing and 'a fake dataset recipe' in listing and 'brokenconv' in listing
+    assert 'noparser' in listing and 'clash      (failed to load; run it to see why)' in listing
+    out = str(tmp_path / 'fake-out')
+    code, text, _ = run(capsys, 'convert', 'fakeconv', out, '--count', '7')
+    assert code == 0 and 'fake converter wrote 7' in text
+    data = LocalDataset(out)
+    assert [data[i]['x'] for i in range(7)] == [i * i for i in range(7)]
+
+
+def test_broken_entry_points_are_reported_not_fatal(fake_converters, capsys):
+    code, _, err = run(capsys, 'convert', 'brokenconv', 'anything', '--flag')
+    assert code == 1 and err.count('\n') == 1
+    assert "Converter plugin 'brokenconv' (distribution 'fake-conv'" in err
+    assert 'ModuleNotFoundError' in err and 'STREAMING_CORE_BLOCK_PLUGINS=brokenconv' in err
+    code, _, err = run(capsys, 'convert', 'noparser')
+    assert code == 1 and 'added no subcommand' in err
+    code, _, err = run(capsys, 'convert', 'clash')
+    assert code == 1 and "subcommand 'jsonl', which is a built-in converter" in err
+    code, text, _ = run(capsys, 'plugins', '--json')  # the rest of the CLI is unaffected
+    assert code == 0 and json.loads(text)
+
+
+def test_blocked_and_disabled_converters(fake_converters, monkeypatch, capsys):
+    monkeypatch.setenv(BLOCK_ENV, 'fakeconv,brokenconv')
+    with pytest.raises(SystemExit) as info:
+        main(['convert', 'fakeconv', 'x'])
+    assert info.value.code == 2 and "invalid choice: 'fakeconv'" in capsys.readouterr().err
+    monkeypatch.delenv(BLOCK_ENV)
+    monkeypatch.setenv(DISABLE_ENV, '1')
+    from streaming_core.convert.discovery import converter_entry_points
+    assert converter_entry_points() == []
+    monkeypatch.delenv(DISABLE_ENV)
+    names = [ep.name for ep in converter_entry_points()]
+    assert {'fakeconv', 'brokenconv', 'noparser', 'clash'} <= set(names) and names == sorted(names)
+    assert os.environ.get(BLOCK_ENV) is None
