@@ -9,15 +9,15 @@ from typing import Any
 from streaming_core.plugins import plugin_infos
 from streaming_core.registry import KINDS
 
-__all__ = ['add_parser', 'run', 'collect']
+__all__ = ['add_parser', 'run', 'collect', 'converter_names']
 
 
 def add_parser(subparsers: Any) -> None:
     """Register the subcommand."""
     parser = subparsers.add_parser('plugins', help='list installed plugins and the names they register',
                                    description='List every installed plugin distribution with its version and, per '
-                                               'kind (codec, compressor, hash, storage, format, shuffle, batching), '
-                                               'the names it registered.')
+                                               'kind (codec, compressor, hash, storage, format, shuffle, batching, and '
+                                               'the "streaming convert" converters), the names it registered.')
     parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
     parser.set_defaults(run=run)
 
@@ -34,7 +34,22 @@ def collect() -> list[dict[str, Any]]:
     for record in by_dist.values():
         record['registered'] = {kind: sorted(record['registered'][kind]) for kind in KINDS
                                 if kind in record['registered']}
+    for name, dist, version in converter_names():
+        record = by_dist.setdefault(dist, {'distribution': dist, 'version': version, 'plugins': [],
+                                           'registered': {}})
+        record['registered'].setdefault('converter', []).append(name)
     return sorted(by_dist.values(), key=lambda r: (r['distribution'] != 'streaming-core', r['distribution']))
+
+
+def converter_names() -> list[tuple[str, str, str]]:
+    """``(name, distribution, version)`` of every ``streaming convert`` entry point (not imported)."""
+    from streaming_core.convert.discovery import converter_entry_points
+    result = []
+    for ep in converter_entry_points():
+        dist = getattr(ep, 'dist', None)
+        name = (dist.metadata['Name'] if dist is not None else None) or '<unknown>'
+        result.append((ep.name, name, (dist.version if dist is not None else '') or ''))
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(records, indent=2))
         return 0
     for record in records:
-        print(f'{record["distribution"]} {record["version"]}  (plugins: {", ".join(record["plugins"])})')
+        plugins = f'  (plugins: {", ".join(record["plugins"])})' if record['plugins'] else ''
+        print(f'{record["distribution"]} {record["version"]}{plugins}')
         for kind, names in record['registered'].items():
             print(f'    {kind:<11} {", ".join(names)}')
     return 0

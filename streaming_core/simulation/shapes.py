@@ -185,6 +185,8 @@ class TrainingShape:
             else float(self.bandwidth)
         _positive('bandwidth', self.bandwidth)
         _positive('time_per_sample', self.time_per_sample, allow_zero=True)
+        if isinstance(self.cache_limit, (np.integer, np.floating)):
+            self.cache_limit = int(self.cache_limit)
         if self.cache_limit is not None:
             self.cache_limit = bytes_to_int(self.cache_limit) or None
         if self.predownload is None:
