@@ -130,3 +130,32 @@ def test_blocked_and_disabled_converters(fake_converters, monkeypatch, capsys):
     names = [ep.name for ep in converter_entry_points()]
     assert {'fakeconv', 'brokenconv', 'noparser', 'clash'} <= set(names) and names == sorted(names)
     assert os.environ.get(BLOCK_ENV) is None
+
+
+@pytest.mark.slow
+def test_s3_output_convert_inspect_verify(tmp_path, capsys, moto_server, cloud_env):
+    """A remote-only OUT on moto's S3: partitions uploaded, merged from the remote, then inspected and verified."""
+    import boto3
+    bucket = 'convert-cli'
+    boto3.client('s3', endpoint_url=moto_server.url, aws_access_key_id='testing', aws_secret_access_key='testing',
+                 region_name='us-east-1').create_bucket(Bucket=bucket)
+    options = [f'--storage-option=endpoint_url={moto_server.url}', '--storage-option=aws_access_key_id=testing',
+               '--storage-option=aws_secret_access_key=testing', '--storage-option=region=us-east-1']
+    src = tmp_path / 'in.jsonl'
+    src.write_text(''.join(json.dumps({'id': i, 'text': f'row {i}'}) + '\n' for i in range(500)))
+    url = f's3://{bucket}/corpus'
+    code, _, err = run(capsys, 'convert', 'jsonl', str(src), url, '--workers', '2', '--compression', 'zstd',
+                       '--hashes', 'xxh64', '--size-limit', '4kb', '--quiet', *options)
+    assert code == 0, err
+    code, text, _ = run(capsys, 'inspect', url, '--json', *options)
+    info = json.loads(text)
+    assert code == 0 and info['samples'] == 500 and info['compression'] == {'zstd': info['shards']}
+    code, text, _ = run(capsys, 'verify', url, '--quiet', *options)
+    assert code == 0 and 'OK' in text and 'hashes xxh64' in text
+    code, _, err = run(capsys, 'convert', 'jsonl', str(src), url, '--quiet', *options)
+    assert code == 1 and 'already holds a dataset' in err
+    from streaming_core import StreamingDataset
+    storage = {'endpoint_url': moto_server.url, 'aws_access_key_id': 'testing',
+               'aws_secret_access_key': 'testing', 'region': 'us-east-1'}
+    data = StreamingDataset(remote=url, local=str(tmp_path / 'cache'), batch_size=1, storage_options=storage)
+    assert [data[i]['id'] for i in range(data.num_samples)] == list(range(500))
