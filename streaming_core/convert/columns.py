@@ -295,9 +295,7 @@ def coercer(encoding: str, *, text_source: bool = False) -> Coercer | None:
         text_source: Values come from text (CSV): a ``json`` column parses its text as JSON.
     """
     name, _, args = encoding.partition(':')
-    if encoding in ('int',) or (encoding in INT_ENCODINGS and encoding != 'str_int'):
-        return _to_int
-    if encoding == 'str_int':
+    if encoding in INT_ENCODINGS:
         return _to_int
     if encoding in ('float', 'float16', 'float32', 'float64', 'str_float'):
         return _to_float

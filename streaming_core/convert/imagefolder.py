@@ -74,6 +74,7 @@ class ImageFolderSource(Source):
             raise FileNotFoundError(f'Image folder {src} holds no images ({", ".join(IMAGE_SUFFIXES)}).')
         self.total = len(self.items)
         self.image_encoding = 'jpeg'
+        self.read_images = True
 
     def infer_columns(self) -> dict[str, str]:
         """``image`` (``jpeg``/``png``/``bytes`` by file suffix), ``label`` int, ``label_name`` and ``path`` str."""
@@ -89,6 +90,7 @@ class ImageFolderSource(Source):
     def configure(self, columns: Mapping[str, str]) -> None:
         """Remember the final encoding of ``image`` (decides when file bytes can be stored as they are)."""
         self.image_encoding = columns.get('image', 'bytes')
+        self.read_images = 'image' in columns
 
     def split(self, parts: int) -> list[IndexPart]:
         """Equal ranges of the sorted image list."""
@@ -113,9 +115,11 @@ class ImageFolderSource(Source):
     def read(self, part: IndexPart, progress: Progress) -> Iterator[dict[str, Any]]:
         """Yield one sample per image."""
         for rel, label in self.items[part.start:part.end]:
-            with open(os.path.join(self.src, rel), 'rb') as handle:
-                data = handle.read()
-            yield {'image': self._image(data, rel), 'label': label, 'label_name': self.classes[label], 'path': rel}
+            sample: dict[str, Any] = {'label': label, 'label_name': self.classes[label], 'path': rel}
+            if self.read_images:
+                with open(os.path.join(self.src, rel), 'rb') as handle:
+                    sample['image'] = self._image(handle.read(), rel)
+            yield sample
             progress(1)
 
     def describe(self, part: IndexPart) -> str:
