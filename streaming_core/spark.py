@@ -7,7 +7,8 @@ the samples instead (then ``columns`` is required and not checked). Differences,
 
 * each task writes ``<out>/<partition id>`` (zero-padded, 5 digits or more) instead of ``<out>/<task attempt id>``:
   a retried task replaces its own earlier attempt, and ``merge_index(out)`` on the result finds the partitions in
-  DataFrame order; empty partitions write nothing;
+  DataFrame order; empty partitions write nothing (keep ``spark.speculation`` off: two concurrent attempts of one
+  partition would share its directory);
 * the merged index lists partitions in DataFrame partition order, so the dataset reads back in the DataFrame's
   order;
 * non-nullable arrays and nested (2-D) numeric arrays work; unsupported types and nulls raise a ``ValueError`` that
