@@ -27,6 +27,10 @@ def installed_example():
     importlib.invalidate_caches()
     plugins.reset()
     yield
+    # Leave the environment as we found it: other tests assert the exact first-party name sets.
+    subprocess.run([sys.executable, '-m', 'pip', 'uninstall', '--quiet', '--yes', 'streaming-example-plugin'],
+                   capture_output=True, text=True, timeout=600, check=True)
+    importlib.invalidate_caches()
     plugins.reset()
 
 
