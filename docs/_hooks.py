@@ -26,10 +26,17 @@ def cli_reference_markdown() -> str:
     from streaming_core.cli import build_parser
     parser = build_parser()
     lines = ['## `streaming`', '', '```text', parser.format_help().rstrip(), '```', '']
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                lines += [f'## `streaming {name}`', '', '```text', sub.format_help().rstrip(), '```', '']
+
+    def subcommands(command: argparse.ArgumentParser, prefix: str) -> Any:
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f'{prefix} {name}', sub
+                    yield from subcommands(sub, f'{prefix} {name}')
+
+    for name, sub in subcommands(parser, 'streaming'):
+        level = '##' if name.count(' ') == 1 else '###'
+        lines += [f'{level} `{name}`', '', '```text', sub.format_help().rstrip(), '```', '']
     return '\n'.join(lines)
 
 

@@ -243,6 +243,11 @@ class StreamingDataset(IterableDataset):
             return self._world_snapshot
         return World.from_env()
 
+    @property
+    def world(self) -> World:
+        """The rank-level world as detected now (explicit, torch.distributed, environment, or one process)."""
+        return self._rank_world()
+
     def _worker_world(self) -> World:
         return self._rank_world().with_dataloader_worker()
 

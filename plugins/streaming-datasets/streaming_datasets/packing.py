@@ -94,7 +94,7 @@ class PackedTokenStream(IterableDataset):
             raise RuntimeError('PackedTokenStream must be iterated in the process that checkpoints it (its state '
                                'lives there): use DataLoader(num_workers=0), or pack at conversion time with '
                                'convert_packed_tokens and StreamingPackedTokens for exact resumption with workers.')
-        ranks = self.dataset._rank_world().num_ranks
+        ranks = self.dataset.world.num_ranks
         if ranks > 1:
             raise RuntimeError(f'PackedTokenStream resumes exactly only on a single rank, but the world has {ranks} '
                                f'ranks: pack at conversion time with convert_packed_tokens and read the blocks with '
