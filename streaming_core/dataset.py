@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.errors import CacheLimitError
+from streaming_core.indexing import getitem
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
 from streaming_core.shards import ShardManager
@@ -424,16 +425,7 @@ class StreamingDataset(IterableDataset):
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids."""
-        if isinstance(at, (numbers.Integral, np.integer)):
-            index = int(at)
-            if -self.num_samples <= index < 0:
-                index += self.num_samples
-            return self.get_item(index)
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(self.num_samples))]
-        if isinstance(at, (list, tuple, np.ndarray)):
-            return [self[i] for i in at]
-        raise ValueError(f'Unsupported argument type passed to __getitem__: {type(at).__name__}.')
+        return getitem(at, self.num_samples, self.get_item)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
         """Download (and decompress) one shard now."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import bisect
-import numbers
 from typing import Any
 
 import numpy as np
 from torch.utils.data import Dataset
 
+from streaming_core.indexing import getitem
 from streaming_core.shards import ShardManager
 from streaming_core.stream import Stream
 
@@ -59,13 +59,4 @@ class LocalDataset(Dataset):
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: int (negative from the end), slice, list or array."""
-        if isinstance(at, (numbers.Integral, np.integer)):
-            index = int(at)
-            if -self.num_samples <= index < 0:
-                index += self.num_samples
-            return self.get_item(index)
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(self.num_samples))]
-        if isinstance(at, (list, tuple, np.ndarray)):
-            return [self[i] for i in at]
-        raise ValueError(f'Unsupported argument type passed to __getitem__: {type(at).__name__}.')
+        return getitem(at, self.num_samples, self.get_item)

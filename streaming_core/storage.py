@@ -23,8 +23,8 @@ from streaming_core.interfaces import StorageBackend
 from streaming_core.registry import get_registry
 from streaming_core.util import backoff_delays, redact_url
 
-__all__ = ['url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file', 'upload_file',
-           'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
+__all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
+           'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
            'split_bucket_url', 'LOCAL_FILE_ERRORS']
 
 logger = logging.getLogger('streaming_core.storage')
@@ -290,3 +290,33 @@ def list_objects(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] 
     found = with_retries(lambda: backend.list(url, timeout=timeout), what=f'Listing of {redact_url(url)}',
                          attempts=retries + 1, initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
     return sorted(found)
+
+
+class ProcessLocal:
+    """Base for storage backends that hold per-process clients: never pickled, recreated after a fork.
+
+    Subclasses name their per-process attributes in ``_process_local`` and create them in ``_init_runtime`` (calling
+    ``super()._init_runtime()`` first); call :meth:`_check_process` before using a client.
+    """
+
+    _process_local: tuple[str, ...] = ()
+
+    def _init_runtime(self) -> None:
+        """Create the per-process state (a lock and the owner pid; subclasses add their clients)."""
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        """Start fresh in a forked child: the parent's clients and locks are not ours."""
+        if self._pid != os.getpid():
+            self._init_runtime()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in (*self._process_local, '_lock', '_pid'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()

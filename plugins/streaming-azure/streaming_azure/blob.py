@@ -9,13 +9,13 @@ that the core's policy governs; every request carries a timeout.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_azure.config import AzureSettings, translate
 from streaming_azure.urls import AzureLocation, parse_blob_url
 from streaming_core.errors import TruncatedDownloadError
+from streaming_core.storage import ProcessLocal
 from streaming_core.util import redact_url
 
 __all__ = ['AzureBlobBackend', 'AzureBackendBase']
@@ -23,7 +23,7 @@ __all__ = ['AzureBlobBackend', 'AzureBackendBase']
 T = TypeVar('T')
 
 
-class AzureBackendBase:
+class AzureBackendBase(ProcessLocal):
     """Client caching, pickling and error translation shared by the Blob and Data Lake backends."""
 
     scheme = ''
@@ -33,20 +33,11 @@ class AzureBackendBase:
         self.settings = AzureSettings(self.scheme, dict(options))
         self._init_runtime()
 
+    _process_local = ('_clients',)
+
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._clients: dict[tuple[str, float], Any] = {}
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ('_clients', '_lock', '_pid'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(account={self.settings.account!r}, account_url={self.settings.account_url!r})'
@@ -57,8 +48,7 @@ class AzureBackendBase:
             self._clients = {}
 
     def _service(self, account: str, timeout: float) -> Any:
-        if self._pid != os.getpid():
-            self._init_runtime()
+        self._check_process()
         key = (account, float(timeout))
         client = self._clients.get(key)
         if client is None:

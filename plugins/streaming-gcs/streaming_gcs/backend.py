@@ -19,12 +19,11 @@ are disabled (``retry=None``) so that the core's retry policy governs; every req
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS, check_options, split_bucket_url
+from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal, check_options, split_bucket_url
 from streaming_core.util import redact_url
 from streaming_gcs.hmac import GcsHmacClient
 
@@ -45,7 +44,7 @@ NO_CREDENTIALS_MESSAGE = (
 _SCOPES = ('https://www.googleapis.com/auth/devstorage.read_write',)
 
 
-class GcsBackend:
+class GcsBackend(ProcessLocal):
     """``gs://`` storage through google-cloud-storage (or the S3 API with HMAC keys).
 
     Args:
@@ -88,20 +87,11 @@ class GcsBackend:
             return 'service_account'
         return 'anonymous' if self.anonymous else 'adc'
 
+    _process_local = ('_client_obj',)
+
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._client_obj: Any = None
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ('_client_obj', '_lock', '_pid'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         return f'GcsBackend(mode={self.mode!r}, endpoint={self.endpoint!r})'
@@ -114,8 +104,7 @@ class GcsBackend:
             self._hmac.reset()
 
     def _client(self) -> Any:
-        if self._pid != os.getpid():
-            self._init_runtime()
+        self._check_process()
         if self._client_obj is None:
             with self._lock:
                 if self._client_obj is None:

@@ -9,13 +9,11 @@ access problems are :class:`PermanentStorageError`, and throttling and server er
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS
+from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal
 from streaming_core.util import redact_url
 
 __all__ = ['GcsHmacClient', 'GCS_S3_ENDPOINT']
@@ -29,7 +27,7 @@ _RETRYABLE = {'RequestTimeout', 'SlowDown', 'TooManyRequests', 'InternalError', 
               'RateLimitExceeded', 'BackendError'}
 
 
-class GcsHmacClient:
+class GcsHmacClient(ProcessLocal):
     """The HMAC-mode operations on ``(bucket, key)``, one lazily created boto3 client per process and timeout."""
 
     def __init__(self, key: str, secret: str, endpoint: str | None = None) -> None:
@@ -38,20 +36,11 @@ class GcsHmacClient:
         self.endpoint = endpoint or GCS_S3_ENDPOINT
         self._init_runtime()
 
+    _process_local = ('_clients',)
+
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._clients: dict[float, Any] = {}
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ('_clients', '_lock', '_pid'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         return f'GcsHmacClient(endpoint={self.endpoint!r})'
@@ -62,8 +51,7 @@ class GcsHmacClient:
             self._clients = {}
 
     def _client(self, timeout: float) -> Any:
-        if self._pid != os.getpid():
-            self._init_runtime()
+        self._check_process()
         client = self._clients.get(float(timeout))
         if client is None:
             with self._lock:

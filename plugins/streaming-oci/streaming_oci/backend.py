@@ -22,13 +22,12 @@ far above any shard).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
-from streaming_core.storage import LOCAL_FILE_ERRORS, check_options
+from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal, check_options
 from streaming_core.util import redact_url
 
 __all__ = ['OciBackend', 'OPTIONS', 'parse_oci_url']
@@ -62,7 +61,7 @@ def parse_oci_url(url: str, *, need_key: bool) -> tuple[str, str | None, str]:
     return bucket, namespace or None, key
 
 
-class OciBackend:
+class OciBackend(ProcessLocal):
     """``oci://`` storage through the oci SDK.
 
     Args:
@@ -89,21 +88,12 @@ class OciBackend:
                                         f"or 'resource_principal'.")
         self._init_runtime()
 
+    _process_local = ('_clients', '_namespace')
+
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._clients: dict[float, Any] = {}
         self._namespace: str | None = None
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ('_clients', '_namespace', '_lock', '_pid'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         return (f'OciBackend(config_file={self.config_file!r}, profile={self.profile!r}, '
@@ -143,8 +133,7 @@ class OciBackend:
         return config, None
 
     def _client(self, timeout: float) -> Any:
-        if self._pid != os.getpid():
-            self._init_runtime()
+        self._check_process()
         client = self._clients.get(float(timeout))
         if client is None:
             with self._lock:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from streaming_core.errors import PermanentStorageError
-from streaming_core.storage import check_options, split_bucket_url
+from streaming_core.storage import ProcessLocal, check_options, split_bucket_url
 from streaming_core.util import get_list_arg, redact_url
 from streaming_s3.errors import is_unsigned_retry_candidate, translate
 
@@ -39,7 +38,7 @@ OPTIONS = frozenset({
 _CHECKSUM_MODES = ('when_supported', 'when_required')
 
 
-class S3Backend:
+class S3Backend(ProcessLocal):
     """``s3://`` storage through boto3.
 
     Args:
@@ -93,22 +92,13 @@ class S3Backend:
                              ('aws_access_key_id', 'aws_secret_access_key', 'aws_session_token')}
         self._init_runtime()
 
+    _process_local = ('_clients', '_session', '_fell_back')
+
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._clients: dict[tuple[float, bool], Any] = {}
         self._session: Any = None  # kept across resets: its loaded service models make new clients cheap
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
         self._fell_back = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ('_clients', '_session', '_lock', '_pid', '_fell_back'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     def __repr__(self) -> str:
         return f'S3Backend(endpoint_url={self.endpoint_url!r}, profile={self.profile!r}, unsigned={self.unsigned})'
@@ -120,8 +110,7 @@ class S3Backend:
 
     # Clients.
     def _client(self, timeout: float, unsigned: bool) -> Any:
-        if self._pid != os.getpid():
-            self._init_runtime()
+        self._check_process()
         key = (float(timeout), unsigned)
         client = self._clients.get(key)
         if client is None:
