@@ -71,6 +71,9 @@ class StreamingDataset(IterableDataset):
         world: An explicit world; otherwise torch.distributed or the environment, read at iteration.
         storage_options: Storage backend options for streams that do not set their own.
         max_open_shards: Shards kept open per process for random access.
+        on_bad_sample: ``'raise'`` (default): a sample that fails to decode raises in the training loop.
+            ``'replace'``: it is logged and replaced by the nearest good sample of the same worker, so every rank
+            still takes the same number of steps (a whole shard that cannot be read still raises).
     """
 
     def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
@@ -84,7 +87,7 @@ class StreamingDataset(IterableDataset):
                  batching_method: str = 'random', allow_unsafe_types: bool = False, replication: int | None = None,
                  stream_name: str = 'stream', stream_config: Mapping[str, Any] | None = None,
                  world: World | None = None, storage_options: Mapping[str, Any] | None = None,
-                 max_open_shards: int = 64) -> None:
+                 max_open_shards: int = 64, on_bad_sample: str = 'raise') -> None:
         if bool(streams) == (bool(remote) or bool(local)):
             raise ValueError('You must provide either `streams` or `remote`/`local`, but not both.')
         if sampling_method not in _SAMPLING_METHODS:
@@ -115,6 +118,9 @@ class StreamingDataset(IterableDataset):
             raise ValueError(f'Replication factor must be positive. Got {replication!r}.')
         if world is not None and not isinstance(world, World):
             raise TypeError(f'`world` must be a streaming_core.World, got {type(world).__name__}.')
+        if on_bad_sample not in ('raise', 'replace'):
+            raise ValueError(f"`on_bad_sample` must be 'raise' or 'replace', got {on_bad_sample!r}.")
+        self.on_bad_sample = on_bad_sample
         if stream_name != 'stream':
             raise ValueError(f'Unknown stream_name {stream_name!r}: pass Stream objects (or subclasses) in `streams`.')
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from streaming_core.dataset import StreamingDataset
 
 __all__ = ['EpochIterator', 'shard_runs', 'PREFETCH_PATIENCE']
+
+logger = logging.getLogger('streaming_core.iteration')
 
 #: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
 PREFETCH_PATIENCE = 5.0
@@ -250,23 +253,66 @@ class EpochIterator:
             return
         self._thread = threading.Thread(target=self._prefetch, name='streaming-core-prefetch', daemon=True)
         self._thread.start()
+        try:
+            if self.dataset.on_bad_sample == 'raise':
+                yield from self._samples()
+            else:
+                yield from self._samples_replacing_bad()
+        finally:
+            self._finish()
+
+    def _samples(self) -> Iterator[Any]:
+        """The hot loop."""
         shards, indices, ids = self._shards, self._indices, self._ids
         views = self.manager._views
         step = max(self.predownload // 4, 1)
         checkpoint = step
         getitem = self.dataset.__getitem__
-        try:
-            for pos in range(self.count):
-                shard = shards[pos]
-                view = views.get(shard)
-                if view is None:
-                    view = self._wait_for(shard, pos)
-                if ids is None:
-                    yield view[indices[pos]]
+        for pos in range(self.count):
+            shard = shards[pos]
+            view = views.get(shard)
+            if view is None:
+                view = self._wait_for(shard, pos)
+            if ids is None:
+                yield view[indices[pos]]
+            else:
+                yield getitem(ids[pos])
+            if pos >= checkpoint:
+                self._release_behind(pos)
+                checkpoint = pos + step
+
+    def _samples_replacing_bad(self) -> Iterator[Any]:
+        """``on_bad_sample='replace'``: a sample that fails to decode is logged and replaced by the nearest good sample
+        of this worker, so every rank still takes the same number of steps."""
+        shards, indices, ids = self._shards, self._indices, self._ids
+        step = max(self.predownload // 4, 1)
+        checkpoint = step
+        last_good: Any = None
+        pending = 0
+        error: BaseException | None = None
+        for pos in range(self.count):
+            shard = shards[pos]
+            view = self.manager._views.get(shard)
+            if view is None:
+                view = self._wait_for(shard, pos)
+            try:
+                sample = view[indices[pos]] if ids is None else self.dataset.__getitem__(ids[pos])
+            except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
+                error = err
+                logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
+                               self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
+                if last_good is None:
+                    pending += 1
                 else:
-                    yield getitem(ids[pos])
-                if pos >= checkpoint:
-                    self._release_behind(pos)
-                    checkpoint = pos + step
-        finally:
-            self._finish()
+                    yield last_good
+            else:
+                for _ in range(pending + 1):
+                    yield sample
+                pending = 0
+                last_good = sample
+            if pos >= checkpoint:
+                self._release_behind(pos)
+                checkpoint = pos + step
+        if pending:
+            raise RuntimeError(f'Every sample of this worker failed to decode in epoch {self.epoch}; nothing can '
+                               f'replace them.') from error

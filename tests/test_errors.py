@@ -88,3 +88,24 @@ def test_truncated_compressed_shard_is_an_error(tmp_path):
     with pytest.raises(ShardPrepareError) as info:
         list(dataset)
     assert entry['zip_data']['basename'] in str(info.value)
+
+
+def test_bad_sample_policy_replaces_and_keeps_the_step_count(tmp_path, caplog):
+    from streaming_mds import MDSWriter
+    path = str(tmp_path / 'ds')
+    with MDSWriter(out=path, columns={'id': 'int', 'text': 'str'}, size_limit=None) as writer:
+        for i in range(20):
+            writer.write({'id': i, 'text': f'sample {i}'})
+    shard = os.path.join(path, 'shard.00000.mds')
+    data = bytearray(open(shard, 'rb').read())
+    where = data.index(b'sample 7')
+    data[where:where + 2] = b'\xff\xfe'  # invalid UTF-8 inside sample 7 only
+    open(shard, 'wb').write(bytes(data))
+    with pytest.raises((UnicodeDecodeError, ShardCorruptError)):
+        list(StreamingDataset(local=path, batch_size=1))
+    replaced = list(StreamingDataset(local=path, batch_size=1, on_bad_sample='replace'))
+    assert len(replaced) == 20
+    assert [s['id'] for s in replaced] == [0, 1, 2, 3, 4, 5, 6, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    assert 'Replacing bad sample 7 of shard shard.00000.mds' in caplog.text
+    with pytest.raises(ValueError, match='on_bad_sample'):
+        StreamingDataset(local=path, batch_size=1, on_bad_sample='skip')
