@@ -243,7 +243,10 @@ class Job:
         """Wait for a successful run and return each rank's result."""
         codes = self.wait(timeout)
         if any(codes):
-            raise AssertionError(f'ranks failed with {codes}:\n{self.logs()}')
+            errors = [(read_json(self.output(rank)) or {}).get('error') for rank in range(self.world)]
+            details = '\n'.join(f'rank {rank}: {error["type"]}: {error["message"]}\n{error["traceback"][-3000:]}'
+                                for rank, error in enumerate(errors) if error)
+            raise AssertionError(f'ranks failed with {codes}:\n{details}\n{self.logs()}')
         return [read_json(self.output(rank)) for rank in range(self.world)]
 
     def kill_all(self) -> None:
@@ -271,3 +274,51 @@ def read_steps(path: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 break
     return steps
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Random faults on top of the fault proxy.
+def random_fault_proxy(upstream: str, *, seed: int, rate: float, path: str = r'/shard\.|index\.json',
+                       stall_seconds: float = 3.0, max_consecutive: int = 2,
+                       kinds: tuple[str, ...] = ('status', 'reset', 'stall', 'truncate')) -> Any:
+    """A started :class:`~tests.fixtures.fault_proxy.FaultProxy` that also injects a random fault into a fraction
+    ``rate`` of the GETs whose path matches ``path``: a 5xx, a reset, a stall of ``stall_seconds`` (before the
+    answer or mid-body) or a truncated body. The kinds take turns, so a few faults cover them all; at most
+    ``max_consecutive`` faults hit the same object in a row, so ``download_retry >= max_consecutive`` always
+    recovers. ``proxy.injected`` counts the faults per kind.
+    """
+    import collections
+    import random
+    import re
+    import threading
+
+    from tests.fixtures.fault_proxy import Fault, FaultProxy
+
+    class RandomFaultProxy(FaultProxy):
+        def __init__(self) -> None:
+            super().__init__(upstream)
+            self.rng = random.Random(seed)
+            self.pattern = re.compile(path)
+            self.streak: collections.Counter[str] = collections.Counter()
+            self.injected: collections.Counter[str] = collections.Counter()
+            self.turn = 0
+            self.random_lock = threading.Lock()
+
+        def _take_fault(self, method: str, target: str) -> Fault | None:
+            queued = super()._take_fault(method, target)
+            if queued is not None or method != 'GET' or not self.pattern.search(target):
+                return queued
+            with self.random_lock:
+                if self.streak[target] >= max_consecutive or self.rng.random() >= rate:
+                    self.streak[target] = 0
+                    return None
+                self.streak[target] += 1
+                kind = kinds[self.turn % len(kinds)]
+                self.turn += 1
+                self.injected[kind] += 1
+                fault = Fault(kind, status=self.rng.choice([500, 502, 503, 504]), seconds=stall_seconds,
+                              phase=self.rng.choice(['before', 'body']), keep=self.rng.choice([0.0, 0.3, 0.9]))
+                fault.hits = 1
+                return fault
+
+    return RandomFaultProxy().start()
