@@ -8,9 +8,9 @@ CONFIG keys:
     workers: DataLoader ``num_workers``.
     epochs: How many epochs to run in total (a resumed run continues from the state's epoch).
     init_dist: Join a gloo process group (RANK, WORLD_SIZE, MASTER_* from the environment). Default True.
-    steps_log: A file this rank appends one JSON line to after every batch: ``{"epoch", "step", "ids", "state"}``
-        (``state`` is the loader's ``state_dict()`` after the batch), flushed, so a SIGKILL loses at most the line
-        being written.
+    steps_log: A file (``{rank}`` is replaced by the rank) this rank appends one JSON line to after every batch:
+        ``{"epoch", "step", "ids", "state"}`` (``state`` is the loader's ``state_dict()`` after the batch), flushed,
+        so a SIGKILL loses at most the line being written.
     resume: A state dict to resume from (its ``epoch`` is where the run starts).
     pid_dir: A directory where each DataLoader worker writes a file named after its pid when it starts.
     sleep: Seconds to sleep after each batch (gives a killer something to hit).
@@ -56,7 +56,7 @@ def main() -> None:
     if config.get('resume'):
         loader.load_state_dict(config['resume'])
         first_epoch = int(config['resume']['epoch'])
-    log = open(config['steps_log'], 'a') if config.get('steps_log') else None
+    log = open(config['steps_log'].format(rank=os.environ.get('RANK', '0')), 'a') if config.get('steps_log') else None
     epochs: dict[str, list[list[int]]] = {}
     mismatches: list[int] = []
     sleep = float(config.get('sleep', 0.0))
