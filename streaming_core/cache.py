@@ -199,9 +199,12 @@ class CacheState:
         return False
 
     def _drop_dead_reservations(self, shard: int) -> None:
+        """Drop reservations whose process is gone (no one holds the shard's prepare lock); a process killed
+        between its download and its commit may have left the files, so count what is on disk."""
         for other in np.flatnonzero(self.reserved > 0).tolist():
             if other != shard and not self.hooks.preparing(other):
                 self.reserved[other] = 0
+                self.present[other] = self.hooks.scan(other)
 
     def commit(self, shard: int) -> None:
         """The shard is prepared: record its real size, drop its reservation."""

@@ -199,6 +199,6 @@ def reset() -> None:
     """Forget every registration; the next lookup runs discovery again (used by test helpers)."""
     with _lock:
         for registry in registries().values():
-            registry._entries.clear()
+            registry.clear()
         _state['pm'] = None
         _state['infos'] = {}

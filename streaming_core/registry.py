@@ -78,11 +78,16 @@ class Registry:
         self._entries: dict[str, Entry] = {}
         self._loader = loader
         self._lock = threading.RLock()
+        #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
+        self.generation = 0
 
-    def _ensure_loaded(self) -> None:
+    def ensure_loaded(self) -> None:
+        """Run plugin discovery if it has not run yet."""
         loader = self._loader
         if loader is not None:
             loader()
+
+    _ensure_loaded = ensure_loaded
 
     def add(self, name: str, obj: Any, *, plugin: str = '<unknown>', override: bool = False) -> None:
         """Register ``obj`` under ``name``.
@@ -103,11 +108,19 @@ class Registry:
                     f'and {plugin!r}. Uninstall one, block one with STREAMING_CORE_BLOCK_PLUGINS, or register with '
                     f'override=True.')
             self._entries[name] = Entry(name, obj, plugin)
+            self.generation += 1
 
     def remove(self, name: str) -> None:
         """Remove a registration (used by test helpers)."""
         with self._lock:
             self._entries.pop(name, None)
+            self.generation += 1
+
+    def clear(self) -> None:
+        """Remove every registration (discovery runs again on the next lookup)."""
+        with self._lock:
+            self._entries.clear()
+            self.generation += 1
 
     def get(self, name: str) -> Any:
         """Return the object registered under ``name`` or raise :class:`UnknownNameError` with a hint."""

@@ -2,7 +2,8 @@
 
 The name before the first ``:`` is looked up in the ``codec`` registry (so any plugin can add encodings through
 :func:`streaming_core.hookspecs.register_codecs`); the rest is passed to the registered factory. Resolution is
-cached per string; call :func:`clear_codec_cache` after registering or overriding codecs at run time.
+cached per string and registry generation, so registering, overriding or removing codecs at run time takes effect
+at once.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ def get_codec(encoding: str) -> Codec:
     if not isinstance(encoding, str) or not encoding:
         raise CodecError(f'An MDS encoding must be a non-empty string such as "bytes" or "ndarray:uint8", got '
                          f'{encoding!r}.')
-    return _resolve(encoding)
+    registry = get_registry('codec')
+    registry.ensure_loaded()  # discovery first, so the generation below is the settled one
+    return _resolve(encoding, registry.generation)
 
 
 @functools.lru_cache(maxsize=4096)
-def _resolve(encoding: str) -> Codec:
+def _resolve(encoding: str, generation: int) -> Codec:
     name, _, args = encoding.partition(':')
     try:
         factory = get_registry('codec').get(name)
