@@ -107,7 +107,9 @@ def _kill_and_resume(tmp_path: Any, s3: S3Place, victim: str, seed: int) -> None
 
 @pytest.fixture
 def seed() -> int:
-    return int(os.environ.get('HARDENING_SEED', time.time_ns() % 100_000))
+    value = int(os.environ.get('HARDENING_SEED', time.time_ns() % 100_000))
+    print(f'HARDENING_SEED={value}')  # shown with a failure: rerun with it to reproduce the kill moment
+    return value
 
 
 def test_sigkill_a_rank_then_resume_from_the_last_state(tmp_path: Any, s3: S3Place, seed: int) -> None:
