@@ -96,7 +96,7 @@ def test_every_sample_exactly_as_planned_under_eviction(tmp_path: Any, s3: S3Pla
         assert in_cache <= cache_limit + overshoot, (f'node {node} holds {in_cache} bytes under a cache limit of '
                                                      f'{cache_limit}: {sorted(os.listdir(remote_dir))}')
     downloads = proxy.count(method='GET', path=r'/shard\.')
-    at_least = NODES * (len(remote_shards) + (EPOCHS - 1) * (len(remote_shards) - 6))  # 6 shards fit in the cache
+    at_least = 2 * NODES * len(remote_shards)  # each shard fetched twice per node on average: evictions happened
     assert downloads >= at_least, f'{downloads} shard downloads: the cache limit did not force evictions'
 
 

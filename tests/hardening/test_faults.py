@@ -105,7 +105,7 @@ def test_permanent_fault_fails_fast_in_the_loop_naming_the_shard(tmp_path: Any, 
     assert delivered == list(range(before)), 'every sample before the bad shard, in order, and nothing after it'
     attempts = 1 if fault == '403' else RETRY + 1
     assert proxy.count(method='GET', path=rf'shard\.{bad:05}') == attempts
-    bound = attempts * TIMEOUT + BACKOFF_MAX + 5.0  # + loader start-up and the shards before it
+    bound = attempts * TIMEOUT + BACKOFF_MAX + 10.0  # + start-up and the shards before it, on a busy machine
     assert elapsed < bound, f'{fault}: failed after {elapsed:.1f} s, allowed {bound:.1f} s'
 
 
@@ -121,6 +121,6 @@ def test_permanent_fault_with_dataloader_workers_is_raised_in_the_training_loop(
     assert job.wait(timeout=120) == [3], job.logs()
     error = read_json(job.output(0))['error']
     assert 'StreamingError' in error['mro'] and 'shard.00005.mds' in error['message'], error
-    assert error['seconds'] < (RETRY + 1) * TIMEOUT + BACKOFF_MAX + 10.0, error
+    assert error['seconds'] < 2 * ((RETRY + 1) * TIMEOUT + BACKOFF_MAX) + 15.0, error  # two workers may try
     attempts = proxy.count(method='GET', path=r'shard\.00005')  # each worker that needs it tries on its own
     assert RETRY + 1 <= attempts <= 2 * (RETRY + 1)
