@@ -106,10 +106,15 @@ class ReadServer:
     died or did not answer within ``timeout`` seconds (it is then replaced by a fresh one).
     """
 
+    #: Reads per server process: each StreamingDataset leaks a file descriptor (see
+    #: test_resources.py::test_bug_datasets_release_their_file_descriptors), so a long fuzz run restarts the reader.
+    READS_PER_PROCESS = 400
+
     def __init__(self, headroom_mb: int = READ_HEADROOM_MB) -> None:
         self.headroom_mb = headroom_mb
         self.proc: subprocess.Popen[bytes] | None = None
         self.limit = 0
+        self.reads = 0
 
     def _start(self) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, '-m', 'tests.hardening.workers.read_server', str(self.headroom_mb)],
@@ -135,8 +140,12 @@ class ReadServer:
     def read(self, directory: str, *, allow_unsafe_types: bool = False,
              timeout: float = READ_TIMEOUT) -> dict[str, Any]:
         """Read every sample of the dataset in ``directory`` in the capped process."""
+        if self.proc is not None and self.reads >= self.READS_PER_PROCESS:
+            self.close()
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
+            self.reads = 0
+        self.reads += 1
         proc = self.proc
         assert proc.stdin is not None
         proc.stdin.write((json.dumps({'dir': directory, 'allow_unsafe_types': allow_unsafe_types}) + '\n').encode())
