@@ -42,7 +42,6 @@ class CacheHooks:
     try_lock_exclusive: Callable[[int], bool]  # take the shard's "in use" lock without waiting
     unlock: Callable[[int], None]           # release it
     remove: Callable[[int], int]            # delete the shard's files, return bytes freed
-    preparing: Callable[[int], bool]        # some live process holds the shard's "prepare" lock
 
 
 def cache_key(parts: list[str]) -> str:
@@ -170,11 +169,16 @@ class CacheState:
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 
+    def _claim(self, shard: int, size: int) -> None:
+        """Record the reservation and hold its lock (kernel-released: a dead holder's reservation is recognisable)."""
+        self._locks.try_acquire(1 + shard, True)
+        self.reserved[shard] = size
+
     def _try_reserve(self, shard: int, size: int) -> bool:
         own = int(self.present[shard] + self.reserved[shard])
         used = int(self.present.sum() + self.reserved.sum()) - own
         if used + size <= self.limit:
-            self.reserved[shard] = size
+            self._claim(shard, size)
             return True
         self._drop_dead_reservations(shard)
         used = int(self.present.sum() + self.reserved.sum()) - own
@@ -194,17 +198,19 @@ class CacheState:
             self.present[victim] = 0
             self.access[victim] = 0
         if used + size <= self.limit:
-            self.reserved[shard] = size
+            self._claim(shard, size)
             return True
         return False
 
     def _drop_dead_reservations(self, shard: int) -> None:
-        """Drop reservations whose process is gone (no one holds the shard's prepare lock); a process killed
-        between its download and its commit may have left the files, so count what is on disk."""
+        """Drop reservations whose process is gone (nobody holds the reservation's lock); a process killed between
+        its download and its commit may have left the files, so count what is on disk."""
         for other in np.flatnonzero(self.reserved > 0).tolist():
-            if other != shard and not self.hooks.preparing(other):
-                self.reserved[other] = 0
-                self.present[other] = self.hooks.scan(other)
+            if other == shard or self._locks.held(1 + other) or not self._locks.try_acquire(1 + other, True):
+                continue  # reserved by a live process (this one or another)
+            self._locks.release(1 + other)
+            self.reserved[other] = 0
+            self.present[other] = self.hooks.scan(other)
 
     def commit(self, shard: int) -> None:
         """The shard is prepared: record its real size, drop its reservation."""
@@ -213,6 +219,7 @@ class CacheState:
             self.present[shard] = self.hooks.scan(shard)
             self.reserved[shard] = 0
             self.access[shard] = time.time_ns()
+            self._locks.release(1 + shard)
         finally:
             self._release()
 
@@ -222,6 +229,7 @@ class CacheState:
         try:
             self.reserved[shard] = 0
             self.present[shard] = self.hooks.scan(shard)
+            self._locks.release(1 + shard)
         finally:
             self._release()
 

@@ -13,7 +13,7 @@ import fcntl
 import os
 import threading
 import time
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from streaming_core.errors import WaitTimeoutError
 
@@ -78,8 +78,10 @@ class RangeLocks:
             self._held[byte] = [exclusive, 1]
             return True
 
-    def acquire(self, byte: int, exclusive: bool, timeout: float, what: str = '') -> None:
-        """Take the lock on ``byte``, waiting (with growing sleeps) up to ``timeout`` seconds.
+    def acquire(self, byte: int, exclusive: bool, timeout: float, what: str = '',
+                on_wait: Callable[[], None] | None = None) -> None:
+        """Take the lock on ``byte``, waiting (with growing sleeps) up to ``timeout`` seconds; ``on_wait`` is called
+        while waiting (a reader uses it to release what it holds, so the holder can make progress).
 
         Raises:
             WaitTimeoutError: naming ``what`` when the lock could not be taken in time.
@@ -90,6 +92,8 @@ class RangeLocks:
             if time.monotonic() >= deadline:
                 raise WaitTimeoutError(f'Timed out after {timeout:.0f} s waiting for {what or "a lock"} '
                                        f'({self.path}, byte {byte}); another process holds it.')
+            if on_wait is not None and delay >= 0.05:
+                on_wait()
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 

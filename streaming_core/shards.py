@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from streaming_core.cache import CacheHooks, CacheState, cache_key
-from streaming_core.errors import CacheLimitError, StreamingError
+from streaming_core.errors import StreamingError
 from streaming_core.locking import RangeLocks
 from streaming_core.paths import COORD_NAME
 from streaming_core.stream import Stream
@@ -90,7 +90,7 @@ class ShardManager:
             return None
         if self._cache is None:
             hooks = CacheHooks(scan=self._scan, evictable=self.evictable, try_lock_exclusive=self._try_lock_exclusive,
-                               unlock=self._unlock_exclusive, remove=self._remove, preparing=self._preparing)
+                               unlock=self._unlock_exclusive, remove=self._remove)
             timeout = max(s.wait_timeout for s in self.streams)
             self._cache = CacheState(self.key, len(self.readers), self.cache_limit, hooks, timeout=timeout)
         return self._cache
@@ -124,15 +124,6 @@ class ShardManager:
         locks = self._locks(shard)
         locks.release(self._prepare_byte(shard))
         locks.release(self._use_byte(shard))
-
-    def _preparing(self, shard: int) -> bool:
-        locks = self._locks(shard)
-        if locks.held(self._prepare_byte(shard)):
-            return True
-        if locks.try_acquire(self._prepare_byte(shard), True):
-            locks.release(self._prepare_byte(shard))
-            return False
-        return True
 
     def _scan(self, shard: int) -> int:
         return self.stream_of(shard).present_bytes(self.readers[shard])
@@ -187,25 +178,34 @@ class ShardManager:
                  patience: float | None = None) -> None:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
-        if stream.is_ready(reader):
-            if not stream.safe_keep_zip and reader.compression:
-                stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))  # drops a leftover zip
+        if stream.is_ready(reader) and (stream.safe_keep_zip or not reader.compression):
             return
-        cache = self.cache if self.evictable(shard) else None
-        if cache is not None:
-            cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
+        locks = stream.locks()
+        byte = self._prepare_byte(shard)
+        # The prepare lock is held from before the reservation until the commit: a reservation is live exactly
+        # while its holder has this lock (that is how other processes tell a dead reservation from a live one).
+        locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {reader.where}', on_wait=on_wait)
         try:
-            stream.prepare_shard(reader, prepare_byte=self._prepare_byte(shard))
-        except BaseException as err:
+            if stream.is_ready(reader):
+                stream.prepare_files(reader)  # drops a leftover compressed copy
+                return
+            cache = self.cache if self.evictable(shard) else None
             if cache is not None:
-                cache.cancel(shard)
-            if isinstance(err, (KeyboardInterrupt, SystemExit, CacheLimitError)):
-                raise
-            remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
-            raise ShardPrepareError(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
-                                    f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}') from err
-        if cache is not None:
-            cache.commit(shard)
+                cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
+            try:
+                stream.prepare_files(reader)
+            except BaseException as err:
+                if cache is not None:
+                    cache.cancel(shard)
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    raise
+                remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
+                raise ShardPrepareError(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
+                                        f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}') from err
+            if cache is not None:
+                cache.commit(shard)
+        finally:
+            locks.release(byte)
 
     # ----------------------------------------------------------------------------------------------------------
     def view(self, shard: int) -> Any:

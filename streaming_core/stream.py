@@ -244,19 +244,15 @@ class Stream:
                     pass
         return total
 
-    def prepare_shard(self, reader: Any, *, prepare_byte: int) -> None:
-        """Make the shard's raw files present: download, check, decompress (bounded), rename into place.
+    def locks(self) -> RangeLocks:
+        """This stream's node-local locks (a hidden file in its local directory)."""
+        return self._locks()
 
-        Holds the shard's "prepare" lock so at most one process per node works on it; a process that waited for
-        another finds the files present and returns.
-        """
-        locks = self._locks()
-        locks.acquire(prepare_byte, True, self.wait_timeout, f'the preparation of {reader.where}')
-        try:
-            for raw, zipped in reader.parts:
-                self._prepare_part(reader, raw, zipped)
-        finally:
-            locks.release(prepare_byte)
+    def prepare_files(self, reader: Any) -> None:
+        """Make the shard's raw files present: download, check, decompress (bounded), rename into place. The caller
+        holds the shard's "prepare" lock, so at most one process per node works on it."""
+        for raw, zipped in reader.parts:
+            self._prepare_part(reader, raw, zipped)
 
     def _prepare_part(self, reader: Any, raw: Any, zipped: Any) -> None:
         raw_path = resolve_inside(self.local_dir, raw.basename, reader.where)
