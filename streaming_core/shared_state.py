@@ -15,6 +15,7 @@ import mmap
 import os
 import tempfile
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,13 @@ def _anonymous_fd(size: int) -> int:
     return fd
 
 
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def _rebuild(dup: Any) -> 'SharedState':
     return SharedState(fd=dup.detach())
 
@@ -46,6 +54,7 @@ class SharedState:
 
     def __init__(self, fd: int | None = None) -> None:
         self._fd = _anonymous_fd(_SIZE) if fd is None else fd
+        weakref.finalize(self, _close, self._fd)  # the mapping keeps its own handle; ours goes with this object
         self._mmap = mmap.mmap(self._fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._words = np.frombuffer(self._mmap, dtype=np.int64, count=_WORDS)
         self._lock = threading.Lock()
