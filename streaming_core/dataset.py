@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
-from streaming_core.errors import CacheLimitError
+from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.indexing import getitem
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
@@ -176,7 +176,7 @@ class StreamingDataset(IterableDataset):
         for stream in self.streams:
             shards = stream.get_shards(self.allow_unsafe_types)
             if sum(reader.samples for reader in shards) == 0:
-                raise RuntimeError(f'Stream contains no samples: {stream.index_path()}.')
+                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
             readers.append(shards)
         self.shards = [reader for per in readers for reader in per]
         self.num_shards = len(self.shards)

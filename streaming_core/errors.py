@@ -31,6 +31,10 @@ class IndexFormatError(StreamingError, ValueError):
     """An ``index.json`` is missing fields, has the wrong version or types, or is not valid JSON."""
 
 
+class EmptyDatasetError(StreamingError, RuntimeError):
+    """A stream's index lists no samples (``RuntimeError``, as in the reference)."""
+
+
 class UnsafePathError(IndexFormatError):
     """An index entry names a file outside the dataset directory (``..``, an absolute path, a symlink)."""
 

@@ -14,7 +14,10 @@ import numpy as np
 from streaming_core.errors import IndexFormatError, ShardCorruptError
 from streaming_core.index import FileInfo
 
-__all__ = ['ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
+__all__ = ['MAX_SHARD_BYTES', 'ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
+
+#: Shard files index their samples with 32-bit offsets, so a shard must stay below 4 GiB.
+MAX_SHARD_BYTES = (1 << 32) - 1
 
 
 def map_file(path: str, expected_size: int | None, minimum: int = 0) -> mmap.mmap | bytes:
@@ -101,6 +104,11 @@ class ShardReaderBase:
     format_name: ClassVar[str] = ''
     entry_keys: ClassVar[frozenset[str]] = frozenset()
     part_names: ClassVar[tuple[str, ...]] = ('data',)
+    #: Bytes every sample costs at least across the raw files (a 32-bit offset for the first-party formats): an
+    #: entry claiming more samples than its files can hold is refused before anything is sized from it.
+    min_bytes_per_sample: ClassVar[int] = 0
+    #: The largest raw file the format can address (32-bit offsets: just under 4 GiB), or None.
+    max_file_bytes: ClassVar[int | None] = None
 
     def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
         where = where or f'{self.format_name} shard'
@@ -141,6 +149,7 @@ class ShardReaderBase:
                 raise IndexFormatError(f'{where}: compression {self.compression!r} is set but zip_{part} is null.')
             parts.append((raw, zipped))
         self.parts: list[tuple[FileInfo, FileInfo | None]] = parts
+        self._check_sizes(where)
         if self.compression is not None:
             from streaming_core.compression import parse_compression
             try:
@@ -149,6 +158,16 @@ class ShardReaderBase:
                 raise IndexFormatError(f'{where}: {err}') from err
         self.allow_unsafe_types = allow_unsafe_types
         self.parse(entry, where)
+
+    def _check_sizes(self, where: str) -> None:
+        limit = self.max_file_bytes
+        for raw, _ in self.parts:
+            if limit is not None and raw.bytes > limit:
+                raise IndexFormatError(f'{where}: {raw.basename} is declared as {raw.bytes} bytes, more than a '
+                                       f'{self.format_name} shard can address ({limit}).')
+        total = sum(raw.bytes for raw, _ in self.parts)
+        if self.min_bytes_per_sample and self.samples * self.min_bytes_per_sample > total:
+            raise IndexFormatError(f'{where}: {self.samples} samples cannot fit in {total} bytes of shard files.')
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate and store the format's own keys (override)."""

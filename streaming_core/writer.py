@@ -24,6 +24,7 @@ from streaming_core.compression import parse_compression
 from streaming_core.errors import CodecError, StreamingError, UnknownNameError, UploadError
 from streaming_core.hashing import get_hash
 from streaming_core.index import INDEX_BASENAME, index_text, write_index
+from streaming_core.shard import MAX_SHARD_BYTES
 from streaming_core.storage import exists, is_remote, join, local_path, upload_file, url_scheme
 from streaming_core.util import bytes_to_int
 
@@ -31,9 +32,6 @@ __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'S
            'MissingColumnError', 'WRITER_KWARGS']
 
 logger = logging.getLogger('streaming_core.writer')
-
-#: Shard files index their samples with 32-bit offsets, so a shard file must stay below 4 GiB.
-MAX_SHARD_BYTES = (1 << 32) - 1
 
 #: The extra keyword arguments every writer accepts (the reference's four, plus two of ours).
 WRITER_KWARGS = frozenset({'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'})

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
 from streaming_csv.encodings import XSV_ENCODINGS, xsv_decoder
 
 __all__ = ['XSVReader', 'CSVReader', 'TSVReader', 'XSVView', 'XSVFormat']
@@ -20,6 +20,8 @@ _KEYS = frozenset({'column_encodings', 'column_names', 'compression', 'format', 
 class XSVReader(ShardReaderBase):
     """One ``xsv`` shard entry (its separator is stored in the entry)."""
 
+    min_bytes_per_sample = 4
+    max_file_bytes = MAX_SHARD_BYTES
     format_name = 'xsv'
     entry_keys = _KEYS | {'separator'}
     part_names = ('data', 'meta')
@@ -32,7 +34,7 @@ class XSVReader(ShardReaderBase):
             raise IndexFormatError(f'{where}: column_names and column_encodings must be lists of the same length.')
         if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise IndexFormatError(f'{where}: column_names must be distinct strings, got {names!r}.')
-        bad = [e for e in encodings if e not in XSV_ENCODINGS]
+        bad = [e for e in encodings if not isinstance(e, str) or e not in XSV_ENCODINGS]
         if bad:
             raise IndexFormatError(f'{where}: unsupported {self.format_name} encodings {bad}; expected '
                                    f'{", ".join(XSV_ENCODINGS)}.')
@@ -115,7 +117,7 @@ class XSVView:
         if text.endswith(self._newline):
             text = text[:-self._trim]
         fields = text.split(self._separator)
-        if len(fields) < len(self._columns):
+        if len(fields) != len(self._columns):  # the writer refuses separators inside values
             raise ShardCorruptError(f'{self.path}: sample {index} has {len(fields)} fields, expected '
                                     f'{len(self._columns)}.')
         return {name: decode(field) for (name, decode), field in zip(self._columns, fields, strict=False)}

@@ -8,16 +8,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
 
 __all__ = ['JSONReader', 'JSONView', 'JSONFormat']
 
 _U32 = struct.Struct('<I')
+#: What a JSON line's value may be for each column encoding (the writer checks the same on write).
+_TYPES: dict[str, type | tuple[type, ...]] = {'str': str, 'int': int, 'float': float}
 
 
 class JSONReader(ShardReaderBase):
     """One ``json`` shard entry: a data file of lines and its ``.meta`` offset file."""
 
+    min_bytes_per_sample = 4
+    max_file_bytes = MAX_SHARD_BYTES
     format_name = 'json'
     entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'newline', 'raw_data', 'raw_meta',
                             'samples', 'size_limit', 'version', 'zip_data', 'zip_meta'})
@@ -61,6 +65,8 @@ class JSONView:
         self._count = count
         self._trim = len(reader.newline.encode('utf-8'))
         self._newline = reader.newline.encode('utf-8')
+        self._keys = set(reader.columns)
+        self._checks = [(name, _TYPES.get(encoding, object)) for name, encoding in reader.columns.items()]
 
     def __len__(self) -> int:
         return self._count
@@ -76,9 +82,17 @@ class JSONView:
         if line.endswith(self._newline):
             line = line[:-self._trim]
         try:
-            return json.loads(line)
-        except (ValueError, UnicodeDecodeError) as err:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
             raise ShardCorruptError(f'{self.path}: sample {index} is not valid JSON: {err}') from err
+        if type(obj) is not dict or obj.keys() != self._keys:
+            raise ShardCorruptError(f'{self.path}: sample {index} is not an object with exactly the columns '
+                                    f'{sorted(self._keys)}.')
+        for name, kind in self._checks:
+            if not isinstance(obj[name], kind):
+                raise ShardCorruptError(f'{self.path}: sample {index} column {name!r} holds '
+                                        f'{type(obj[name]).__name__}, not the declared type.')
+        return obj
 
     def close(self) -> None:
         """Release the mapping."""

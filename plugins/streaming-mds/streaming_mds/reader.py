@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnknownNameError, UnsafeTypeError
-from streaming_core.shard import ShardReaderBase, map_file, read_offsets
+from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
 from streaming_mds.encodings import Bytes
 from streaming_mds.resolve import get_codec
 
@@ -27,6 +27,8 @@ _U32 = struct.Struct('<I')
 class MDSReader(ShardReaderBase):
     """One MDS shard entry of an ``index.json``: validated, cheap to pickle (codecs are resolved on open)."""
 
+    min_bytes_per_sample = 4
+    max_file_bytes = MAX_SHARD_BYTES
     format_name = 'mds'
     entry_keys = frozenset({'column_encodings', 'column_names', 'column_sizes', 'compression', 'format', 'hashes',
                             'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
@@ -157,7 +159,13 @@ class MDSView:
         if not 0 <= index < self._count:
             raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
         offsets = self._offsets
-        return self._decode(self._mm[offsets[index]:offsets[index + 1]])
+        try:
+            return self._decode(self._mm[offsets[index]:offsets[index + 1]])
+        except ShardCorruptError:
+            raise
+        except Exception as err:  # a column's bytes do not decode (invalid UTF-8, JSON, number text...)
+            raise ShardCorruptError(f'{self.path}: sample {index} cannot be decoded: {type(err).__name__}: '
+                                    f'{err}') from err
 
     def get_raw(self, index: int) -> bytes:
         """The stored bytes of sample ``index`` (head and columns)."""

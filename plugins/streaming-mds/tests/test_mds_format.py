@@ -194,6 +194,9 @@ def test_truncated_shard(shard: tuple[dict[str, Any], str]) -> None:
         mds_reader(entry).open([path])
     _rewrite(path, data[:6])
     entry['raw_data']['bytes'] = 6
+    with pytest.raises(IndexFormatError, match='3 samples cannot fit in 6 bytes'):
+        mds_reader(entry)  # the entry itself is impossible: refused before the file is opened
+    entry['samples'] = 1
     with pytest.raises(ShardCorruptError, match='fewer than'):
         mds_reader(entry).open([path])
 
