@@ -227,11 +227,26 @@ class ShardWriter:
             logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
             shutil.rmtree(self.local)
         os.makedirs(self.local, exist_ok=True)
-        if self.remote and not self.exist_ok:
+        if self.remote:
             remote_index = join(self.remote, INDEX_BASENAME)
             if exists(remote_index, timeout=self.upload_timeout, options=self.storage_options):
-                raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
-                                      f'exist_ok=True to overwrite it, or choose another location.')
+                if not self.exist_ok:
+                    raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
+                                          f'exist_ok=True to overwrite it, or choose another location.')
+                self._uncommit_remote(remote_index)
+
+    def _uncommit_remote(self, remote_index: str) -> None:
+        """Replace the remote's index with an empty one before any shard is overwritten, so a rewrite that dies
+        midway leaves no index naming shards that have changed under it."""
+        logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', self.remote)
+        empty = os.path.join(self.local, f'.{INDEX_BASENAME}.empty')
+        try:
+            with open(empty, 'w', encoding='utf-8') as handle:
+                handle.write(index_text([]))
+            upload_file(empty, remote_index, timeout=self.upload_timeout, retries=self.retry - 1,
+                        options=self.storage_options)
+        finally:
+            os.remove(empty)
 
     def _raise_upload_error(self) -> None:
         err = self._upload_error
