@@ -56,6 +56,10 @@ class AzureBackendBase(ProcessLocal):
                 client = self._clients.get(key)
                 if client is None:
                     client = self.settings.make_service_client(account, self.service_kind, timeout)
+                    from streaming_core.redact import install_log_redaction, register_secret
+                    for secret in self.settings.secrets():
+                        register_secret(secret)
+                    install_log_redaction('azure', 'urllib3')
                     self._clients[key] = client
         return client
 

@@ -68,6 +68,12 @@ class AzureSettings:
         self.account = (options.get('account') or fields.get('accountname') or os.environ.get('AZURE_ACCOUNT_NAME')
                         or _account_of_url(self.account_url) or None)
 
+    def secrets(self) -> list[str]:
+        """The secret values among the settings (to keep out of logs)."""
+        fields = _connection_string_fields(self._connection_string) if self._connection_string else {}
+        return [value for value in (self._key, self._sas, fields.get('accountkey'),
+                                    fields.get('sharedaccesssignature')) if value]
+
     @property
     def pinned_account(self) -> bool:
         """Whether the endpoint or the credential belongs to one account (so a URL naming another is an error)."""

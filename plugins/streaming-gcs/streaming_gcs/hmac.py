@@ -66,6 +66,9 @@ class GcsHmacClient(ProcessLocal):
                     session = boto3.session.Session(aws_access_key_id=self._key, aws_secret_access_key=self._secret,
                                                     region_name='auto')
                     client = session.client('s3', endpoint_url=self.endpoint, config=config)
+                    from streaming_core.redact import install_log_redaction, register_secret
+                    register_secret(self._secret)
+                    install_log_redaction('botocore', 'boto3', 'urllib3')
                     self._clients[float(timeout)] = client
         return client
 

@@ -149,6 +149,7 @@ class S3Backend(ProcessLocal):
             if self._session is None:
                 self._session = boto3.session.Session(profile_name=self.profile, region_name=self.region,
                                                       **{k: v for k, v in self._credentials.items() if v})
+                _mask_credentials(self._session)
             return self._session.client('s3', **kwargs)
         except Exception as err:
             raise translate(err, f's3://{self.endpoint_url or "aws"}', 'Creating the S3 client') from None
@@ -262,3 +263,16 @@ def _requester_pays(option: Any) -> bool | frozenset[str]:
 
 def _pays(setting: bool | frozenset[str], bucket: str) -> bool:
     return setting if isinstance(setting, bool) else bucket in setting
+
+
+def _mask_credentials(session: Any) -> None:
+    """Keep the session's credentials out of botocore's DEBUG logs (it logs signed request headers)."""
+    from streaming_core.redact import install_log_redaction, register_secret
+    try:
+        credentials = session.get_credentials()
+    except Exception:  # no credentials resolvable yet: nothing to mask
+        credentials = None
+    if credentials is not None:
+        register_secret(credentials.secret_key)
+        register_secret(credentials.token)
+    install_log_redaction('botocore', 'boto3', 's3transfer', 'urllib3')

@@ -1,0 +1,69 @@
+"""Keep credentials out of logs: a logging filter for third-party SDK loggers, and literal secrets to mask.
+
+Storage plugins call :func:`register_secret` with the credentials they use and :func:`install_log_redaction` with
+their SDK's logger names (``botocore``, ``azure``...). SDKs log request headers and signing material at DEBUG;
+the filter rewrites such records before any handler sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+__all__ = ['register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+_PATTERNS = [
+    # header or query parameter names followed by a value: Authorization, X-Amz-Security-Token, Signature, sig ...
+    re.compile(r'''(?ix)((?:authorization|x-amz-security-token|x-amz-signature|x-amz-credential|signature|
+                   x-goog-signature|sig|sharedkey|accountkey|account_key|secret[_-]?access[_-]?key|session[_-]?token)
+                   ['"]?\s*[:=]\s*['"]?)([^'"&\s,}]+)'''),
+]
+_FILTER_NAME = 'streaming-core-redaction'
+
+
+def register_secret(value: str | None) -> None:
+    """Mask this literal value (a secret key, a token) wherever it would appear in a log record."""
+    if isinstance(value, str) and len(value) >= 6:
+        with _lock:
+            _secrets.add(value)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with registered secrets and credential-looking header/parameter values replaced by ``***``."""
+    for secret in list(_secrets):
+        if secret in text:
+            text = text.replace(secret, '***')
+    for pattern in _PATTERNS:
+        text = pattern.sub(r'\1***', text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites each record's message with :func:`redact_text` (only records that pass the level reach it)."""
+
+    def __init__(self) -> None:
+        super().__init__(_FILTER_NAME)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact and keep the record."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it to logging's own error handling
+            return True
+        cleaned = redact_text(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+def install_log_redaction(*prefixes: str) -> None:
+    """Attach the filter to every existing logger under ``prefixes`` (call it after the SDK is imported)."""
+    manager = logging.Logger.manager
+    names = [name for name in list(manager.loggerDict) if name.split('.')[0] in prefixes]
+    for name in [*prefixes, *names]:
+        logger = logging.getLogger(name)
+        if not any(getattr(f, 'name', None) == _FILTER_NAME for f in logger.filters):
+            logger.addFilter(RedactingFilter())
