@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import logging
 import math
 import numbers
@@ -174,7 +176,8 @@ class StreamingDataset(IterableDataset):
         self.num_streams = len(self.streams)
         readers = []
         for stream in self.streams:
-            shards = stream.get_shards(self.allow_unsafe_types)
+            with _gc_paused():  # thousands of small reader objects: collections would only walk them
+                shards = stream.get_shards(self.allow_unsafe_types)
             if sum(reader.samples for reader in shards) == 0:
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
             readers.append(shards)
@@ -326,7 +329,7 @@ class StreamingDataset(IterableDataset):
         world = self._worker_world()
         epoch, ids = self._worker_sample_ids(world)
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
-        yield from EpochIterator(self, ids, epoch, on_prefetched=ahead)
+        return iter(EpochIterator(self, ids, epoch, on_prefetched=ahead))
 
     def _plan_ahead(self, world: World, epoch: int) -> None:
         """Compute (and share on the node) the next epoch's plan while this one finishes."""
@@ -453,6 +456,17 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _file_size(path: str) -> int:

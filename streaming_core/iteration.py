@@ -96,17 +96,14 @@ class EpochIterator:
         gap = self.predownload if self.manager.cache_limit is not None else None
         run_shards, run_starts, run_ends = shard_runs(shards, gap)
         self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
-        self._runs_by_shard: dict[int, tuple[list[int], list[int]]] = {}
-        for shard, start, end in self._runs:
-            starts, ends = self._runs_by_shard.setdefault(shard, ([], []))
-            starts.append(start)
-            ends.append(end)
+        self._run_starts = run_starts.tolist()  # unique (one shard per position), sorted: a run's ordinal is a bisect
+        by_shard = np.argsort(run_shards, kind='stable')
+        grouped = np.split(by_shard, np.flatnonzero(np.diff(run_shards[by_shard])) + 1) if len(by_shard) else []
+        self._runs_by_shard: dict[int, tuple[list[int], list[int]]] = {
+            int(run_shards[group[0]]): (run_starts[group].tolist(), run_ends[group].tolist()) for group in grouped}
         self._cond = threading.Condition()
         self._consumer_pos = 0
         self._ready = 0                        # runs [0, _ready) have been handled by the prefetcher
-        self._run_index = {}                   # (shard, start) -> run ordinal
-        for k, (shard, start, _) in enumerate(self._runs):
-            self._run_index[(shard, start)] = k
         self._errors: dict[int, BaseException] = {}
         self._stop = False
         self._pressure = False
@@ -175,7 +172,7 @@ class EpochIterator:
         """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
         self._release_behind(pos)
         start, end = self._run_of(shard, pos)
-        ordinal = self._run_index[(shard, start)]
+        ordinal = bisect.bisect_left(self._run_starts, start)
         deadline = time.monotonic() + self.wait_timeout
         release = []
         with self._cond:
@@ -250,36 +247,35 @@ class EpochIterator:
     # ----------------------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         if not self.count:
-            return
+            return iter(())
         self._thread = threading.Thread(target=self._prefetch, name='streaming-core-prefetch', daemon=True)
-        self._thread.start()
-        try:
-            if self.dataset.on_bad_sample == 'raise':
-                yield from self._samples()
-            else:
-                yield from self._samples_replacing_bad()
-        finally:
-            self._finish()
+        if self.dataset.on_bad_sample == 'raise':
+            return self._samples()
+        return self._samples_replacing_bad()
 
     def _samples(self) -> Iterator[Any]:
-        """The hot loop."""
+        """The hot loop (one generator: no ``yield from`` layers between it and the training loop)."""
         shards, indices, ids = self._shards, self._indices, self._ids
         views = self.manager._views
         step = max(self.predownload // 4, 1)
         checkpoint = step
         getitem = self.dataset.__getitem__
-        for pos in range(self.count):
-            shard = shards[pos]
-            view = views.get(shard)
-            if view is None:
-                view = self._wait_for(shard, pos)
-            if ids is None:
-                yield view[indices[pos]]
-            else:
-                yield getitem(ids[pos])
-            if pos >= checkpoint:
-                self._release_behind(pos)
-                checkpoint = pos + step
+        self._thread.start()
+        try:
+            for pos in range(self.count):
+                shard = shards[pos]
+                view = views.get(shard)
+                if view is None:
+                    view = self._wait_for(shard, pos)
+                if ids is None:
+                    yield view[indices[pos]]
+                else:
+                    yield getitem(ids[pos])
+                if pos >= checkpoint:
+                    self._release_behind(pos)
+                    checkpoint = pos + step
+        finally:
+            self._finish()
 
     def _samples_replacing_bad(self) -> Iterator[Any]:
         """``on_bad_sample='replace'``: a sample that fails to decode is logged and replaced by the nearest good sample
@@ -290,29 +286,33 @@ class EpochIterator:
         last_good: Any = None
         pending = 0
         error: BaseException | None = None
-        for pos in range(self.count):
-            shard = shards[pos]
-            view = self.manager._views.get(shard)
-            if view is None:
-                view = self._wait_for(shard, pos)
-            try:
-                sample = view[indices[pos]] if ids is None else self.dataset.__getitem__(ids[pos])
-            except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
-                error = err
-                logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
-                               self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
-                if last_good is None:
-                    pending += 1
+        self._thread.start()
+        try:
+            for pos in range(self.count):
+                shard = shards[pos]
+                view = self.manager._views.get(shard)
+                if view is None:
+                    view = self._wait_for(shard, pos)
+                try:
+                    sample = view[indices[pos]] if ids is None else self.dataset.__getitem__(ids[pos])
+                except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
+                    error = err
+                    logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
+                                   self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
+                    if last_good is None:
+                        pending += 1
+                    else:
+                        yield last_good
                 else:
-                    yield last_good
-            else:
-                for _ in range(pending + 1):
-                    yield sample
-                pending = 0
-                last_good = sample
-            if pos >= checkpoint:
-                self._release_behind(pos)
-                checkpoint = pos + step
-        if pending:
-            raise RuntimeError(f'Every sample of this worker failed to decode in epoch {self.epoch}; nothing can '
-                               f'replace them.') from error
+                    for _ in range(pending + 1):
+                        yield sample
+                    pending = 0
+                    last_good = sample
+                if pos >= checkpoint:
+                    self._release_behind(pos)
+                    checkpoint = pos + step
+            if pending:
+                raise RuntimeError(f'Every sample of this worker failed to decode in epoch {self.epoch}; nothing '
+                                   f'can replace them.') from error
+        finally:
+            self._finish()

@@ -10,13 +10,14 @@ shard's columns, so ``view[i]`` is one slice of the mapping, one ``unpack`` of t
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnknownNameError, UnsafeTypeError
 from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
-from streaming_mds.encodings import Bytes
+from streaming_mds.encodings import Bytes, Int
 from streaming_mds.resolve import get_codec
 
 __all__ = ['MDSReader', 'MDSView', 'MDSFormat', 'compile_decoder']
@@ -77,50 +78,66 @@ class MDSReader(ShardReaderBase):
 
 
 def compile_decoder(names: Sequence[str], decoders: Sequence[Callable[[bytes], Any] | None],
-                    sizes: Sequence[int | None], path: str) -> Callable[[bytes], dict[str, Any]]:
-    """Build ``decode(sample_bytes) -> dict`` for one column layout.
+                    sizes: Sequence[int | None], path: str = '') -> Callable[[Any, int, int], dict[str, Any]]:
+    """Build ``decode(buffer, start, end) -> dict`` for one column layout, reading straight from the mapped file.
 
-    ``decoders[i]`` is the column's decode function, or ``None`` to return the column's bytes as they are. The
-    function is generated once per layout with the head size, the fixed sizes and the column order inlined; it
-    checks that the columns exactly fill the sample.
+    ``decoders[i]`` is the column's decode function, ``None`` to return the column's bytes as they are, or the
+    marker :data:`INT64` for a little-endian int64 read with a precompiled struct. The function is generated once
+    per layout (and cached) with the head size, the fixed sizes, the column order and every helper bound as a local;
+    it raises ``ShardCorruptError`` when the columns do not exactly fill ``[start, end)``. ``path`` is unused (kept
+    for callers of the old signature); the view adds the file name to errors.
     """
+    return _compiled(tuple(names), tuple(decoders), tuple(sizes))
+
+
+#: Marker for an ``int`` column: decoded with ``struct.unpack_from('<q')`` instead of a codec call.
+INT64 = object()
+_Q = struct.Struct('<q')
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(names: tuple[str, ...], decoders: tuple[Any, ...],
+              sizes: tuple[int | None, ...]) -> Callable[[Any, int, int], dict[str, Any]]:
     nvar = sum(size is None for size in sizes)
     head = struct.Struct(f'<{nvar}I')
-    env: dict[str, Any] = {'_unpack': head.unpack_from, '_Corrupt': ShardCorruptError, '_path': path}
-    lines = ['def decode(buf):', '    n = len(buf)']
+    bound: dict[str, Any] = {'_unpack': head.unpack_from, '_Corrupt': ShardCorruptError, '_q': _Q.unpack_from}
+    lines = []
     if nvar:
-        lines.append(f'    if n < {head.size}:')
-        lines.append(f'        raise _Corrupt(f"{{_path}}: a sample of {{n}} bytes is shorter than its '
-                     f'{head.size}-byte head.")')
+        lines.append(f'    if end - start < {head.size}:')
+        lines.append(f'        raise _Corrupt(f"a sample of {{end - start}} bytes is shorter than its {head.size}-byte '
+                     f'head.")')
         var_names = [f'l{i}' for i in range(nvar)]
-        lines.append(f'    {", ".join(var_names)}{"," if nvar == 1 else ""} = _unpack(buf, 0)')
-    pos = str(head.size)
+        lines.append(f'    {", ".join(var_names)}{"," if nvar == 1 else ""} = _unpack(buf, start)')
+    pos = f'start + {head.size}'
     var = 0
     values = []
     for i, (size, decoder) in enumerate(zip(sizes, decoders, strict=True)):
         if size is None:
-            end = f'({pos}) + l{var}'
+            end = f'{pos} + l{var}'
             var += 1
         else:
-            end = f'({pos}) + {size}'
+            end = f'{pos} + {size}'
         lines.append(f'    e{i} = {end}')
-        piece = f'buf[{pos}:e{i}]'
         if decoder is None:
-            values.append(piece)
+            values.append(f'buf[{pos}:e{i}]')
+        elif decoder is INT64:
+            values.append(f'_q(buf, {pos})[0]')
         else:
-            env[f'd{i}'] = decoder
-            values.append(f'd{i}({piece})')
+            bound[f'd{i}'] = decoder
+            values.append(f'd{i}(buf[{pos}:e{i}])')
         pos = f'e{i}'
-    last = pos
-    lines.append(f'    if {last} != n:')
-    lines.append(f'        raise _Corrupt(f"{{_path}}: a sample of {{n}} bytes does not match its column sizes '
-                 f'(they add up to {{{last}}}).")')
-    for i, name in enumerate(names):
-        env[f'k{i}'] = name
+        bound[f'k{i}'] = names[i]
+    lines.append(f'    if {pos} != end:')
+    lines.append(f'        raise _Corrupt(f"a sample of {{end - start}} bytes does not match its column sizes '
+                 f'(they add up to {{{pos} - start}}).")')
     items = ', '.join(f'k{i}: {value}' for i, value in enumerate(values))
     lines.append(f'    return {{{items}}}')
-    exec('\n'.join(lines), env)  # noqa: S102 - source built above from integers and fixed identifiers only
-    return env['decode']
+    params = ', '.join(f'{name}={name}' for name in bound)
+    source = f'def make({", ".join(bound)}):\n  def decode(buf, start, end, {params}):\n' + '\n'.join(
+        '  ' + line for line in lines) + '\n  return decode\n'
+    scope: dict[str, Any] = {}
+    exec(source, scope)  # noqa: S102 - source built above from integers and fixed identifiers only
+    return scope['make'](**bound)
 
 
 class MDSView:
@@ -146,24 +163,22 @@ class MDSView:
             self.close()
             raise
         self._count = count
-        decoders = []
+        decoders: list[Any] = []
         for encoding in reader.column_encodings:
             codec = get_codec(encoding)
-            decoders.append(None if type(codec) is Bytes else codec.decode)
-        self._decode = compile_decoder(reader.column_names, decoders, reader.column_sizes, path)
+            decoders.append(None if type(codec) is Bytes else INT64 if type(codec) is Int else codec.decode)
+        self._decode = compile_decoder(reader.column_names, decoders, reader.column_sizes)
 
     def __len__(self) -> int:
         return self._count
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        if not 0 <= index < self._count:
+        if index < 0 or index >= self._count:
             raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
         offsets = self._offsets
         try:
-            return self._decode(self._mm[offsets[index]:offsets[index + 1]])
-        except ShardCorruptError:
-            raise
-        except Exception as err:  # a column's bytes do not decode (invalid UTF-8, JSON, number text...)
+            return self._decode(self._mm, offsets[index], offsets[index + 1])
+        except Exception as err:  # a column's bytes do not decode (layout, invalid UTF-8, JSON, number text...)
             raise ShardCorruptError(f'{self.path}: sample {index} cannot be decoded: {type(err).__name__}: '
                                     f'{err}') from err
 
