@@ -8,9 +8,7 @@ crash of the interpreter is seen as the process dying, and a hang as a read that
 or a :class:`~streaming_core.errors.StreamingError` comes out that is not a disguised ``MemoryError``.
 
 The fuzz tests are deterministic (``derandomize=True``) so the suite is stable; ``--soak`` runs many more random
-examples. Bugs already reported are recognised by :func:`known_bug` (each has its own strict ``xfail`` test below,
-which turns into a failure as soon as the bug is fixed, so the matching entry gets removed); any other violation
-fails the fuzz test.
+examples. The bugs this matrix found have regression tests at the end of the module.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import struct
 from typing import Any
 
@@ -92,32 +89,11 @@ def test_pristine_datasets_read_completely(reader: ReadServer, pristine: dict, s
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Known, reported bugs (see the xfail tests at the end of this module and docs/reliability.md).
-def known_bug(kind: str, result: dict[str, Any]) -> str | None:
-    """The id of the reported bug a contract violation matches, or None for a new one."""
-    kind_of_error, message = result.get('type'), result.get('message', '')
-    if kind.startswith('mds') and (kind_of_error in ('UnicodeDecodeError', 'JSONDecodeError', 'InvalidOperation')
-                                   or (kind_of_error == 'ValueError' and re.search(
-                                       r'invalid literal for int|could not convert string to float', message))):
-        return 'mds-codec-decode-errors-escape'
-    if kind == 'json' and kind_of_error == 'WrongSample':
-        return 'json-reader-does-not-check-columns'
-    if kind in ('csv', 'tsv', 'xsv') and kind_of_error == 'TypeError' and 'unhashable' in message:
-        return 'xsv-encoding-not-a-string'
-    if kind_of_error == 'OverflowError' and 'too large to convert' in message:
-        return 'huge-sample-count'
-    if kind_of_error == 'MemoryError' and 'Unable to allocate' in message:
-        return 'huge-sample-count'
-    if kind_of_error == 'RuntimeError' and 'contains no samples' in message:
-        return 'empty-dataset-runtime-error'
-    return None
-
-
+# The contract.
 def check_contract(kind: str, result: dict[str, Any], what: str) -> None:
-    """Fail on a contract violation that no reported bug explains."""
-    if refused_properly(result) or known_bug(kind, result):
-        return
-    raise AssertionError(f'{kind}: {what}: {describe(result)}')
+    """Fail on any contract violation."""
+    if not refused_properly(result):
+        raise AssertionError(f'{kind}: {what}: {describe(result)}')
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -436,7 +412,7 @@ def test_shard_entry_of_the_wrong_version_or_type_is_refused(reader: ReadServer,
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Reported bugs, one strict xfail each (they fail loudly once fixed: then drop the marker and known_bug's entry).
+# Regression tests of the bugs this matrix found (each was first pinned by a strict xfail).
 def _corrupt_text_column(directory: str, column: str, replacement: bytes) -> None:
     """Overwrite the first byte of sample 0's value in ``column`` of the first MDS shard."""
     from streaming_mds.reader import MDSReader
@@ -461,24 +437,20 @@ def _corrupt_text_column(directory: str, column: str, replacement: bytes) -> Non
         handle.write(bytes(data))
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: MDS str/json/str_int/str_float/str_decimal decode errors escape as '
-                                       'UnicodeDecodeError/JSONDecodeError/ValueError, not ShardCorruptError')
 @pytest.mark.parametrize('column, replacement', [('text', b'\xff'), ('obj', b'\x01'), ('si', b'x'), ('sf', b'x'),
                                                  ('sd', b'\xff')])
-def test_bug_mds_text_codec_errors_are_shard_corrupt_errors(reader: ReadServer, pristine: dict, scratch: Any,
-                                                            column: str, replacement: bytes) -> None:
+def test_mds_text_codec_errors_are_shard_corrupt_errors(reader: ReadServer, pristine: dict, scratch: Any,
+                                                        column: str, replacement: bytes) -> None:
     directory = copy_dataset(pristine[('mds-text', None)], scratch())
     _corrupt_text_column(directory, column, replacement)
     result = _refused(reader, directory, ShardCorruptError)
     assert 'shard.00000.mds' in result['message']
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: JSON reader returns a line that is not an object with the declared '
-                                       'columns (silent corruption)')
 @pytest.mark.parametrize('line', [b'{"id": 0, "sc0re": 0.0, "text": "row 0 text"}', b'[0, "row 0 text", 0.0000]',
                                   b'{"id": 0, "score": 0.0, "text": 5, "x": 1}'])
-def test_bug_json_reader_checks_each_line_against_the_columns(reader: ReadServer, pristine: dict, scratch: Any,
-                                                              line: bytes) -> None:
+def test_json_reader_checks_each_line_against_the_columns(reader: ReadServer, pristine: dict, scratch: Any,
+                                                          line: bytes) -> None:
     directory = copy_dataset(pristine[('json', None)], scratch())
     path = os.path.join(directory, 'shard.00000.json')
     with open(path, 'rb') as handle:
@@ -490,10 +462,9 @@ def test_bug_json_reader_checks_each_line_against_the_columns(reader: ReadServer
     _refused(reader, directory, ShardCorruptError)
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: XSV reader silently drops fields past the declared columns')
 @pytest.mark.parametrize('kind', ['csv', 'tsv', 'xsv'])
-def test_bug_xsv_line_with_extra_fields_is_refused(reader: ReadServer, pristine: dict, scratch: Any,
-                                                   kind: str) -> None:
+def test_xsv_line_with_extra_fields_is_refused(reader: ReadServer, pristine: dict, scratch: Any,
+                                               kind: str) -> None:
     directory = copy_dataset(pristine[(kind, None)], scratch())
     separator = {'csv': b',', 'tsv': b'\t', 'xsv': b'|'}[kind]
     path = os.path.join(directory, f'shard.00000.{kind}')
@@ -506,10 +477,9 @@ def test_bug_xsv_line_with_extra_fields_is_refused(reader: ReadServer, pristine:
     _refused(reader, directory, ShardCorruptError)
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: XSV reader raises TypeError for a non-string column encoding')
 @pytest.mark.parametrize('value', [[], {}, ['int']])
-def test_bug_xsv_non_string_encoding_is_an_index_format_error(reader: ReadServer, pristine: dict, scratch: Any,
-                                                              value: Any) -> None:
+def test_xsv_non_string_encoding_is_an_index_format_error(reader: ReadServer, pristine: dict, scratch: Any,
+                                                          value: Any) -> None:
     directory = copy_dataset(pristine[('csv', None)], scratch())
     index = load_index(directory)
     index['shards'][0]['column_encodings'][0] = value
@@ -517,11 +487,9 @@ def test_bug_xsv_non_string_encoding_is_an_index_format_error(reader: ReadServer
     _refused(reader, directory, IndexFormatError)
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: an index "samples" count far beyond what the shard size allows is '
-                                       'accepted, then overflows int64 or sizes an epoch plan (MemoryError)')
 @pytest.mark.parametrize('samples', [1 << 40, (1 << 63) - 1, 1 << 64, 10 ** 30])
-def test_bug_sample_count_impossible_for_the_shard_size_is_refused(reader: ReadServer, pristine: dict,
-                                                                   scratch: Any, samples: int) -> None:
+def test_sample_count_impossible_for_the_shard_size_is_refused(reader: ReadServer, pristine: dict,
+                                                               scratch: Any, samples: int) -> None:
     directory = copy_dataset(pristine[('mds', None)], scratch())
     index = load_index(directory)
     index['shards'][0]['samples'] = samples
@@ -529,10 +497,8 @@ def test_bug_sample_count_impossible_for_the_shard_size_is_refused(reader: ReadS
     _refused(reader, directory, IndexFormatError)
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: an index declaring a raw shard of 4 GiB or more (impossible with 32-bit '
-                                       'offsets) is accepted and sizes the decompression buffer')
 @pytest.mark.parametrize('size', [1 << 32, 1 << 40])
-def test_bug_raw_size_beyond_the_shard_limit_is_refused(reader: ReadServer, tmp_path: Any, size: int) -> None:
+def test_raw_size_beyond_the_shard_limit_is_refused(reader: ReadServer, tmp_path: Any, size: int) -> None:
     directory = write_dataset(str(tmp_path / 'ds'), 'mds', 4, compression='zstd', size_limit=1 << 20)
     index = load_index(directory)
     index['shards'][0]['raw_data']['bytes'] = size
@@ -540,8 +506,7 @@ def test_bug_raw_size_beyond_the_shard_limit_is_refused(reader: ReadServer, tmp_
     _refused(reader, directory, IndexFormatError)
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: an index with no shards raises a bare RuntimeError (not a StreamingError)')
-def test_bug_empty_index_raises_a_streaming_error(reader: ReadServer, tmp_path: Any) -> None:
+def test_empty_index_raises_a_streaming_error(reader: ReadServer, tmp_path: Any) -> None:
     directory = tmp_path / 'empty'
     directory.mkdir()
     (directory / 'index.json').write_text('{"shards": [], "version": 2}')

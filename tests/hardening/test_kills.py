@@ -69,8 +69,10 @@ def _kill_and_resume(tmp_path: Any, s3: S3Place, victim: str, seed: int) -> None
         if victim == 'rank':
             kill(first.procs[1])
         else:
+            wait_for(lambda: _live_worker_of(config['pid_dir'], 0) is not None, 60, 'a live worker of rank 0',
+                     proc=first.procs[0], log=first.log(0))
             pid = _live_worker_of(config['pid_dir'], 0)
-            assert pid is not None, 'no live DataLoader worker of rank 0 recorded its pid'
+            assert pid is not None and pid > 1, pid
             os.kill(pid, 9)
             # The worker's death is not silent: rank 0's training loop raises.
             wait_for(lambda: first.procs[0].poll() is not None, 60, 'rank 0 noticing its dead worker')

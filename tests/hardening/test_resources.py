@@ -17,10 +17,8 @@ def _open_fds() -> int:
     return len(os.listdir('/proc/self/fd'))
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: every StreamingDataset leaks the memfd of its SharedState (never closed, '
-                                       'even after the dataset is collected): EMFILE after ~ulimit -n datasets')
 @pytest.mark.parametrize('iterate', [False, True])
-def test_bug_datasets_release_their_file_descriptors(tmp_path: Any, iterate: bool) -> None:
+def test_datasets_release_their_file_descriptors(tmp_path: Any, iterate: bool) -> None:
     local = write_mds(str(tmp_path / 'ds'), 40, size_limit=1 << 10)
     dataset = StreamingDataset(local=local, batch_size=1)
     list(dataset)

@@ -137,8 +137,6 @@ def test_s3_secret_key(s3: S3Place, fault_proxy: Callable[[str], FaultProxy], tm
     assert_secret_free(evidence, caplog, capfd, [s3.options['aws_secret_access_key']])
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: botocore logs the S3 session token (X-Amz-Security-Token) at DEBUG; '
-                                       'streaming-s3 installs no redacting log filter')
 def test_s3_session_token(s3: S3Place, tmp_path: Any, evidence: Evidence, caplog: pytest.LogCaptureFixture,
                           capfd: pytest.CaptureFixture[str]) -> None:
     token = f'HARDENING-TOKEN-{uuid.uuid4().hex}'
