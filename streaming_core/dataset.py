@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
 import logging
 import math
 import numbers
@@ -24,7 +22,7 @@ from streaming_core.shards import ShardManager
 from streaming_core.shared_state import SharedState
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream
-from streaming_core.util import bytes_to_int, number_abbrev_to_int
+from streaming_core.util import bytes_to_int, gc_paused, number_abbrev_to_int
 from streaming_core.world import World
 
 __all__ = ['StreamingDataset']
@@ -176,7 +174,7 @@ class StreamingDataset(IterableDataset):
         self.num_streams = len(self.streams)
         readers = []
         for stream in self.streams:
-            with _gc_paused():  # thousands of small reader objects: collections would only walk them
+            with gc_paused():  # thousands of small reader objects: collections would only walk them
                 shards = stream.get_shards(self.allow_unsafe_types)
             if sum(reader.samples for reader in shards) == 0:
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
@@ -329,7 +327,9 @@ class StreamingDataset(IterableDataset):
         world = self._worker_world()
         epoch, ids = self._worker_sample_ids(world)
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
-        return iter(EpochIterator(self, ids, epoch, on_prefetched=ahead))
+        with gc_paused():
+            iterator = EpochIterator(self, ids, epoch, on_prefetched=ahead)
+        return iter(iterator)
 
     def _plan_ahead(self, world: World, epoch: int) -> None:
         """Compute (and share on the node) the next epoch's plan while this one finishes."""
@@ -424,13 +424,7 @@ class StreamingDataset(IterableDataset):
         if not 0 <= sample_id < self.num_samples:
             raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
         shard, index = self._locate(sample_id)
-        manager = self._shards_manager
-        view = manager._views.get(shard)
-        if view is None:
-            view = manager.view(shard)
-            if len(manager._views) > manager.max_open:
-                manager.trim()
-        return view[index]
+        return self._shards_manager.sample(shard, index)
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids."""
@@ -456,17 +450,6 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _file_size(path: str) -> int:

@@ -44,14 +44,23 @@ def check_basename(basename: Any, where: str) -> str:
     return basename
 
 
-def resolve_inside(root: str, basename: str, where: str) -> str:
-    """``root/basename`` after checking that no symlink on the way leads outside ``root``."""
-    path = os.path.join(root, *basename.split('/'))
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f'{where}: {basename!r} resolves (through a symlink) to {real}, outside the dataset '
-                              f'directory {real_root}.')
+def resolve_inside(root: str, basename: str, where: str, real_root: str | None = None) -> str:
+    """``root/basename`` after checking that no symlink on the way leads outside ``root``.
+
+    The basename was already checked (:func:`check_basename`), so only symlinks can escape: each component under
+    ``root`` is tested with one ``lstat`` and only a symlink is resolved. ``real_root`` (the resolved ``root``) may be
+    passed to save resolving it again.
+    """
+    parts = basename.split('/')
+    path = root
+    for part in parts:
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            real_root = real_root or os.path.realpath(root)
+            real = os.path.realpath(path)
+            if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+                raise UnsafePathError(f'{where}: {basename!r} resolves (through a symlink) to {real}, outside the '
+                                      f'dataset directory {real_root}.')
     return path
 
 

@@ -97,10 +97,8 @@ class EpochIterator:
         run_shards, run_starts, run_ends = shard_runs(shards, gap)
         self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
         self._run_starts = run_starts.tolist()  # unique (one shard per position), sorted: a run's ordinal is a bisect
-        by_shard = np.argsort(run_shards, kind='stable')
-        grouped = np.split(by_shard, np.flatnonzero(np.diff(run_shards[by_shard])) + 1) if len(by_shard) else []
-        self._runs_by_shard: dict[int, tuple[list[int], list[int]]] = {
-            int(run_shards[group[0]]): (run_starts[group].tolist(), run_ends[group].tolist()) for group in grouped}
+        by_shard = np.lexsort((run_starts, run_shards))  # runs grouped by shard, each group by start
+        self._by_shard = (run_shards[by_shard], run_starts[by_shard], run_ends[by_shard])
         self._cond = threading.Condition()
         self._consumer_pos = 0
         self._ready = 0                        # runs [0, _ready) have been handled by the prefetcher
@@ -164,9 +162,12 @@ class EpochIterator:
                 threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
 
     def _run_of(self, shard: int, pos: int) -> tuple[int, int]:
-        starts, ends = self._runs_by_shard[shard]
-        k = bisect.bisect_right(starts, pos) - 1
-        return starts[k], ends[k]
+        """The ``(start, end)`` of the shard's run that covers position ``pos`` (slow path only)."""
+        shards, starts, ends = self._by_shard
+        lo = int(np.searchsorted(shards, shard, 'left'))
+        hi = int(np.searchsorted(shards, shard, 'right'))
+        k = lo + int(np.searchsorted(starts[lo:hi], pos, 'right')) - 1
+        return int(starts[k]), int(ends[k])
 
     def _wait_for(self, shard: int, pos: int) -> Any:
         """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""

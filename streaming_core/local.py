@@ -52,10 +52,7 @@ class LocalDataset(Dataset):
             raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
         shard = bisect.bisect_right(self._ends, sample_id)
         index = sample_id - (self._ends[shard - 1] if shard else 0)
-        view = self._manager.view(shard)
-        if len(self._manager._views) > self._manager.max_open:
-            self._manager.trim()
-        return view[index]
+        return self._manager.sample(shard, index)
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: int (negative from the end), slice, list or array."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ __all__ = ['MAX_SHARD_BYTES', 'ShardReaderBase', 'require_type', 'map_file', 're
 
 #: Shard files index their samples with 32-bit offsets, so a shard must stay below 4 GiB.
 MAX_SHARD_BYTES = (1 << 32) - 1
+_SMALL_TABLE = 256
 
 
 def map_file(path: str, expected_size: int | None, minimum: int = 0) -> mmap.mmap | bytes:
@@ -62,6 +64,11 @@ def read_offsets(buf: Any, count: int, offset: int, first_min: int, first_max: i
     if len(buf) < need:
         raise ShardCorruptError(f'{path}: the offset table of {count} samples needs {need} bytes but the file has '
                                 f'{len(buf)} (truncated).')
+    if count < _SMALL_TABLE:  # struct beats numpy's per-call overhead on short tables
+        small = struct.unpack_from(f'<{count + 1}I', buf, offset)
+        if small[0] >= first_min and (first_max is None or small[0] <= first_max) and small[-1] == end and all(
+                a <= b for a, b in zip(small, small[1:])):
+            return list(small)
     table = np.frombuffer(buf, dtype='<u4', count=count + 1, offset=offset).astype(np.int64)
     first, last = int(table[0]), int(table[-1])
     if first < first_min or (first_max is not None and first > first_max):

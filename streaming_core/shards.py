@@ -63,6 +63,7 @@ class ShardManager:
     def _init_process_state(self) -> None:
         self._pid = os.getpid()
         self._views: dict[int, Any] = {}
+        self._cold: dict[int, None] = {}  # shards touched once by random access (insertion-ordered, bounded)
         self._views_lock = threading.RLock()
         self._inflight: dict[int, Future[None]] = {}
         self._inflight_lock = threading.Lock()
@@ -70,7 +71,7 @@ class ShardManager:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ('_views', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
+        for name in ('_views', '_cold', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
             state.pop(name, None)
         return state
 
@@ -262,6 +263,45 @@ class ShardManager:
                 last = err
         raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
                                 f'{stream.local_dir} while being opened: {last}') from last
+
+    def sample(self, shard: int, index: int) -> Any:
+        """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is
+        touched, by a one-off positioned read (formats that offer ``read_sample``), and from the second touch on,
+        through a view kept open (so sequential access pays the opening once)."""
+        view = self._views.get(shard)
+        if view is not None and self._pid == os.getpid():
+            return view[index]
+        reader = self.readers[shard]
+        read_one = getattr(reader, 'read_sample', None)
+        cold = self._cold
+        if read_one is None or shard in cold:
+            cold.pop(shard, None)
+            view = self.view(shard)
+            if len(self._views) > self.max_open:
+                self.trim()
+            return view[index]
+        cold[shard] = None
+        if len(cold) > 4 * self.max_open:
+            del cold[next(iter(cold))]
+        stream = self.stream_of(shard)
+        pinned = self._pin(shard)
+        try:
+            for _ in range(3):
+                if not stream.is_ready(reader):
+                    self.prepare(shard)
+                try:
+                    sample = read_one(stream.raw_paths(reader), index)
+                    break
+                except FileNotFoundError:  # deleted by hand between the check and the read
+                    continue
+            else:
+                return self.view(shard)[index]
+        finally:
+            if pinned:
+                self._locks(shard).release(self._use_byte(shard))
+        if self.evictable(shard) and self.cache is not None:
+            self.cache.touch(shard)
+        return sample
 
     def close(self, shard: int) -> None:
         """Close a shard's view and release its pin."""

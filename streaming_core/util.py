@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import logging
 import random
 import re
 import time
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-__all__ = ['bytes_to_int', 'number_abbrev_to_int', 'retry', 'backoff_delays', 'get_list_arg', 'pyjson',
+__all__ = ['gc_paused', 'bytes_to_int', 'number_abbrev_to_int', 'retry', 'backoff_delays', 'get_list_arg', 'pyjson',
            'pyjson_sorted', 'redact_url']
 
 logger = logging.getLogger('streaming_core')
@@ -131,3 +133,16 @@ def redact_url(url: str) -> str:
         head, _, query = text.partition('?')
         text = head + '?' + _URL_SECRET.sub(r'\1***', query)
     return text
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No garbage collection inside the block (building many small objects at once: a collection would only walk
+    them); restores the previous state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

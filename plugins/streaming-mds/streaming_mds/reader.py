@@ -11,6 +11,7 @@ shard's columns, so ``view[i]`` is one slice of the mapping, one ``unpack`` of t
 from __future__ import annotations
 
 import functools
+import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -70,6 +71,49 @@ class MDSReader(ShardReaderBase):
         self.column_encodings: list[str] = list(encodings)
         self.column_sizes: list[int | None] = fixed
 
+    def decoder(self) -> Callable[[Any, int, int], dict[str, Any]]:
+        """The compiled sample decoder of this entry's column layout (built on first use, then kept)."""
+        decode = self.__dict__.get('_decoder')
+        if decode is None:
+            decoders: list[Any] = []
+            for encoding in self.column_encodings:
+                codec = get_codec(encoding)
+                decoders.append(None if type(codec) is Bytes else INT64 if type(codec) is Int else codec.decode)
+            decode = self._decoder = compile_decoder(self.column_names, decoders, self.column_sizes)
+        return decode
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop('_decoder', None)  # compiled code does not pickle; rebuilt on first use
+        return state
+
+    def read_sample(self, paths: Sequence[str], index: int) -> dict[str, Any]:
+        """Decode one sample with two positioned reads, without mapping the file (cold random access).
+
+        Raises:
+            IndexError: ``index`` is out of range.
+            ShardCorruptError: naming the file, when its offsets or size disagree with the index.
+        """
+        if index < 0 or index >= self.samples:
+            raise IndexError(f'{paths[0]}: sample {index} is out of range for a shard of {self.samples} samples.')
+        fd = os.open(paths[0], os.O_RDONLY)
+        try:
+            pair = os.pread(fd, 8, 4 + 4 * index)
+            begin, end = _PAIR.unpack(pair) if len(pair) == 8 else (0, -1)
+            if not 8 + 4 * self.samples <= begin <= end <= self.parts[0][0].bytes:
+                raise ShardCorruptError(f'{paths[0]}: sample {index} has offsets {begin}..{end}, outside the file '
+                                        f'the index declares ({self.parts[0][0].bytes} bytes); the shard is corrupt.')
+            data = os.pread(fd, end - begin, begin)
+        finally:
+            os.close(fd)
+        if len(data) != end - begin:
+            raise ShardCorruptError(f'{paths[0]}: sample {index} is cut short (the file is truncated).')
+        try:
+            return self.decoder()(data, 0, len(data))
+        except Exception as err:
+            raise ShardCorruptError(f'{paths[0]}: sample {index} cannot be decoded: {type(err).__name__}: '
+                                    f'{err}') from err
+
     def open(self, paths: Sequence[str]) -> MDSView:
         """Map the local raw shard file and validate its header (see :class:`MDSView`)."""
         if len(paths) != 1:
@@ -93,6 +137,7 @@ def compile_decoder(names: Sequence[str], decoders: Sequence[Callable[[bytes], A
 #: Marker for an ``int`` column: decoded with ``struct.unpack_from('<q')`` instead of a codec call.
 INT64 = object()
 _Q = struct.Struct('<q')
+_PAIR = struct.Struct('<II')
 
 
 @functools.lru_cache(maxsize=256)
@@ -163,11 +208,7 @@ class MDSView:
             self.close()
             raise
         self._count = count
-        decoders: list[Any] = []
-        for encoding in reader.column_encodings:
-            codec = get_codec(encoding)
-            decoders.append(None if type(codec) is Bytes else INT64 if type(codec) is Int else codec.decode)
-        self._decode = compile_decoder(reader.column_names, decoders, reader.column_sizes)
+        self._decode = reader.decoder()
 
     def __len__(self) -> int:
         return self._count
