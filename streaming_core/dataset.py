@@ -428,7 +428,7 @@ class StreamingDataset(IterableDataset):
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids."""
-        return getitem(at, self.num_samples, self.get_item)
+        return getitem(at, self.num_samples, self.get_item, self.__getitem__)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
         """Download (and decompress) one shard now."""

@@ -10,9 +10,12 @@ import numpy as np
 __all__ = ['getitem']
 
 
-def getitem(at: Any, size: int, get_item: Callable[[int], Any]) -> Any:
+def getitem(at: Any, size: int, get_item: Callable[[int], Any], element: Callable[[Any], Any] | None = None) -> Any:
     """Resolve ``at`` like a NumPy index over ``size`` items: an int (negative counts from the end), a slice, or a
     list/tuple/array of such (giving nested lists).
+
+    ``get_item`` fetches one item by its non-negative index; ``element`` (default: recurse here) resolves each member of
+    a slice or list, so a subclass's ``__getitem__`` also applies to ``dataset[2:4]``.
 
     Raises:
         ValueError: for any other index type.
@@ -22,8 +25,11 @@ def getitem(at: Any, size: int, get_item: Callable[[int], Any]) -> Any:
         if -size <= index < 0:
             index += size
         return get_item(index)
+    if element is None:
+        def element(item: Any) -> Any:
+            return getitem(item, size, get_item)
     if isinstance(at, slice):
-        return [get_item(i) for i in range(*at.indices(size))]
+        return [element(i) for i in range(*at.indices(size))]
     if isinstance(at, (list, tuple, np.ndarray)):
-        return [getitem(i, size, get_item) for i in at]
+        return [element(i) for i in at]
     raise ValueError(f'Unsupported argument type passed to __getitem__: {type(at).__name__}.')

@@ -56,4 +56,4 @@ class LocalDataset(Dataset):
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: int (negative from the end), slice, list or array."""
-        return getitem(at, self.num_samples, self.get_item)
+        return getitem(at, self.num_samples, self.get_item, self.__getitem__)
