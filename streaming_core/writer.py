@@ -25,7 +25,7 @@ from streaming_core.errors import CodecError, StreamingError, UnknownNameError, 
 from streaming_core.hashing import get_hash
 from streaming_core.index import INDEX_BASENAME, index_text, write_index
 from streaming_core.shard import MAX_SHARD_BYTES
-from streaming_core.storage import exists, is_remote, join, local_path, upload_file, url_scheme
+from streaming_core.storage import exists, is_remote, join, list_objects, local_path, upload_file, url_scheme
 from streaming_core.util import bytes_to_int
 
 __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
@@ -234,6 +234,22 @@ class ShardWriter:
                     raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
                                           f'exist_ok=True to overwrite it, or choose another location.')
                 self._uncommit_remote(remote_index)
+            elif not self.exist_ok:
+                leftovers = self._remote_objects()
+                if leftovers:
+                    raise FileExistsError(f'The remote output is not empty: {len(leftovers)} object(s) under '
+                                          f'{self.remote}, for example {leftovers[0]} (a writer that did not '
+                                          f'finish?). Pass exist_ok=True to write over them, or choose another '
+                                          f'location.')
+
+    def _remote_objects(self) -> list[str]:
+        """Objects already under the remote output (empty when the backend cannot list)."""
+        from streaming_core.errors import PermanentStorageError
+        try:
+            return list_objects(self.remote.rstrip('/') + '/', timeout=self.upload_timeout,
+                                options=self.storage_options)
+        except (PermanentStorageError, NotImplementedError):
+            return []
 
     def _uncommit_remote(self, remote_index: str) -> None:
         """Replace the remote's index with an empty one before any shard is overwritten, so a rewrite that dies
