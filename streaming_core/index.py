@@ -37,8 +37,9 @@ def check_basename(basename: Any, where: str) -> str:
     if not isinstance(basename, str) or not basename:
         raise IndexFormatError(f'{where}: a file "basename" must be a non-empty string, got {basename!r}.')
     parts = basename.split('/')
-    if (basename.startswith('/') or '\\' in basename or '\0' in basename or re.match(r'^[A-Za-z]:', basename)
-            or any(part in ('', '.', '..') for part in parts)):
+    drive = basename[1:2] == ':' and basename[0].isascii() and basename[0].isalpha()
+    dots = '' in parts or '.' in parts or '..' in parts
+    if basename[0] == '/' or '\\' in basename or '\0' in basename or drive or dots:
         raise UnsafePathError(f'{where}: file name {basename!r} escapes the dataset directory or is not a plain '
                               f'relative path; refusing to read or write it.')
     return basename

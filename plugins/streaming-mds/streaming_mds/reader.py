@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnknownNameError, UnsafeTypeError
+from streaming_core.registry import get_registry
 from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
 from streaming_mds.encodings import Bytes, Int
 from streaming_mds.resolve import get_codec
@@ -36,8 +37,25 @@ class MDSReader(ShardReaderBase):
                             'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
-        """Validate the column lists, resolve every encoding, and refuse unsafe ones unless allowed."""
+        """Validate the column lists, resolve every encoding, and refuse unsafe ones unless allowed.
+
+        A layout already validated (every shard of a dataset usually shares one) is recognised and reused.
+        """
         names, encodings, sizes = entry['column_names'], entry['column_encodings'], entry['column_sizes']
+        try:
+            key = (tuple(names), tuple(encodings), tuple(sizes), self.allow_unsafe_types,
+                   get_registry('codec').generation)
+            known = _VALID_LAYOUTS.get(key)
+        except TypeError:  # unhashable garbage in the lists: the full check below reports it
+            key, known = None, None
+        if known is not None:
+            self.column_names, self.column_encodings, self.column_sizes = list(names), list(encodings), list(known)
+            return
+        self._check_layout(names, encodings, sizes, where)
+        if key is not None and len(_VALID_LAYOUTS) < 1024:
+            _VALID_LAYOUTS[key] = tuple(self.column_sizes)
+
+    def _check_layout(self, names: Any, encodings: Any, sizes: Any, where: str) -> None:
         if not (isinstance(names, list) and isinstance(encodings, list) and isinstance(sizes, list)):
             raise IndexFormatError(f'{where}: column_names, column_encodings and column_sizes must be lists.')
         if not len(names) == len(encodings) == len(sizes):
@@ -138,6 +156,8 @@ def compile_decoder(names: Sequence[str], decoders: Sequence[Callable[[bytes], A
 INT64 = object()
 _Q = struct.Struct('<q')
 _PAIR = struct.Struct('<II')
+#: Column layouts already validated: (names, encodings, sizes, allow_unsafe_types, codec generation) -> sizes.
+_VALID_LAYOUTS: dict[tuple[Any, ...], tuple[int | None, ...]] = {}
 
 
 @functools.lru_cache(maxsize=256)
