@@ -26,6 +26,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: setup
+	./compat/setup.sh
 	$(PY) -m ruff check .
 	CI=$${CI:-true} $(PY) -m pytest -q
 	$(MAKE) compat
