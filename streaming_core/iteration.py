@@ -86,6 +86,7 @@ class EpochIterator:
         self.dataset = dataset
         self._on_prefetched = on_prefetched
         self.manager = dataset._shards_manager
+        self.manager._check_pid()  # in a forked worker: take this process's views before the loop captures them
         self.epoch = epoch
         self.count = len(sample_ids)
         self.predownload = max(int(dataset.predownload), 1)

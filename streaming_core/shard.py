@@ -15,7 +15,7 @@ import numpy as np
 from streaming_core.errors import IndexFormatError, ShardCorruptError
 from streaming_core.index import FileInfo
 
-__all__ = ['MAX_SHARD_BYTES', 'ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
+__all__ = ['MAX_SHARD_BYTES', 'SplitShardView', 'ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
 
 #: Shard files index their samples with 32-bit offsets, so a shard must stay below 4 GiB.
 MAX_SHARD_BYTES = (1 << 32) - 1
@@ -200,3 +200,57 @@ class ShardReaderBase:
 
     def __repr__(self) -> str:
         return f'<{type(self).__name__} {self.parts[0][0].basename} samples={self.samples}>'
+
+
+_U32 = struct.Struct('<I')
+
+
+class SplitShardView:
+    """What the data + meta formats (JSON lines, CSV/TSV/XSV) share once opened: the offset table from the meta file,
+    ``len``, ``get_raw`` and closing. Subclasses decode a line in ``__getitem__``.
+
+    Args:
+        reader: The shard's reader (``parts`` = data, then meta).
+        data_path: The local raw data file.
+        meta_path: The local raw meta file.
+        first_offset: Where the first sample starts in the data file (after a header line, for XSV).
+
+    Raises:
+        ShardCorruptError: naming the file, when a size, the sample count or the offsets disagree with the index.
+    """
+
+    def __init__(self, reader: Any, data_path: str, meta_path: str, first_offset: int = 0) -> None:
+        self.path = data_path
+        meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
+        try:
+            (count,) = _U32.unpack_from(meta, 0)
+            if count != reader.samples:
+                raise ShardCorruptError(f'{meta_path}: the meta file counts {count} samples but the index declares '
+                                        f'{reader.samples}.')
+            self._mm = map_file(data_path, reader.parts[0][0].bytes)
+            self._offsets = read_offsets(meta, count, 4, first_offset, first_offset, len(self._mm), meta_path)
+        finally:
+            if hasattr(meta, 'close'):
+                meta.close()
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get_raw(self, index: int) -> bytes:
+        """The stored line of sample ``index`` (with its newline)."""
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
+        return self._mm[self._offsets[index]:self._offsets[index + 1]]
+
+    def close(self) -> None:
+        """Release the mapping."""
+        mm, self._mm = self._mm, b''
+        if hasattr(mm, 'close'):
+            mm.close()
+
+    def __enter__(self) -> 'SplitShardView':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -55,3 +55,21 @@ def _shm_names():
     """Names in /dev/shm that a streaming library would create (ours creates none; the reference's are NNNNNN_*)."""
     names = set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
     return {n for n in names if 'streaming' in n or re.match(r'^\d{6}_', n)}
+
+
+def test_inherited_shard_state_does_not_force_the_slow_path(mds_dir, monkeypatch):
+    """In a forked worker the manager's per-process state is replaced; the loop must read the new views, not the
+    parent's (otherwise every sample would go through the slow path)."""
+    from streaming_core.iteration import EpochIterator
+    dataset = StreamingDataset(local=mds_dir(200), batch_size=4)
+    dataset._shards_manager._pid = -1  # as a forked child sees it: state that belongs to another process
+    calls = []
+    original = EpochIterator._wait_for
+
+    def counting(self, shard, pos):
+        calls.append(shard)
+        return original(self, shard, pos)
+
+    monkeypatch.setattr(EpochIterator, '_wait_for', counting)
+    assert ids_of(dataset) == list(range(200))
+    assert len(calls) <= dataset.num_shards

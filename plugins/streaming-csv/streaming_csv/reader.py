@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
+from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, SplitShardView
 from streaming_csv.encodings import XSV_ENCODINGS, xsv_decoder
 
 __all__ = ['XSVReader', 'CSVReader', 'TSVReader', 'XSVView', 'XSVFormat']
 
-_U32 = struct.Struct('<I')
 _KEYS = frozenset({'column_encodings', 'column_names', 'compression', 'format', 'hashes', 'newline', 'raw_data',
                    'raw_meta', 'samples', 'size_limit', 'version', 'zip_data', 'zip_meta'})
 
@@ -73,41 +71,21 @@ class TSVReader(XSVReader):
     implied_separator = '\t'
 
 
-class XSVView:
+class XSVView(SplitShardView):
     """An opened XSV shard: ``view[i]`` splits line ``i`` and decodes each field."""
 
     def __init__(self, reader: XSVReader, data_path: str, meta_path: str) -> None:
-        self.path = data_path
-        meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
-        try:
-            (count,) = _U32.unpack_from(meta, 0)
-            if count != reader.samples:
-                raise ShardCorruptError(f'{meta_path}: the meta file counts {count} samples but the index declares '
-                                        f'{reader.samples}.')
-            self._mm = map_file(data_path, reader.parts[0][0].bytes)
-            header = (reader.separator.join(reader.column_names) + reader.newline).encode('utf-8')
-            self._offsets = read_offsets(meta, count, 4, len(header), len(header), len(self._mm), meta_path)
-        finally:
-            if hasattr(meta, 'close'):
-                meta.close()
+        header = (reader.separator.join(reader.column_names) + reader.newline).encode('utf-8')
+        super().__init__(reader, data_path, meta_path, first_offset=len(header))
         if self._mm[:len(header)] != header:
+            self.close()
             raise ShardCorruptError(f'{data_path}: the header line does not list the index\'s columns '
                                     f'{reader.column_names}.')
-        self._count = count
         self._separator = reader.separator
         self._newline = reader.newline
         self._trim = len(reader.newline)
         self._columns = [(name, xsv_decoder(enc, data_path))
                          for name, enc in zip(reader.column_names, reader.column_encodings, strict=True)]
-
-    def __len__(self) -> int:
-        return self._count
-
-    def get_raw(self, index: int) -> bytes:
-        """The stored line of sample ``index`` (with its newline)."""
-        if not 0 <= index < self._count:
-            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
-        return self._mm[self._offsets[index]:self._offsets[index + 1]]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         try:
@@ -121,18 +99,6 @@ class XSVView:
             raise ShardCorruptError(f'{self.path}: sample {index} has {len(fields)} fields, expected '
                                     f'{len(self._columns)}.')
         return {name: decode(field) for (name, decode), field in zip(self._columns, fields, strict=False)}
-
-    def close(self) -> None:
-        """Release the mapping."""
-        mm, self._mm = self._mm, b''
-        if hasattr(mm, 'close'):
-            mm.close()
-
-    def __enter__(self) -> XSVView:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class XSVFormat:

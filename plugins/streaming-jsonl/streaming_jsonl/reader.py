@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
+from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, SplitShardView
 
 __all__ = ['JSONReader', 'JSONView', 'JSONFormat']
 
-_U32 = struct.Struct('<I')
 #: What a JSON line's value may be for each column encoding (the writer checks the same on write).
 _TYPES: dict[str, type | tuple[type, ...]] = {'str': str, 'int': int, 'float': float}
 
@@ -46,36 +44,15 @@ class JSONReader(ShardReaderBase):
         return JSONView(self, paths[0], paths[1])
 
 
-class JSONView:
+class JSONView(SplitShardView):
     """An opened JSON shard: ``view[i]`` is ``json.loads`` of line ``i`` (without its newline)."""
 
     def __init__(self, reader: JSONReader, data_path: str, meta_path: str) -> None:
-        self.path = data_path
-        meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
-        try:
-            (count,) = _U32.unpack_from(meta, 0)
-            if count != reader.samples:
-                raise ShardCorruptError(f'{meta_path}: the meta file counts {count} samples but the index declares '
-                                        f'{reader.samples}.')
-            self._mm = map_file(data_path, reader.parts[0][0].bytes)
-            self._offsets = read_offsets(meta, count, 4, 0, 0, len(self._mm), meta_path)
-        finally:
-            if hasattr(meta, 'close'):
-                meta.close()
-        self._count = count
+        super().__init__(reader, data_path, meta_path)
         self._trim = len(reader.newline.encode('utf-8'))
         self._newline = reader.newline.encode('utf-8')
         self._keys = set(reader.columns)
         self._checks = [(name, _TYPES.get(encoding, object)) for name, encoding in reader.columns.items()]
-
-    def __len__(self) -> int:
-        return self._count
-
-    def get_raw(self, index: int) -> bytes:
-        """The stored line of sample ``index`` (with its newline)."""
-        if not 0 <= index < self._count:
-            raise IndexError(f'{self.path}: sample {index} is out of range for a shard of {self._count} samples.')
-        return self._mm[self._offsets[index]:self._offsets[index + 1]]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         line = self.get_raw(index)
@@ -93,18 +70,6 @@ class JSONView:
                 raise ShardCorruptError(f'{self.path}: sample {index} column {name!r} holds '
                                         f'{type(obj[name]).__name__}, not the declared type.')
         return obj
-
-    def close(self) -> None:
-        """Release the mapping."""
-        mm, self._mm = self._mm, b''
-        if hasattr(mm, 'close'):
-            mm.close()
-
-    def __enter__(self) -> JSONView:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class JSONFormat:
