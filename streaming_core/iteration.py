@@ -35,6 +35,9 @@ __all__ = ['EpochIterator', 'shard_runs', 'PREFETCH_PATIENCE']
 
 logger = logging.getLogger('streaming_core.iteration')
 
+#: Average samples per same-shard stretch from which the loop reads stretch by stretch.
+STRETCH_MIN = 32
+
 #: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
 PREFETCH_PATIENCE = 5.0
 
@@ -94,6 +97,15 @@ class EpochIterator:
         self._ids = None if dataset._fast_getitem else sample_ids.tolist()
         self._shards = shards.tolist()
         self._indices = indices.tolist()
+        # Long stretches of one shard (unshuffled or py1s-like orders) are read by the view's own tight loop, in
+        # pieces of a quarter of the predownload window so the prefetcher keeps seeing progress.
+        cuts = np.flatnonzero(np.diff(shards)) + 1 if len(shards) else np.zeros(0, dtype=np.int64)
+        self._stretches = None
+        if self.count and self.count >= STRETCH_MIN * (len(cuts) + 1):
+            piece = max(self.predownload // 4, STRETCH_MIN)
+            self._stretches = [(first, min(first + piece, end))
+                               for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), self.count])
+                               for first in range(start, end, piece)]
         gap = self.predownload if self.manager.cache_limit is not None else None
         run_shards, run_starts, run_ends = shard_runs(shards, gap)
         self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
@@ -117,6 +129,8 @@ class EpochIterator:
     # ----------------------------------------------------------------------------------------------------------
     def _hold(self, shard: int, end: int) -> None:
         """Record (under the condition's lock) that the shard stays open until position ``end``."""
+        if shard not in self._open_until:
+            self.manager.hold(shard)
         if self._open_until.get(shard, -1) < end:
             self._open_until[shard] = end
             heapq.heappush(self._heap, (end, shard))
@@ -202,7 +216,7 @@ class EpochIterator:
                                            f'{self.epoch}.')
                 self._cond.wait(min(remaining, 0.1))
         for other in release:
-            self.manager.close(other)
+            self.manager.release(other)
         if release:
             return self._wait_for(shard, pos)
         view = self.manager.open(shard, on_wait=lambda: self._release_all_except(shard))
@@ -217,7 +231,7 @@ class EpochIterator:
             for other in release:
                 del self._open_until[other]
         for other in release:
-            self.manager.close(other)
+            self.manager.release(other)
 
     def _release_behind(self, pos: int) -> None:
         """Close the shards whose run is behind ``pos``; let the prefetcher move on."""
@@ -231,7 +245,7 @@ class EpochIterator:
                     done.append(shard)
             self._cond.notify_all()
         for shard in done:
-            self.manager.close(shard)
+            self.manager.release(shard)
 
     def _finish(self) -> None:
         with self._cond:
@@ -244,7 +258,7 @@ class EpochIterator:
             self._open_until.clear()
             self._heap.clear()
         for shard in opened:
-            self.manager.close(shard)
+            self.manager.release(shard)
 
     # ----------------------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
@@ -256,7 +270,8 @@ class EpochIterator:
         return self._samples_replacing_bad()
 
     def _samples(self) -> Iterator[Any]:
-        """The hot loop (one generator: no ``yield from`` layers between it and the training loop)."""
+        """The hot loop (one generator: no ``yield from`` layers between it and the training loop, except a view's
+        own tight loop over a long stretch of one shard)."""
         shards, indices, ids = self._shards, self._indices, self._ids
         views = self.manager._views
         step = max(self.predownload // 4, 1)
@@ -264,6 +279,21 @@ class EpochIterator:
         getitem = self.dataset.__getitem__
         self._thread.start()
         try:
+            if ids is None and self._stretches is not None:
+                for start, end in self._stretches:
+                    shard = shards[start]
+                    view = views.get(shard)
+                    if view is None:
+                        view = self._wait_for(shard, start)
+                    many = getattr(view, 'samples', None)
+                    if many is None:
+                        yield from map(view.__getitem__, indices[start:end])
+                    else:
+                        yield from many(indices[start:end])
+                    if end > checkpoint:
+                        self._release_behind(end)
+                        checkpoint = end + step
+                return
             for pos in range(self.count):
                 shard = shards[pos]
                 view = views.get(shard)

@@ -64,6 +64,7 @@ class ShardManager:
         self._pid = os.getpid()
         self._views: dict[int, Any] = {}
         self._cold: dict[int, None] = {}  # shards touched once by random access (insertion-ordered, bounded)
+        self._holds: dict[int, int] = {}  # shard -> iterators of this process reading it (never trimmed)
         self._views_lock = threading.RLock()
         self._inflight: dict[int, Future[None]] = {}
         self._inflight_lock = threading.Lock()
@@ -71,7 +72,7 @@ class ShardManager:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ('_views', '_cold', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
+        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
             state.pop(name, None)
         return state
 
@@ -278,7 +279,7 @@ class ShardManager:
             cold.pop(shard, None)
             view = self.view(shard)
             if len(self._views) > self.max_open:
-                self.trim()
+                self.trim(spare=shard)
             return view[index]
         cold[shard] = None
         if len(cold) > 4 * self.max_open:
@@ -303,6 +304,21 @@ class ShardManager:
             self.cache.touch(shard)
         return sample
 
+    def hold(self, shard: int) -> None:
+        """An iterator of this process reads the shard's view: it is not closed until every holder releases it."""
+        with self._views_lock:
+            self._holds[shard] = self._holds.get(shard, 0) + 1
+
+    def release(self, shard: int) -> None:
+        """An iterator is done with the shard: close it once no iterator holds it."""
+        with self._views_lock:
+            count = self._holds.get(shard, 0) - 1
+            if count > 0:
+                self._holds[shard] = count
+                return
+            self._holds.pop(shard, None)
+        self.close(shard)
+
     def close(self, shard: int) -> None:
         """Close a shard's view and release its pin."""
         with self._views_lock:
@@ -313,14 +329,15 @@ class ShardManager:
         if self.evictable(shard) and self._pid == os.getpid():
             self._locks(shard).release(self._use_byte(shard))
 
-    def trim(self, keep: int | None = None) -> None:
-        """Close the oldest views beyond ``keep`` (default ``max_open``)."""
+    def trim(self, keep: int | None = None, spare: int | None = None) -> None:
+        """Close the oldest views beyond ``keep`` (default ``max_open``), never one an iterator holds nor ``spare``
+        (the one the caller is about to read)."""
         limit = self.max_open if keep is None else keep
-        while len(self._views) > limit:
-            with self._views_lock:
-                if len(self._views) <= limit:
-                    return
-                shard = next(iter(self._views))
+        with self._views_lock:
+            excess = len(self._views) - limit
+            victims = [shard for shard in self._views
+                       if shard not in self._holds and shard != spare][:max(excess, 0)]
+        for shard in victims:
             self.close(shard)
 
     def close_all(self) -> None:
@@ -330,6 +347,8 @@ class ShardManager:
 
     def evict(self, shard: int) -> int:
         """Evict one shard now (not while any process reads it, never without a remote copy); returns bytes freed."""
+        if shard in self._holds:
+            return 0  # an iterator of this process is reading it
         self.close(shard)
         cache = self.cache
         if cache is not None:

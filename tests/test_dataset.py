@@ -162,3 +162,20 @@ def test_repr_has_no_secrets(tmp_path):
     assert 'hunter2' not in repr(stream) and 'abc' not in repr(stream)
     dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'c2'), batch_size=1)
     assert 'streams=' in repr(dataset)
+
+
+@pytest.mark.parametrize('size_limit', [1 << 10, 1 << 14])  # per-sample loop; long same-shard stretches
+def test_random_access_while_iterating_never_closes_the_shard_being_read(mds_dir, size_limit):
+    path = mds_dir(400, size_limit=size_limit)
+    dataset = StreamingDataset(local=path, batch_size=4, max_open_shards=2)
+    other = list(range(0, 400, 7))
+    seen = []
+    for n, item in enumerate(dataset):
+        seen.append(item['id'])
+        if n % 5 == 0:  # touch many other shards: views beyond max_open are trimmed, but not the held one
+            assert dataset[other[n % len(other)]]['id'] == other[n % len(other)]
+            assert dataset[other[(n + 3) % len(other)]]['id'] == other[(n + 3) % len(other)]
+        if n % 50 == 0:
+            for shard in range(dataset.num_shards):
+                dataset.evict_shard(shard)  # no remote copy: a no-op that must not disturb the iteration
+    assert seen == list(range(400))
