@@ -1,8 +1,9 @@
 """The azure:// and azure-dl:// backends against Azurite's Blob service on loopback, plus the fault proxy.
 
 Azurite serves the Blob API only. ``azure-dl`` downloads and existence checks go through the Blob endpoint (the
-Data Lake SDK does that itself) and are tested here; its uploads (create/append/flush) and listings
-(``get_paths``) need the DFS endpoint, which Azurite lacks, so here they can only be shown to fail loudly.
+Data Lake SDK does that itself). Its uploads (create/append/flush) and listings (``get_paths``) need the DFS
+endpoint, which Azurite lacks: against Azurite alone they fail loudly, and end to end they run through
+``tests/fixtures/dfs_shim.py``, a loopback DFS endpoint that stores into Azurite's real Blob service.
 """
 
 from __future__ import annotations
@@ -195,3 +196,28 @@ def test_datalake_account_rules(cloud_env: pytest.MonkeyPatch, fresh: None) -> N
         get_backend('azure://c/x', {'credential': 'password'})
     with pytest.raises(PermanentStorageError, match='AccountName'):
         get_backend('azure://c/x', {'connection_string': 'BlobEndpoint=http://x'})
+
+
+@pytest.fixture
+def dfs_shim(azurite: AzuriteInfo) -> Iterator[Any]:
+    from tests.fixtures.dfs_shim import DfsShim
+    shim = DfsShim(azurite.url, azurite.connection_string)
+    yield shim
+    shim.close()
+
+
+def test_datalake_end_to_end_through_a_dfs_endpoint(azurite: AzuriteInfo, container: str, dfs_shim: Any,
+                                                     tmp_path: Any, cloud_env: pytest.MonkeyPatch,
+                                                     fresh: None) -> None:
+    """azure-dl:// uploads (create, append, flush), listing, downloads and existence checks, end to end: the Data
+    Lake calls are answered by a loopback DFS endpoint that stores into Azurite's real Blob service."""
+    from tests.fixtures.storage_contract import end_to_end
+    options = {'account_url': f'{dfs_shim.url}/{azurite.account}', 'account_key': azurite.key}
+    root = f'azure-dl://{CONTAINER}/{unique("dle2e")}'
+    source = tmp_path / 'one'
+    source.write_bytes(b'data lake upload')
+    upload_file(str(source), f'{root}/one.bin', options=options)
+    assert exists(f'{root}/one.bin', options=options)
+    assert list_objects(f'{root}/', options=options) == [f'{root}/one.bin']
+    assert _get(tmp_path, f'{root}/one.bin', options, expected_size=16) == b'data lake upload'
+    end_to_end(f'{root}/dataset', options, tmp_path / 'e2e')
