@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from typing import Any, Iterator
 
 import torch
 from torch.utils.data import DataLoader
 
 from streaming_core.dataset import StreamingDataset
+from streaming_core.errors import WorkerDiedError
 
 __all__ = ['StreamingDataLoader', 'batch_size_of']
 
@@ -26,6 +29,29 @@ def batch_size_of(batch: Any) -> int:
     return len(batch)
 
 
+def _dead_workers(iterator: Any, wait: float = 1.0) -> list[str]:
+    """'(pid N) killed by SIGKILL' for each worker process of ``iterator`` that has exited.
+
+    A dying process closes its sockets a moment before it can be reaped, so this looks for up to ``wait`` seconds.
+    """
+    workers = getattr(iterator, '_workers', None) or []
+    deadline = time.monotonic() + wait
+    while True:
+        dead = []
+        for worker in workers:
+            code = worker.exitcode
+            if code is None:
+                continue
+            try:
+                how = f'killed by {signal.Signals(-code).name}' if code < 0 else f'exited with status {code}'
+            except ValueError:
+                how = f'killed by signal {-code}'
+            dead.append(f'(pid {worker.pid}) {how}')
+        if dead or not workers or time.monotonic() >= deadline:
+            return dead
+        time.sleep(0.02)
+
+
 class StreamingDataLoader(DataLoader):
     """A DataLoader whose ``state_dict()`` records how many samples the training loop consumed.
 
@@ -39,7 +65,21 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
+        iterator = super().__iter__()
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            except (OSError, EOFError) as err:
+                # A worker killed while the main process fetched a tensor it shared surfaces from torch as a bare
+                # "Connection reset by peer"; say which worker died and how.
+                dead = _dead_workers(iterator)
+                if not dead:
+                    raise
+                raise WorkerDiedError(f'DataLoader worker {", ".join(dead)}; its batches are lost. Resume from '
+                                      'the last state_dict() (the usual cause of a kill is the out-of-memory '
+                                      'killer: fewer workers or a smaller prefetch_factor help)') from err
             self.num_samples_yielded += batch_size_of(batch)
             yield batch
 

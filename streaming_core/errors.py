@@ -81,3 +81,7 @@ class WaitTimeoutError(StreamingError, TimeoutError):
 
 class CodecError(StreamingError, ValueError):
     """A value cannot be encoded or decoded with the requested column encoding."""
+
+
+class WorkerDiedError(StreamingError, RuntimeError):
+    """A DataLoader worker process died (killed, out of memory, crashed) while the loader waited on it."""

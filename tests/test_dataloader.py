@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
+import signal
+import time
 
 import pytest
 from torch.utils.data import DataLoader
 
 from streaming_core import StreamingDataLoader, StreamingDataset
+from streaming_core.errors import WorkerDiedError
 from tests.fixtures.data import ids_of
 
 
@@ -73,3 +77,47 @@ def test_inherited_shard_state_does_not_force_the_slow_path(mds_dir, monkeypatch
     monkeypatch.setattr(EpochIterator, '_wait_for', counting)
     assert ids_of(dataset) == list(range(200))
     assert len(calls) <= dataset.num_shards
+
+
+def _killed_process() -> multiprocessing.Process:
+    process = multiprocessing.get_context('fork').Process(target=time.sleep, args=(60,))
+    process.start()
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+    return process
+
+
+def test_a_killed_worker_is_named_instead_of_a_bare_connection_reset(mds_dir):
+    """torch reports a worker killed while the main process fetched a tensor it shared as "Connection reset"."""
+    process = _killed_process()
+
+    class _Iterator:
+        _workers = [process]
+
+        def __next__(self):
+            raise ConnectionResetError(104, 'Connection reset by peer')
+
+    class _Loader(StreamingDataLoader):
+        def _get_iterator(self):
+            return _Iterator()
+
+    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    with pytest.raises(WorkerDiedError, match=rf'worker \(pid {process.pid}\) killed by SIGKILL') as caught:
+        next(iter(loader))
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+
+
+def test_a_connection_error_with_every_worker_alive_is_not_rewritten(mds_dir):
+    class _Iterator:
+        _workers: list = []
+
+        def __next__(self):
+            raise ConnectionResetError(104, 'Connection reset by peer')
+
+    class _Loader(StreamingDataLoader):
+        def _get_iterator(self):
+            return _Iterator()
+
+    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    with pytest.raises(ConnectionResetError):
+        next(iter(loader))

@@ -17,7 +17,8 @@ CONFIG keys:
     check_data: Check every sample's ``data`` column against ``tests.fixtures.data.sample(id)``.
 
 OUTPUT: ``{"epochs": {epoch: [[ids of each batch]...]}, "mismatches": [...], "len": n}``, or on an exception in the
-training loop ``{"error": {"type", "mro", "message", "seconds"}}`` and exit status 3.
+training loop ``{"error": {"type", "mro", "message", "later", "seconds", "traceback"}}`` (``later``: the messages
+of exceptions raised while the first was being recorded) and exit status 3.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ def _worker_init(pid_dir: str | None):
             with open(os.path.join(pid_dir, f'rank{rank}-worker{worker_id}-{os.getpid()}'), 'w'):
                 pass
     return init
+
+
+def _write_error(out_path: str, errors: list[BaseException], seconds: float) -> None:
+    first = errors[0]
+    record = {'type': type(first).__name__, 'mro': [c.__name__ for c in type(first).__mro__],
+              'message': str(first), 'later': [str(e) for e in errors[1:]], 'seconds': seconds,
+              'traceback': ''.join(traceback.format_exception(first))}
+    with open(out_path, 'w') as handle:
+        json.dump({'error': record}, handle)
 
 
 def main() -> None:
@@ -78,10 +88,15 @@ def main() -> None:
                 if sleep:
                     time.sleep(sleep)
     except Exception as err:
-        record = {'type': type(err).__name__, 'mro': [c.__name__ for c in type(err).__mro__], 'message': str(err),
-                  'seconds': time.monotonic() - start, 'traceback': traceback.format_exc()}
-        with open(out_path, 'w') as handle:
-            json.dump({'error': record}, handle)
+        # torch's SIGCHLD handler can report a dead worker a second time, raising wherever the main thread is,
+        # including here: keep every report, and always exit 3.
+        errors: list[BaseException] = [err]
+        while True:
+            try:
+                _write_error(out_path, errors, time.monotonic() - start)
+                break
+            except Exception as again:
+                errors.append(again)
         sys.stdout.flush()
         os._exit(3)  # no barrier: the other ranks may be failing too
     with open(out_path, 'w') as handle:
