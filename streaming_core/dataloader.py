@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from streaming_core.dataset import StreamingDataset
-from streaming_core.errors import WorkerDiedError
+from streaming_core.errors import StreamingError, WorkerDiedError
 
 __all__ = ['StreamingDataLoader', 'batch_size_of']
 
@@ -30,7 +30,7 @@ def batch_size_of(batch: Any) -> int:
 
 
 def _dead_workers(iterator: Any, wait: float = 1.0) -> list[str]:
-    """'(pid N) killed by SIGKILL' for each worker process of ``iterator`` that has exited.
+    """'(pid N) killed by SIGKILL' for each worker process of ``iterator`` that was killed or failed.
 
     A dying process closes its sockets a moment before it can be reaped, so this looks for up to ``wait`` seconds.
     """
@@ -40,7 +40,7 @@ def _dead_workers(iterator: Any, wait: float = 1.0) -> list[str]:
         dead = []
         for worker in workers:
             code = worker.exitcode
-            if code is None:
+            if not code:  # alive, or finished normally
                 continue
             try:
                 how = f'killed by {signal.Signals(-code).name}' if code < 0 else f'exited with status {code}'
@@ -71,10 +71,11 @@ class StreamingDataLoader(DataLoader):
                 batch = next(iterator)
             except StopIteration:
                 return
-            except (OSError, EOFError) as err:
+            except (ConnectionError, EOFError) as err:
                 # A worker killed while the main process fetched a tensor it shared surfaces from torch as a bare
-                # "Connection reset by peer"; say which worker died and how.
-                dead = _dead_workers(iterator)
+                # "Connection reset by peer"; say which worker died and how. Our own errors, re-raised from a
+                # worker, pass through untouched.
+                dead = [] if isinstance(err, StreamingError) else _dead_workers(iterator)
                 if not dead:
                     raise
                 raise WorkerDiedError(f'DataLoader worker {", ".join(dead)}; its batches are lost. Resume from '

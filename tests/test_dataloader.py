@@ -12,7 +12,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming_core import StreamingDataLoader, StreamingDataset
-from streaming_core.errors import WorkerDiedError
+from streaming_core.errors import RemoteNotFoundError, WorkerDiedError
 from tests.fixtures.data import ids_of
 
 
@@ -120,4 +120,23 @@ def test_a_connection_error_with_every_worker_alive_is_not_rewritten(mds_dir):
 
     loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
     with pytest.raises(ConnectionResetError):
+        next(iter(loader))
+
+
+def test_our_own_errors_from_a_worker_pass_through(mds_dir):
+    """A storage error re-raised from a worker is the user's answer, even while a worker has failed."""
+    process = _killed_process()
+
+    class _Iterator:
+        _workers = [process]
+
+        def __next__(self):
+            raise RemoteNotFoundError('s3://bucket/ds/shard.00005.mds does not exist')
+
+    class _Loader(StreamingDataLoader):
+        def _get_iterator(self):
+            return _Iterator()
+
+    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    with pytest.raises(RemoteNotFoundError, match='shard.00005.mds'):
         next(iter(loader))
