@@ -87,56 +87,39 @@ def _killed_process() -> multiprocessing.Process:
     return process
 
 
-def test_a_killed_worker_is_named_instead_of_a_bare_connection_reset(mds_dir):
-    """torch reports a worker killed while the main process fetched a tensor it shared as "Connection reset"."""
-    process = _killed_process()
-
+def _loader_failing_with(path: str, error: BaseException, workers: list) -> StreamingDataLoader:
+    """A loader whose torch iterator has ``workers`` and raises ``error`` (what torch's raises when it fails)."""
     class _Iterator:
-        _workers = [process]
+        _workers = workers
 
         def __next__(self):
-            raise ConnectionResetError(104, 'Connection reset by peer')
+            raise error
 
     class _Loader(StreamingDataLoader):
         def _get_iterator(self):
             return _Iterator()
 
-    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    return _Loader(StreamingDataset(local=path, batch_size=4), batch_size=4)
+
+
+def test_a_killed_worker_is_named_instead_of_a_bare_connection_reset(mds_dir):
+    """torch reports a worker killed while the main process fetched a tensor it shared as "Connection reset"."""
+    process = _killed_process()
+    loader = _loader_failing_with(mds_dir(20), ConnectionResetError(104, 'Connection reset by peer'), [process])
     with pytest.raises(WorkerDiedError, match=rf'worker \(pid {process.pid}\) killed by SIGKILL') as caught:
         next(iter(loader))
     assert isinstance(caught.value.__cause__, ConnectionResetError)
 
 
 def test_a_connection_error_with_every_worker_alive_is_not_rewritten(mds_dir):
-    class _Iterator:
-        _workers: list = []
-
-        def __next__(self):
-            raise ConnectionResetError(104, 'Connection reset by peer')
-
-    class _Loader(StreamingDataLoader):
-        def _get_iterator(self):
-            return _Iterator()
-
-    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    loader = _loader_failing_with(mds_dir(20), ConnectionResetError(104, 'Connection reset by peer'), [])
     with pytest.raises(ConnectionResetError):
         next(iter(loader))
 
 
 def test_our_own_errors_from_a_worker_pass_through(mds_dir):
     """A storage error re-raised from a worker is the user's answer, even while a worker has failed."""
-    process = _killed_process()
-
-    class _Iterator:
-        _workers = [process]
-
-        def __next__(self):
-            raise RemoteNotFoundError('s3://bucket/ds/shard.00005.mds does not exist')
-
-    class _Loader(StreamingDataLoader):
-        def _get_iterator(self):
-            return _Iterator()
-
-    loader = _Loader(StreamingDataset(local=mds_dir(20), batch_size=4), batch_size=4)
+    error = RemoteNotFoundError('s3://bucket/ds/shard.00005.mds does not exist')
+    loader = _loader_failing_with(mds_dir(20), error, [_killed_process()])
     with pytest.raises(RemoteNotFoundError, match='shard.00005.mds'):
         next(iter(loader))
