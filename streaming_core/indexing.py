@@ -20,7 +20,7 @@ def getitem(at: Any, size: int, get_item: Callable[[int], Any], element: Callabl
     Raises:
         ValueError: for any other index type.
     """
-    if isinstance(at, (numbers.Integral, np.integer)):
+    if type(at) is int or isinstance(at, (numbers.Integral, np.integer)):
         index = int(at)
         if -size <= index < 0:
             index += size

@@ -13,7 +13,18 @@ from streaming_mds.resolve import (
                                    mds_decode,
                                    mds_encode,
 )
-from streaming_mds.writer import MDSWriter
 
 __all__ = ['MDSWriter', 'get_codec', 'get_mds_encodings', 'is_mds_encoding', 'get_mds_encoded_size', 'mds_encode',
            'mds_decode']
+
+
+def __getattr__(name: str):
+    # The writer (and the core writer machinery) loads on first use: reading a dataset never needs it.
+    if name == 'MDSWriter':
+        from streaming_mds.writer import MDSWriter
+        return MDSWriter
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> list[str]:
+    return __all__
