@@ -10,10 +10,10 @@ and returning an exit code.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streaming_core.commands._common import storage_options
 from streaming_datasets.conversion import DEFAULT_SIZE_LIMIT, ConversionResult, WriterOptions
 
 __all__ = ['add_converter_parser', 'writer_options', 'print_results', 'split_list']
@@ -65,20 +65,7 @@ def writer_options(args: argparse.Namespace) -> WriterOptions:
         size_limit = int(size_limit)
     return WriterOptions(workers=args.workers, compression=args.compression, hashes=args.hashes,
                          size_limit=size_limit, exist_ok=args.exist_ok, progress=not args.no_progress,
-                         storage_options=_storage_options(getattr(args, 'storage_option', None) or []))
-
-
-def _storage_options(items: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition('=')
-        if not sep or not key.strip():
-            raise ValueError(f'--storage-option {item!r}: expected KEY=VALUE, for example endpoint_url=http://...')
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
+                         storage_options=storage_options(args))
 
 
 def print_results(name: str, results: Mapping[str, ConversionResult]) -> int:
