@@ -19,7 +19,6 @@ import numpy as np
 from streaming_core.cache import CacheHooks, CacheState, cache_key
 from streaming_core.errors import StreamingError
 from streaming_core.locking import RangeLocks
-from streaming_core.paths import COORD_NAME
 from streaming_core.stream import Stream
 from streaming_core.util import redact_url
 
@@ -100,8 +99,7 @@ class ShardManager:
     # ----------------------------------------------------------------------------------------------------------
     # Locks: byte 1 + 2*i is shard i's "in use" lock, byte 2 + 2*i its "prepare" lock (per stream file).
     def _locks(self, shard: int) -> RangeLocks:
-        stream = self.streams[int(self.stream_per_shard[shard])]
-        return RangeLocks.for_path(os.path.join(stream.local_dir, COORD_NAME))
+        return self.streams[int(self.stream_per_shard[shard])].locks()
 
     def _use_byte(self, shard: int) -> int:
         return 1 + 2 * self.local_index[shard]
