@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-import torch
 from torch.utils.data import DataLoader
 
 from streaming_core.dataset import StreamingDataset
 from streaming_core.errors import StreamingError, WorkerDiedError
 
-__all__ = ['StreamingDataLoader', 'batch_size_of']
-
-
-def batch_size_of(batch: Any) -> int:
-    """The number of samples in a collated batch (dicts and mappings, tensors, sequences)."""
-    if isinstance(batch, torch.Tensor):
-        return len(batch)
-    if hasattr(batch, 'keys') and hasattr(batch, '__getitem__'):
-        keys = list(batch.keys())
-        return batch_size_of(batch[keys[0]]) if keys else 0
-    if isinstance(batch, (list, tuple)):
-        if batch and isinstance(batch[0], (torch.Tensor, list, tuple)) and not isinstance(batch[0], (str, bytes)):
-            return batch_size_of(batch[0])
-        return len(batch)
-    return len(batch)
+__all__ = ['StreamingDataLoader']
 
 
 def _dead_workers(iterator: Any, wait: float = 1.0) -> list[str]:
@@ -52,23 +37,59 @@ def _dead_workers(iterator: Any, wait: float = 1.0) -> list[str]:
         time.sleep(0.02)
 
 
+class _Counted:
+    """A ``collate_fn`` wrapper: each batch travels with the number of samples the dataset yielded into it, so the
+    loader counts what was read, never a guess from the batch's structure."""
+
+    def __init__(self, collate: Callable[[Any], Any], batched: bool) -> None:
+        self.collate = collate
+        self.batched = batched
+
+    def __call__(self, samples: Any) -> tuple[int, Any]:
+        return (len(samples) if self.batched else 1), self.collate(samples)
+
+
 class StreamingDataLoader(DataLoader):
     """A DataLoader whose ``state_dict()`` records how many samples the training loop consumed.
 
     It assumes every rank consumes the same number of samples (what ``StreamingDataset`` guarantees). Prefetched but
-    unconsumed batches are not counted, so resuming never skips a sample.
+    unconsumed batches are not counted, so resuming never skips a sample. A ``StreamingDataset`` without a
+    ``batch_size`` adopts the loader's; with DataLoader workers, a dataset ``batch_size`` different from the loader's
+    is refused when iteration starts (the resumption count would not be exact).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        self.collate_fn = _Counted(self.collate_fn, self._auto_collation)
+        dataset = self.dataset
+        if isinstance(dataset, StreamingDataset) and dataset.batch_size is None and self.batch_size is not None:
+            dataset.batch_size = int(self.batch_size)
+
+    def _check_batch_size(self) -> None:
+        dataset = self.dataset
+        if not isinstance(dataset, StreamingDataset) or self.num_workers == 0:
+            return
+        if dataset.batch_size is not None and self.batch_size is not None and dataset.batch_size != self.batch_size:
+            raise ValueError(f'StreamingDataLoader batch_size={self.batch_size} differs from the dataset\'s '
+                             f'batch_size={dataset.batch_size} with num_workers={self.num_workers}: each worker '
+                             f'reads whole dataset batches, so a resumption state could not say exactly which '
+                             f'samples were consumed. Give both the same per-device batch size (or leave the '
+                             f'dataset\'s unset: it adopts the loader\'s).')
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration start ``epoch`` (see :meth:`StreamingDataset.set_epoch`)."""
+        setter = getattr(self.dataset, 'set_epoch', None)
+        if setter is not None:
+            setter(epoch)
 
     def __iter__(self) -> Iterator[Any]:
+        self._check_batch_size()
         self.num_samples_yielded = 0
         iterator = super().__iter__()
         while True:
             try:
-                batch = next(iterator)
+                count, batch = next(iterator)
             except StopIteration:
                 return
             except (ConnectionError, EOFError) as err:
@@ -81,7 +102,7 @@ class StreamingDataLoader(DataLoader):
                 raise WorkerDiedError(f'DataLoader worker {", ".join(dead)}; its batches are lost. Resume from '
                                       'the last state_dict() (the usual cause of a kill is the out-of-memory '
                                       'killer: fewer workers or a smaller prefetch_factor help)') from err
-            self.num_samples_yielded += batch_size_of(batch)
+            self.num_samples_yielded += count
             yield batch
 
     def state_dict(self) -> dict[str, Any] | None:

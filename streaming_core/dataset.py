@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import bisect
+import copy
 import logging
 import math
 import numbers
 import os
 import warnings
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -74,6 +76,11 @@ class StreamingDataset(IterableDataset):
         on_bad_sample: ``'raise'`` (default): a sample that fails to decode raises in the training loop.
             ``'replace'``: it is logged and replaced by the nearest good sample of the same worker, so every rank
             still takes the same number of steps (a whole shard that cannot be read still raises).
+        transform: A callable applied to every sample :meth:`get_item` returns, on every path (iteration,
+            ``dataset[i]``, slices); it must be picklable for spawned DataLoader workers (a module-level function
+            or a ``torchvision.transforms`` object, not a lambda).
+
+    The ``streams`` given are never modified: the dataset works on its own copies (``dataset.streams``).
     """
 
     def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
@@ -87,7 +94,8 @@ class StreamingDataset(IterableDataset):
                  batching_method: str = 'random', allow_unsafe_types: bool = False, replication: int | None = None,
                  stream_name: str = 'stream', stream_config: Mapping[str, Any] | None = None,
                  world: World | None = None, storage_options: Mapping[str, Any] | None = None,
-                 max_open_shards: int = 64, on_bad_sample: str = 'raise') -> None:
+                 max_open_shards: int = 64, on_bad_sample: str = 'raise',
+                 transform: Callable[[Any], Any] | None = None) -> None:
         if bool(streams) == (bool(remote) or bool(local)):
             raise ValueError('You must provide either `streams` or `remote`/`local`, but not both.')
         if sampling_method not in _SAMPLING_METHODS:
@@ -121,6 +129,9 @@ class StreamingDataset(IterableDataset):
         if on_bad_sample not in ('raise', 'replace'):
             raise ValueError(f"`on_bad_sample` must be 'raise' or 'replace', got {on_bad_sample!r}.")
         self.on_bad_sample = on_bad_sample
+        if transform is not None and not callable(transform):
+            raise TypeError(f'`transform` must be a callable applied to each sample, got {type(transform).__name__}.')
+        self.transform = transform
         if stream_name != 'stream':
             raise ValueError(f'Unknown stream_name {stream_name!r}: pass Stream objects (or subclasses) in `streams`.')
 
@@ -161,10 +172,12 @@ class StreamingDataset(IterableDataset):
 
         # Streams and their indexes.
         if streams:
-            self.streams = list(streams)
-            for stream in self.streams:
+            for stream in streams:
                 if not isinstance(stream, Stream):
                     raise TypeError(f'`streams` must hold Stream objects, got {type(stream).__name__}.')
+            # The user's Stream objects are inputs (shared by train and val, reused by a rebuilt dataset): defaults
+            # and resolved weights go into our own copies.
+            self.streams = [copy.copy(stream) for stream in streams]
         else:
             self.streams = [Stream(remote=remote, local=local, **dict(stream_config or {}))]
         defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
@@ -209,7 +222,9 @@ class StreamingDataset(IterableDataset):
         shard_budget = None if self.cache_limit is None else self.cache_limit - self._index_bytes
         self._shards_manager = ShardManager(self.streams, readers, shard_budget, max_open=max_open_shards)
         self._state = SharedState()
-        self._fast_getitem = type(self).__getitem__ is StreamingDataset.__getitem__
+        self._position: _Position | None = None
+        self._worker_resume: dict[str, Any] | None = None
+        self._epoch_totals: dict[tuple[Any, ...], int] = {}
 
     # ----------------------------------------------------------------------------------------------------------
     def _check_cache_limit(self) -> None:
@@ -235,6 +250,7 @@ class StreamingDataset(IterableDataset):
     # World, epochs and planning.
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
+        state['_position'] = None  # this process's iterator (threads, open views) stays here
         if state.get('_explicit_world') is None:
             snapshot = World.from_torch_distributed()
             if snapshot is not None:
@@ -260,7 +276,7 @@ class StreamingDataset(IterableDataset):
         return self._rank_world().with_dataloader_worker()
 
     def _resolve_order_defaults(self, parallel: World) -> None:
-        resume = self._state.read_resume()
+        resume = self._worker_resume or self._state.read_resume()
         if resume is not None:
             self._adopt(resume)
         if self.num_canonical_nodes is None:
@@ -301,42 +317,126 @@ class StreamingDataset(IterableDataset):
         self._resolve_order_defaults(parallel)
         return self._planner().plan(parallel, epoch, sample_in_epoch)
 
-    def _start_epoch(self, slot: int) -> tuple[int, int]:
-        presumed = self._state.epochs_started(slot)
-        resume = self._state.read_resume()
-        if resume is not None and int(resume['epoch']) >= presumed:
-            epoch, sample_in_epoch = int(resume['epoch']), int(resume['sample_in_epoch'])
+    def epoch_total(self, epoch: int, world: World | None = None) -> int:
+        """The samples the whole world consumes in a full ``epoch`` (the padded global count: ``epoch_size``
+        plus the repeats that give every rank the same number of samples). A state whose ``sample_in_epoch``
+        reaches it means the epoch is over."""
+        parallel = (world or self._rank_world()).replicate(self.replication)
+        parallel = replace(parallel, worker=0, workers_per_rank=1)
+        self._resolve_order_defaults(parallel)
+        key = (epoch, parallel.num_nodes, parallel.ranks_per_node, self.num_canonical_nodes, self.shuffle_seed,
+               self.initial_physical_nodes, self._batch_size())
+        total = self._epoch_totals.get(key)
+        if total is None:
+            from streaming_core.plans import node_plan
+            plan = node_plan(self._planner(), parallel, epoch, 0, parallel.node)
+            total = int(np.count_nonzero(np.asarray(plan) >= 0)) * parallel.num_nodes
+            self._epoch_totals[key] = total
+        return total
+
+    def _is_over(self, epoch: int, sample_in_epoch: int, world: World | None = None) -> bool:
+        return sample_in_epoch >= self.epoch_size and sample_in_epoch >= self.epoch_total(epoch, world)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration start ``epoch`` (trainers call this at the start of every epoch).
+
+        After :meth:`load_state_dict`, the same epoch keeps the loaded position; another epoch starts from its
+        beginning and the loaded position is dropped (logged).
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
+            raise ValueError(f'set_epoch expects a non-negative integer epoch, got {epoch!r}.')
+        epoch = int(epoch)
+        resume = self._worker_resume or self._state.pending_resume(0)
+        if resume is not None and int(resume['epoch']) != epoch:
+            logger.warning('set_epoch(%d) drops the loaded position (epoch %d, sample %d): epoch %d starts from its '
+                           'beginning.', epoch, int(resume['epoch']), int(resume['sample_in_epoch']), epoch)
+            self._worker_resume = None
+            self._state.clear_resume()
+        current = self._state.current()
+        if current is not None and current[0] == epoch - 1 and resume is None:
+            return  # the epoch counter already agrees (the usual call before each epoch)
+        self._state.set_next_epoch(epoch)
+
+    def _start_epoch(self, world: World, parallel: World) -> tuple[int, int, int]:
+        """Start this worker's next epoch: ``(epoch, global start offset, samples of this worker to skip)``."""
+        slot = world.worker
+        position = self._worker_resume
+        if position is not None:
+            self._worker_resume = None
+            epoch, offset, skip = self._check_worker_position(position, world, parallel)
         else:
-            epoch, sample_in_epoch = presumed, 0
-        self._state.set_epochs_started(slot, epoch + 1)
-        return epoch, sample_in_epoch
+            epoch, offset, skip = self._state.next_epoch(slot), 0, 0
+            resume = self._state.pending_resume(slot)
+            if resume is not None:
+                self._state.consume_resume(slot)
+                epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
+        if offset and self._is_over(epoch, offset, world):
+            epoch, offset, skip = epoch + 1, 0, 0
+        self._state.begin_epoch(slot, epoch, offset)
+        return epoch, offset, skip
+
+    def _check_worker_position(self, state: Mapping[str, Any], world: World,
+                               parallel: World) -> tuple[int, int, int]:
+        """A per-worker state (torchdata's ``StatefulDataLoader``): ``(epoch, offset, skip)`` for this worker."""
+        saved = state['worker_position']
+        epoch, offset, samples = int(state['epoch']), int(state['sample_in_epoch']), int(saved['samples'])
+        if int(saved['num_ranks']) != parallel.num_ranks:
+            raise ValueError(f'This per-worker resumption state was saved by {saved["num_ranks"]} ranks; this run has '
+                             f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
+                             f'(StreamingDataLoader.state_dict()).')
+        if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
+            if samples >= int(saved['total']):
+                return epoch + 1, 0, 0  # this worker had finished the epoch
+            return epoch, offset, samples
+        if int(saved['num_workers']) == 1 and samples % self._batch_size() == 0:
+            return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
+        raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
+                         f'{saved["num_workers"]}; this is worker {world.worker} of {world.workers_per_rank}. Resume '
+                         f'with num_workers={saved["num_workers"]}, or from a loader-level state '
+                         f'(StreamingDataLoader.state_dict()).')
 
     def _worker_sample_ids(self, world: World) -> tuple[int, NDArray[np.int64]]:
         """Start this worker's next epoch: ``(epoch, this worker's sample ids in order)``."""
+        epoch, _, skip, ids = self._begin(world)
+        return epoch, ids[skip:]
+
+    def _begin(self, world: World) -> tuple[int, int, int, NDArray[np.int64]]:
         from streaming_core.plans import node_plan
         parallel = world.replicate(self.replication)
         self._resolve_order_defaults(parallel)
-        epoch, sample_in_epoch = self._start_epoch(world.worker)
-        plan = node_plan(self._planner(), parallel, epoch, sample_in_epoch, parallel.node)
+        epoch, offset, skip = self._start_epoch(world, parallel)
+        plan = node_plan(self._planner(), parallel, epoch, offset, parallel.node)
         ids = np.asarray(plan[parallel.rank_of_node, parallel.worker]).reshape(-1)
-        return epoch, ids[ids >= 0].astype(np.int64, copy=True)
+        return epoch, offset, skip, ids[ids >= 0].astype(np.int64, copy=True)
+
+    def _sample_reader(self) -> Callable[[int], Any] | None:
+        """What iteration calls per sample id: None (read the shard view directly) unless a subclass or the instance
+        overrides ``__getitem__`` or ``get_item``, whose override must then see every sample."""
+        cls = type(self)
+        own = vars(self)
+        if (cls.__getitem__ is StreamingDataset.__getitem__ and cls.get_item is StreamingDataset.get_item
+                and '__getitem__' not in own and 'get_item' not in own):
+            return None
+        return self.__getitem__
 
     def __iter__(self) -> Iterator[Any]:
         """Iterate over this rank's (and DataLoader worker's) samples of the next epoch."""
         from streaming_core.iteration import EpochIterator
         world = self._worker_world()
-        epoch, ids = self._worker_sample_ids(world)
+        epoch, offset, skip, ids = self._begin(world)
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
         with gc_paused():
-            iterator = EpochIterator(self, ids, epoch, on_prefetched=ahead)
+            iterator = EpochIterator(self, ids[skip:], epoch, on_prefetched=ahead, read=self._sample_reader(),
+                                     transform=self.transform)
+        self._position = _Position(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
+                                   world.replicate(self.replication).num_ranks, iterator)
         return iter(iterator)
 
     def _plan_ahead(self, world: World, epoch: int) -> None:
         """Compute (and share on the node) the next epoch's plan while this one finishes."""
         from streaming_core.plans import node_plan
         try:
-            resume = self._state.read_resume()
-            if resume is not None and int(resume['epoch']) >= epoch:
+            if self._state.pending_resume(world.worker) is not None:
                 return  # a resume state decides the next epoch's start
             parallel = world.replicate(self.replication)
             node_plan(self._planner(), parallel, epoch, 0, parallel.node)
@@ -345,8 +445,15 @@ class StreamingDataset(IterableDataset):
 
     # ----------------------------------------------------------------------------------------------------------
     # Resumption.
-    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
-        """The resumption state after ``num_samples`` samples (global, all ranks) of the current epoch.
+    def state_dict(self, num_samples: int | None = None, from_beginning: bool = True) -> dict[str, Any]:
+        """The resumption state.
+
+        With ``num_samples`` (the reference's form, what :class:`StreamingDataLoader` calls): the state after
+        ``num_samples`` samples consumed by the whole world (all ranks) in the current epoch. Without arguments (the
+        ``Stateful`` protocol of torchdata's ``StatefulDataLoader``, which calls it in each DataLoader worker): the
+        position of this process or worker, which resumes exactly with the same ``num_workers``.
+
+        A state that covers the whole epoch is returned as the start of the next one (``sample_in_epoch`` 0).
 
         Args:
             num_samples: Samples consumed by the whole world in the current epoch (or since the resume point).
@@ -355,19 +462,46 @@ class StreamingDataset(IterableDataset):
         """
         parallel = self._rank_world().replicate(self.replication)
         self._resolve_order_defaults(parallel)
-        epoch = self._state.max_epochs_started() - 1
-        resume = self._state.read_resume()
-        offset = 0
-        if resume is not None and int(resume['epoch']) >= epoch:
-            epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
-        sample_in_epoch = num_samples if from_beginning else offset + num_samples
+        if num_samples is None:
+            return self._position_state(parallel)
+        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 0:
+            raise ValueError(f'state_dict: `num_samples` must be a non-negative integer, got {num_samples!r}.')
+        current = self._state.current()
+        if current is None:  # nothing began since construction, set_epoch or load_state_dict
+            resume = self._state.pending_resume(0)
+            if resume is not None:
+                epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
+            else:
+                epoch, offset = self._state.max_next_epoch(), 0
+            sample_in_epoch = offset + int(num_samples)
+        else:
+            epoch, offset = current
+            sample_in_epoch = int(num_samples) if from_beginning else offset + int(num_samples)
+        return self._state_for(epoch, sample_in_epoch, parallel)
+
+    def _state_for(self, epoch: int, sample_in_epoch: int, parallel: World) -> dict[str, Any]:
+        if sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
+            epoch, sample_in_epoch = epoch + 1, 0
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
-        return {'epoch': epoch, 'sample_in_epoch': int(sample_in_epoch),
+        return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
                 'num_canonical_nodes': int(self.num_canonical_nodes), 'shuffle_seed': int(self.shuffle_seed),
                 'initial_physical_nodes': int(initial)}
 
+    def _position_state(self, parallel: World) -> dict[str, Any]:
+        position = self._position
+        if position is None:
+            return self.state_dict(0, False)
+        state = self._state_for(position.epoch, position.offset, parallel)
+        if state['epoch'] != position.epoch:  # (an offset can only be over after a resume at an epoch end)
+            return state
+        state['worker_position'] = {'worker': position.worker, 'num_workers': position.num_workers,
+                                    'num_ranks': position.num_ranks, 'samples': position.samples,
+                                    'total': position.total}
+        return state
+
     def load_state_dict(self, obj: Mapping[str, Any]) -> None:
-        """Resume from a state dict (ours or mosaicml-streaming's) at the next iteration, in every worker."""
+        """Resume from a state dict (ours, torchdata's per-worker one, or mosaicml-streaming's) at the next
+        iteration, in every worker. A state whose ``sample_in_epoch`` covers its epoch resumes at the next epoch."""
         if not isinstance(obj, Mapping):
             raise TypeError(f'load_state_dict expects a dict, got {type(obj).__name__}.')
         missing = [key for key in _STATE_KEYS if key not in obj]
@@ -380,12 +514,29 @@ class StreamingDataset(IterableDataset):
                 continue
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ValueError(f'State dict field {key!r} must be an integer, got {value!r}.')
-        if obj['sample_in_epoch'] < 0 or obj['num_canonical_nodes'] < 1 or obj['shuffle_seed'] < 0:
+        if obj['epoch'] < -1 or obj['sample_in_epoch'] < 0 or obj['num_canonical_nodes'] < 1 \
+                or obj['shuffle_seed'] < 0:
             raise ValueError(f'State dict has out-of-range values: {dict(obj)}.')
-        state = {key: int(obj[key]) for key in _STATE_KEYS}
+        state: dict[str, Any] = {key: int(obj[key]) for key in _STATE_KEYS}
+        if state['epoch'] == -1:  # the reference's state before its first iteration: nothing was consumed
+            state['epoch'], state['sample_in_epoch'] = 0, 0
         if obj.get('initial_physical_nodes') is not None:
             state['initial_physical_nodes'] = int(obj['initial_physical_nodes'])
-        self._state.write_resume(state)
+        position = obj.get('worker_position')
+        if position is not None:
+            fields = ('worker', 'num_workers', 'num_ranks', 'samples', 'total')
+            if not isinstance(position, Mapping) or any(
+                    isinstance(position.get(f), bool) or not isinstance(position.get(f), numbers.Integral)
+                    for f in fields):
+                raise ValueError(f'State dict field worker_position must map {list(fields)} to integers, got '
+                                 f'{position!r}.')
+            state['worker_position'] = {f: int(position[f]) for f in fields}
+            self._worker_resume = state  # this process's own position (torchdata loads it in each worker)
+        else:
+            self._worker_resume = None
+            self._state.write_resume(state)
+            self._state.set_next_epoch(state['epoch'])
+        self._position = None
         self._adopt(state)
 
     # ----------------------------------------------------------------------------------------------------------
@@ -403,7 +554,7 @@ class StreamingDataset(IterableDataset):
     @property
     def next_epoch(self) -> int:
         """The epoch the next iteration of this rank would start (before any resume state)."""
-        return self._state.max_epochs_started()
+        return self._state.max_next_epoch()
 
     @property
     def cache_usage(self) -> int:
@@ -427,8 +578,13 @@ class StreamingDataset(IterableDataset):
         return self._shards_manager.sample(shard, index)
 
     def __getitem__(self, at: Any) -> Any:
-        """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids."""
-        return getitem(at, self.num_samples, self.get_item, self.__getitem__)
+        """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids (the
+        ``transform``, if any, applied to each sample)."""
+        return getitem(at, self.num_samples, self._transformed_item, self.__getitem__)
+
+    def _transformed_item(self, sample_id: int) -> Any:
+        sample = self.get_item(sample_id)
+        return sample if self.transform is None else self.transform(sample)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
         """Download (and decompress) one shard now."""
@@ -450,6 +606,25 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
+
+
+@dataclass
+class _Position:
+    """Where this process's (or DataLoader worker's) current epoch stands, for the per-worker state."""
+
+    epoch: int
+    offset: int
+    skip: int
+    total: int
+    worker: int
+    num_workers: int
+    num_ranks: int
+    iterator: Any
+
+    @property
+    def samples(self) -> int:
+        """Samples of this worker's epoch handed out so far (the skipped ones included)."""
+        return self.skip + self.iterator.yielded
 
 
 def _file_size(path: str) -> int:

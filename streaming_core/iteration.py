@@ -82,19 +82,27 @@ class EpochIterator:
         epoch: The epoch (for messages).
         on_prefetched: Called in a background thread once every shard of the epoch is prepared (the dataset uses
             it to plan the next epoch ahead, so there is no stall at the epoch boundary).
+        read: Called with each sample id to produce the sample (a subclass's ``__getitem__``); None reads the
+            shard views directly (the fast path, for a dataset that overrides nothing).
+        transform: Applied to each sample the fast path reads (``read`` applies its own).
     """
 
     def __init__(self, dataset: 'StreamingDataset', sample_ids: NDArray[np.int64], epoch: int,
-                 on_prefetched: Callable[[], None] | None = None) -> None:
+                 on_prefetched: Callable[[], None] | None = None, read: Callable[[int], Any] | None = None,
+                 transform: Callable[[Any], Any] | None = None) -> None:
         self.dataset = dataset
         self._on_prefetched = on_prefetched
+        self._read = read
+        self._transform = None if read is not None else transform
+        self._cursor: tuple[int, Any] = (0, iter(()))  # (end, iterator of positions): see `yielded`
+        self._extra = 0  # samples handed out beyond their positions (replacements of bad samples)
         self.manager = dataset._shards_manager
         self.manager._check_pid()  # in a forked worker: take this process's views before the loop captures them
         self.epoch = epoch
         self.count = len(sample_ids)
         self.predownload = max(int(dataset.predownload), 1)
         shards, indices = dataset.spanner.locate(sample_ids)
-        self._ids = None if dataset._fast_getitem else sample_ids.tolist()
+        self._ids = None if read is None else sample_ids.tolist()
         self._shards = shards.tolist()
         self._indices = indices.tolist()
         # Long stretches of one shard (unshuffled or py1s-like orders) are read by the view's own tight loop, in
@@ -125,6 +133,12 @@ class EpochIterator:
         # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
         # shards not being read stay evictable and no process can hoard the cache.
         self._open_ahead = self.manager.cache_limit is None
+
+    @property
+    def yielded(self) -> int:
+        """How many samples this iterator has handed out so far (exact while it is suspended at a sample)."""
+        end, positions = self._cursor
+        return end - positions.__length_hint__() + self._extra
 
     # ----------------------------------------------------------------------------------------------------------
     def _hold(self, shard: int, end: int) -> None:
@@ -276,7 +290,7 @@ class EpochIterator:
         views = self.manager._views
         step = max(self.predownload // 4, 1)
         checkpoint = step
-        getitem = self.dataset.__getitem__
+        read, transform = self._read, self._transform
         self._thread.start()
         try:
             if ids is None and self._stretches is not None:
@@ -285,24 +299,28 @@ class EpochIterator:
                     view = views.get(shard)
                     if view is None:
                         view = self._wait_for(shard, start)
+                    positions = iter(indices[start:end])  # consumed one per sample handed out: see `yielded`
+                    self._cursor = (end, positions)
                     many = getattr(view, 'samples', None)
-                    if many is None:
-                        yield from map(view.__getitem__, indices[start:end])
-                    else:
-                        yield from many(indices[start:end])
+                    samples = map(view.__getitem__, positions) if many is None else many(positions)
+                    yield from (samples if transform is None else map(transform, samples))
                     if end > checkpoint:
                         self._release_behind(end)
                         checkpoint = end + step
                 return
-            for pos in range(self.count):
+            positions = iter(range(self.count))
+            self._cursor = (self.count, positions)
+            for pos in positions:
                 shard = shards[pos]
                 view = views.get(shard)
                 if view is None:
                     view = self._wait_for(shard, pos)
-                if ids is None:
+                if ids is not None:
+                    yield read(ids[pos])
+                elif transform is None:
                     yield view[indices[pos]]
                 else:
-                    yield getitem(ids[pos])
+                    yield transform(view[indices[pos]])
                 if pos >= checkpoint:
                     self._release_behind(pos)
                     checkpoint = pos + step
@@ -318,25 +336,35 @@ class EpochIterator:
         last_good: Any = None
         pending = 0
         error: BaseException | None = None
+        read, transform = self._read, self._transform
         self._thread.start()
+        positions = iter(range(self.count))
+        self._cursor = (self.count, positions)
         try:
-            for pos in range(self.count):
+            for pos in positions:
                 shard = shards[pos]
                 view = self.manager._views.get(shard)
                 if view is None:
                     view = self._wait_for(shard, pos)
                 try:
-                    sample = view[indices[pos]] if ids is None else self.dataset.__getitem__(ids[pos])
+                    if ids is not None:
+                        sample = read(ids[pos])
+                    elif transform is None:
+                        sample = view[indices[pos]]
+                    else:
+                        sample = transform(view[indices[pos]])
                 except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
                     error = err
                     logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
                                    self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
                     if last_good is None:
                         pending += 1
+                        self._extra = -pending  # handed out = positions consumed + _extra
                     else:
                         yield last_good
                 else:
-                    for _ in range(pending + 1):
+                    for repeat in range(pending + 1):
+                        self._extra = repeat - pending
                         yield sample
                     pending = 0
                     last_good = sample

@@ -1,11 +1,15 @@
-"""State shared between a rank process and its DataLoader workers, with nothing named and nothing to go stale.
+"""Epoch counters and the resume state of one rank's dataset object, shared with its DataLoader workers only.
 
-The memory is an anonymous file (``memfd``) mapped shared. DataLoader workers inherit it when forked and receive
-its file descriptor when spawned (pickling during process start passes the descriptor). It disappears with the
-last process that maps it, so a crash leaves nothing behind in ``/dev/shm``.
+The memory is an anonymous file (``memfd``) mapped shared: nothing is named, so nothing can go stale in
+``/dev/shm``. DataLoader workers inherit it when forked and receive its file descriptor when spawned. Nothing else
+shares it: a process that is not a DataLoader worker and finds itself holding another process's state (a training
+rank started by ``fork`` or ``spawn`` with the dataset in its arguments, as Lightning's ``ddp_spawn`` and
+``ddp_fork`` do) takes a private copy on first use, and before it forks anything. Plain pickling (``copy.deepcopy``,
+saving the object) also gives a private copy of the contents.
 
-Layout (little-endian int64 words): ``[generation, blob length, epochs started per worker slot...]`` followed by a
-JSON blob holding the last ``load_state_dict`` state.
+Layout (little-endian int64 words): ``[generation, blob length, current epoch, its start offset, next epoch per
+worker slot..., resume generation consumed per worker slot...]`` followed by a JSON blob holding the last
+``load_state_dict`` state.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import sys
 import tempfile
 import threading
 import weakref
@@ -24,8 +29,13 @@ __all__ = ['SharedState', 'MAX_SLOTS', 'BLOB_BYTES']
 
 MAX_SLOTS = 1024
 BLOB_BYTES = 1 << 16
-_WORDS = 2 + MAX_SLOTS
+_GEN, _BLOB, _CUR_EPOCH, _CUR_OFFSET, _HEADER = 0, 1, 2, 3, 4
+_NEXT = _HEADER
+_CONSUMED = _HEADER + MAX_SLOTS
+_WORDS = _HEADER + 2 * MAX_SLOTS
 _SIZE = 8 * _WORDS + BLOB_BYTES
+
+_live: 'weakref.WeakSet[SharedState]' = weakref.WeakSet()
 
 
 def _anonymous_fd(size: int) -> int:
@@ -45,65 +55,153 @@ def _close(fd: int) -> None:
         pass
 
 
+def _in_dataloader_worker() -> bool:
+    data = sys.modules.get('torch.utils.data')
+    return data is not None and data.get_worker_info() is not None
+
+
 def _rebuild(dup: Any) -> 'SharedState':
-    return SharedState(fd=dup.detach())
+    return SharedState(fd=dup.detach(), owner=None)
+
+
+def _from_bytes(content: bytes) -> 'SharedState':
+    state = SharedState()
+    state._mmap[:len(content)] = content
+    return state
+
+
+def _privatize_inherited() -> None:
+    """Before this process forks: states it inherited from another process become its own (see the module doc)."""
+    for state in list(_live):
+        state._own()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(before=_privatize_inherited)
 
 
 class SharedState:
-    """Epoch counters and the resume state of one dataset object and its workers."""
+    """Epoch counters and the resume state of one dataset object and its DataLoader workers."""
 
-    def __init__(self, fd: int | None = None) -> None:
-        self._fd = _anonymous_fd(_SIZE) if fd is None else fd
-        weakref.finalize(self, _close, self._fd)  # the mapping keeps its own handle; ours goes with this object
-        self._mmap = mmap.mmap(self._fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self._words = np.frombuffer(self._mmap, dtype=np.int64, count=_WORDS)
+    def __init__(self, fd: int | None = None, owner: int | None = -1) -> None:
+        self._map(_anonymous_fd(_SIZE) if fd is None else fd)
+        self._owner: int | None = os.getpid() if owner == -1 else owner
         self._lock = threading.Lock()
+        _live.add(self)
+
+    def _map(self, fd: int) -> None:
+        self._fd = fd
+        self._finalizer = weakref.finalize(self, _close, fd)  # the mapping keeps its own handle
+        self._mmap = mmap.mmap(fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._words = np.frombuffer(self._mmap, dtype=np.int64, count=_WORDS)
+
+    def _own(self) -> None:
+        """Share with the rank (in a DataLoader worker), or take a private copy (anywhere else)."""
+        pid = os.getpid()
+        if self._owner == pid:
+            return
+        if not _in_dataloader_worker():
+            content = bytes(self._mmap)
+            old_finalizer = self._finalizer
+            self._map(_anonymous_fd(_SIZE))
+            self._mmap[:] = content
+            old_finalizer()
+        self._owner = pid
 
     def __reduce__(self) -> Any:
         from multiprocessing import context, reduction
+        self._own()
         if context.get_spawning_popen() is None:
-            return (SharedState, ())  # plain pickling (not a worker start): a private copy
+            return (_from_bytes, (bytes(self._mmap),))  # plain pickling (not a process start): a private copy
         return (_rebuild, (reduction.DupFd(self._fd),))
 
-    def epochs_started(self, slot: int) -> int:
-        """How many epochs worker slot ``slot`` of this rank has started."""
-        self._check_slot(slot)
-        return int(self._words[2 + slot])
+    @property
+    def words(self) -> np.ndarray:
+        """The counters, owned by this process (see the module doc)."""
+        if self._owner != os.getpid():
+            self._own()
+        return self._words
 
-    def set_epochs_started(self, slot: int, value: int) -> None:
-        """Record that worker slot ``slot`` has started ``value`` epochs."""
+    # ----------------------------------------------------------------------------------------------------------
+    def next_epoch(self, slot: int) -> int:
+        """The epoch worker slot ``slot`` of this rank starts next (before any resume state)."""
         self._check_slot(slot)
-        self._words[2 + slot] = value
+        return int(self.words[_NEXT + slot])
 
-    def max_epochs_started(self) -> int:
-        """The most epochs started by any worker slot of this rank."""
-        return int(self._words[2:].max())
+    def max_next_epoch(self) -> int:
+        """The furthest next epoch of any worker slot of this rank."""
+        return int(self.words[_NEXT:_NEXT + MAX_SLOTS].max())
+
+    def begin_epoch(self, slot: int, epoch: int, offset: int) -> None:
+        """Worker slot ``slot`` starts ``epoch`` at global sample ``offset``."""
+        self._check_slot(slot)
+        words = self.words
+        words[_NEXT + slot] = epoch + 1
+        words[_CUR_EPOCH] = epoch + 1  # stored +1 so that 0 means "none since the last set_epoch or load"
+        words[_CUR_OFFSET] = offset
+
+    def current(self) -> tuple[int, int] | None:
+        """``(epoch, start offset)`` of the epoch this rank iterates, or None if none began since the last
+        :meth:`set_next_epoch` or :meth:`write_resume`."""
+        words = self.words
+        value = int(words[_CUR_EPOCH])
+        return None if value == 0 else (value - 1, int(words[_CUR_OFFSET]))
+
+    def set_next_epoch(self, epoch: int) -> None:
+        """Every worker slot starts ``epoch`` next."""
+        words = self.words
+        words[_NEXT:_NEXT + MAX_SLOTS] = epoch
+        words[_CUR_EPOCH] = 0
 
     @staticmethod
     def _check_slot(slot: int) -> None:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f'At most {MAX_SLOTS} DataLoader workers per rank are supported, got worker {slot}.')
 
+    # ----------------------------------------------------------------------------------------------------------
     def write_resume(self, state: dict[str, Any]) -> None:
-        """Store a resume state for the workers to pick up at their next epoch."""
+        """Store a resume state for every worker slot to pick up once, at its next epoch."""
         blob = json.dumps(state, sort_keys=True).encode('utf-8')
         if len(blob) > BLOB_BYTES:
             raise ValueError(f'The state dict is too large to share with workers: {len(blob)} bytes, at most '
                              f'{BLOB_BYTES}.')
+        words = self.words
         with self._lock:
             offset = 8 * _WORDS
             self._mmap[offset:offset + len(blob)] = blob
-            self._words[1] = len(blob)
-            self._words[0] += 1
+            words[_BLOB] = len(blob)
+            words[_GEN] += 1
+            words[_CUR_EPOCH] = 0
 
     def read_resume(self) -> dict[str, Any] | None:
-        """The stored resume state, or None."""
-        length = int(self._words[1])
+        """The stored resume state (consumed or not), or None."""
+        length = int(self.words[_BLOB])
         if length <= 0:
             return None
         offset = 8 * _WORDS
         return json.loads(bytes(self._mmap[offset:offset + length]).decode('utf-8'))
 
+    def pending_resume(self, slot: int | None = None) -> dict[str, Any] | None:
+        """The resume state if worker slot ``slot`` (default: every slot) has not consumed it yet, else None."""
+        words = self.words
+        if words[_BLOB] <= 0:
+            return None
+        generation = words[_GEN]
+        consumed = words[_CONSUMED + slot] if slot is not None else words[_CONSUMED:_CONSUMED + MAX_SLOTS].min()
+        if consumed >= generation:
+            return None
+        return self.read_resume()
+
+    def consume_resume(self, slot: int) -> None:
+        """Worker slot ``slot`` has started from the resume state."""
+        self._check_slot(slot)
+        words = self.words
+        words[_CONSUMED + slot] = words[_GEN]
+
+    def clear_resume(self) -> None:
+        """Forget the resume state."""
+        self.words[_BLOB] = 0
+
     def reset(self) -> None:
         """Forget every counter and the resume state."""
-        self._words[:] = 0
+        self.words[:] = 0

