@@ -1,28 +1,43 @@
 # Set-up and everyday commands. `make demo` and `make test` bootstrap everything from a clean clone.
+#
+# One virtualenv (.venv), two layers, each with its own stamp:
+#   runtime  (.venv/.runtime-installed): torch (pinned CPU wheel), the core and every plugin under plugins/ (editable),
+#            and what examples/demo.py itself needs (requirements-demo.txt). `make demo` builds only this layer.
+#   full     (.venv/.installed): the runtime layer plus requirements-dev.txt (pytest, servers, pyspark, docs tools...).
+#            `make test` and the other developer targets build it on top of the runtime layer.
+# The full layer is a superset, so `make demo` after `make test` installs nothing, and `make test` after `make demo`
+# only adds the dev set. Every install goes through constraints.txt (it pins torch==2.13.0).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 PLUGINS := $(sort $(wildcard plugins/streaming-*))
+RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: setup demo test test-fast lint docs compat bench clean
+.PHONY: setup runtime demo test test-fast lint docs compat bench clean
 
 setup: $(STAMP) $(NODE_STAMP)
 
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) requirements-dev.txt constraints.txt
+runtime: $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) requirements-demo.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -r requirements-demo.txt -e . $(addprefix -e ,$(PLUGINS))
+	touch $@
+
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt constraints.txt
 	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
-	$(PIP) install -q -c constraints.txt -e . $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 $(NODE_STAMP): package.json
+	@command -v npm >/dev/null || { echo 'make: npm (Node.js >= 18) is needed to install Azurite, the Azure storage emulator the tests start; install Node.js, then run make again.' >&2; exit 1; }
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(PY) examples/demo.py
 
 test: setup
@@ -48,4 +63,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) .venv-ref node_modules site .pytest_cache
+	rm -rf $(VENV) .venv-ref node_modules site .pytest_cache demo-output
