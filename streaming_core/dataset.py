@@ -25,7 +25,7 @@ from streaming_core.shared_state import SharedState
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream
 from streaming_core.util import bytes_to_int, gc_paused, number_abbrev_to_int
-from streaming_core.world import World
+from streaming_core.world import World, register_node
 
 __all__ = ['StreamingDataset']
 
@@ -222,6 +222,8 @@ class StreamingDataset(IterableDataset):
         shard_budget = None if self.cache_limit is None else self.cache_limit - self._index_bytes
         self._shards_manager = ShardManager(self.streams, readers, shard_budget, max_open=max_open_shards)
         self._state = SharedState()
+        if world is None:
+            register_node()
         self._position: _Position | None = None
         self._worker_resume: dict[str, Any] | None = None
         self._epoch_totals: dict[tuple[Any, ...], int] = {}

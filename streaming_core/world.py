@@ -3,15 +3,121 @@
 A :class:`World` is read when iteration starts (not at construction), from, in order: an explicit ``world=``
 argument, an initialised ``torch.distributed`` process group, the ``RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``
 environment variables, or else a single process. DataLoader worker information is added inside the worker.
+
+Ranks per node: ``LOCAL_WORLD_SIZE`` when the launcher sets it (torchrun, accelerate). Launchers that do not
+(Lightning, ``mp.spawn``) still have a process group: each rank then adds its host name to a counter in the group's
+rendezvous store when it constructs a dataset (no waiting), and the layout is read from the store in the rank's
+main process when first needed, before any DataLoader worker is forked. No collective ever runs, and a forked
+DataLoader worker never touches the store. So the same processes get the same order under every launcher.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
+import sys
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
-__all__ = ['World']
+__all__ = ['World', 'NodeLayoutError', 'register_node']
+
+logger = logging.getLogger('streaming_core.world')
+
+#: How long a rank waits for every rank to register its host in the rendezvous store (seconds).
+LAYOUT_TIMEOUT = 300.0
+_PREFIX = 'streaming_core/node_layout'
+#: Per process: (id of the store, world size) -> ranks per node; and the stores this process registered with.
+_layouts: dict[tuple[int, int], int] = {}
+_registered: set[tuple[int, int]] = set()
+_needed = [False]  # a dataset was constructed in this process: learn the layout before forking workers
+
+
+class NodeLayoutError(RuntimeError):
+    """The ranks per node could not be learnt from the process group."""
+
+
+def _dist() -> Any:
+    dist = sys.modules.get('torch.distributed')
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+def _in_dataloader_worker() -> bool:
+    data = sys.modules.get('torch.utils.data')
+    return data is not None and data.get_worker_info() is not None
+
+
+def _store_key(dist: Any) -> tuple[Any, tuple[int, int]] | None:
+    try:
+        store = dist.distributed_c10d._get_default_store()
+    except Exception:  # a backend without a store: fall back to the environment
+        return None
+    return store, (id(store), dist.get_world_size())
+
+
+def register_node() -> None:
+    """Add this rank's host to the process group's node count (once per process; never waits). Called when a
+    dataset is constructed, so that every rank has registered by the time any of them needs the layout."""
+    _needed[0] = True
+    dist = _dist()
+    if dist is None or os.environ.get('LOCAL_WORLD_SIZE') or _in_dataloader_worker():
+        return
+    found = _store_key(dist)
+    if found is None or found[1] in _registered:
+        return
+    store, key = found
+    host = socket.gethostname()
+    store.add(f'{_PREFIX}/host/{host}', 1)
+    if store.add(f'{_PREFIX}/ranks', 1) == dist.get_world_size():
+        store.set(f'{_PREFIX}/done', b'1')
+    _registered.add(key)
+
+
+def _store_local_world_size(dist: Any) -> int | None:
+    """Ranks per node from the rendezvous store (waits, bounded, until every rank has registered)."""
+    found = _store_key(dist)
+    if found is None:
+        return None
+    store, key = found
+    local = _layouts.get(key)
+    if local is not None:
+        return local
+    if _in_dataloader_worker():
+        return None  # a forked worker shares its parent's store connection: never use it
+    register_node()
+    try:
+        store.wait([f'{_PREFIX}/done'], timedelta(seconds=LAYOUT_TIMEOUT))
+    except Exception as err:
+        raise NodeLayoutError(
+            f'Not every rank registered its host within {LAYOUT_TIMEOUT:.0f} s, so the ranks per node are unknown '
+            f'(every rank constructs a StreamingDataset before any iterates). Set LOCAL_WORLD_SIZE, or pass '
+            f'world=World(...).') from err
+    local = int(store.get(f'{_PREFIX}/host/{socket.gethostname()}'))
+    world_size = dist.get_world_size()
+    if local < 1 or world_size % local:
+        logger.warning('Host %s runs %d of %d ranks: nodes are uneven, so each rank counts as its own node.',
+                       socket.gethostname(), local, world_size)
+        local = 1
+    _layouts[key] = local
+    return local
+
+
+def _resolve_before_fork() -> None:
+    """Before this process forks (DataLoader workers): learn the layout here if it registered and has not yet."""
+    dist = _dist()
+    if dist is None or not _needed[0] or os.environ.get('LOCAL_WORLD_SIZE') or _in_dataloader_worker():
+        return
+    try:
+        _store_local_world_size(dist)
+    except Exception as err:  # reported again where the layout is used
+        logger.debug('node layout before fork: %s', err)
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(before=_resolve_before_fork)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -133,13 +239,16 @@ class World:
 
     @classmethod
     def from_torch_distributed(cls) -> 'World | None':
-        """The world of an initialised ``torch.distributed`` process group, or None."""
-        import sys
-        dist = sys.modules.get('torch.distributed')
-        if dist is None or not dist.is_available() or not dist.is_initialized():
+        """The world of an initialised ``torch.distributed`` process group, or None. Ranks per node come from
+        ``LOCAL_WORLD_SIZE``, else from the hosts the ranks registered in the group's store (see the module doc)."""
+        dist = _dist()
+        if dist is None:
             return None
         world_size = dist.get_world_size()
-        local = _env_int('LOCAL_WORLD_SIZE', 1)
+        if os.environ.get('LOCAL_WORLD_SIZE'):
+            local = _env_int('LOCAL_WORLD_SIZE', 1)
+        else:
+            local = _store_local_world_size(dist) or 1
         if world_size % local:
             local = 1
         return cls(rank=dist.get_rank(), world_size=world_size, local_world_size=local)
