@@ -124,9 +124,11 @@ class SharedState:
 
     # ----------------------------------------------------------------------------------------------------------
     def next_epoch(self, slot: int) -> int:
-        """The epoch worker slot ``slot`` of this rank starts next (before any resume state)."""
+        """The epoch worker slot ``slot`` of this rank starts next (before any resume state): its own count, or the
+        epoch another slot of the rank already began, if later (a worker joining a rank that iterated without it)."""
         self._check_slot(slot)
-        return int(self.words[_NEXT + slot])
+        words = self.words
+        return max(int(words[_NEXT + slot]), int(words[_CUR_EPOCH]) - 1)
 
     def max_next_epoch(self) -> int:
         """The furthest next epoch of any worker slot of this rank."""

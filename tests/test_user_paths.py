@@ -1,0 +1,223 @@
+"""The user's own paths that once gave wrong samples silently: overridden methods, transforms, shared Stream
+objects, loader batch sizes, collate functions that keep lists, set_epoch and states saved at an epoch's end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming_core import Stream, StreamingDataLoader, StreamingDataset
+from tests.fixtures.data import ids_of, write_mds
+from tests.multiproc import ROOT
+
+
+class Doubled(StreamingDataset):
+    """The reference's pattern for transforms: override ``get_item``."""
+
+    def get_item(self, sample_id: int, retry: int = 7):
+        sample = super().get_item(sample_id)
+        return {'id': sample['id'] * 2}
+
+
+def add_one(sample):
+    """A picklable transform (spawned workers import it)."""
+    return {'id': sample['id'] + 1, 'data': sample['data']}
+
+
+@pytest.mark.parametrize('on_bad_sample', ['raise', 'replace'])
+@pytest.mark.parametrize('workers', [0, 2])
+def test_an_overridden_get_item_sees_every_iterated_sample(tmp_path, on_bad_sample, workers):
+    path = write_mds(str(tmp_path / 'ds'), 300, size_limit=1 << 16)  # long same-shard stretches: the fastest loop
+    dataset = Doubled(local=path, batch_size=10, on_bad_sample=on_bad_sample)
+    assert dataset[3] == {'id': 6} and dataset.get_item(3) == {'id': 6}
+    loader = DataLoader(dataset, batch_size=10, num_workers=workers)
+    assert sorted(ids_of(loader)) == [2 * i for i in range(300)]
+
+
+def test_an_instance_level_override_is_honoured_too(tmp_path):
+    path = write_mds(str(tmp_path / 'ds'), 50)
+    dataset = StreamingDataset(local=path, batch_size=5)
+    plain = dataset.get_item
+    dataset.get_item = lambda i, retry=7: {'id': -plain(i)['id']}
+    assert sorted(ids_of(dataset)) == sorted(-i for i in range(50))
+
+
+@pytest.mark.parametrize('context', ['fork', 'spawn'])
+def test_the_transform_applies_on_every_path(tmp_path, context):
+    path = write_mds(str(tmp_path / 'ds'), 120, size_limit=1 << 16)
+    dataset = StreamingDataset(local=path, batch_size=8, shuffle=True, transform=add_one)
+    expected = list(range(1, 121))
+    assert dataset[0]['id'] == 1 and [s['id'] for s in dataset[2:4]] == [3, 4]
+    assert sorted(ids_of(dataset)) == expected
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2, multiprocessing_context=context)
+    assert sorted(ids_of(loader)) == expected
+    replacing = StreamingDataset(local=path, batch_size=8, transform=add_one, on_bad_sample='replace')
+    assert sorted(ids_of(replacing)) == expected
+    with pytest.raises(TypeError, match='transform'):
+        StreamingDataset(local=path, transform='resize')
+
+
+def test_stream_objects_are_inputs_never_changed(tmp_path):
+    a = write_mds(str(tmp_path / 'a'), 40)
+    b = write_mds(str(tmp_path / 'b'), 60, start=1000)
+    streams = [Stream(local=a, proportion=0.5), Stream(local=b, proportion=0.5)]
+    before = [dict(vars(s)) for s in streams]
+    train = StreamingDataset(streams=streams, batch_size=4, epoch_size=80)
+    val = StreamingDataset(streams=streams, batch_size=4, epoch_size=50)  # failed: "at most one of proportion..."
+    assert [dict(vars(s)) for s in streams] == before
+    assert train.epoch_size == 80 and val.epoch_size == 50
+    assert len(ids_of(val)) == 50
+
+
+def _fresh_process(code: str) -> dict:
+    result = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+_RUN = '''
+import json, sys
+from streaming_core import StreamingDataLoader, StreamingDataset
+path, ds_batch, loader_batch, workers, stop, state = {args}
+dataset = StreamingDataset(local=path, shuffle=True, batch_size=ds_batch, num_canonical_nodes=1)
+loader = StreamingDataLoader(dataset, batch_size=loader_batch, num_workers=workers)
+if state is not None:
+    loader.load_state_dict(state)
+seen = []
+try:
+    for step, batch in enumerate(loader):
+        seen.extend(int(i) for i in batch['id'])
+        if stop is not None and step + 1 == stop:
+            break
+    print(json.dumps({{'seen': seen, 'state': loader.state_dict()}}))
+except ValueError as err:
+    print(json.dumps({{'error': str(err)}}))
+'''
+
+
+def _run(path, ds_batch, loader_batch, workers, stop=None, state=None) -> dict:
+    return _fresh_process(_RUN.format(args=repr((path, ds_batch, loader_batch, workers, stop, state))))
+
+
+@pytest.mark.parametrize('ds_batch', [None, 64])
+def test_a_resume_with_workers_is_exact_when_the_dataset_adopts_the_loader_batch(tmp_path, ds_batch):
+    """Issue 13, item 0: 5,000 samples, a loader batch of 64 and 2 workers, stopped after 5 batches."""
+    path = write_mds(str(tmp_path / 'ds'), 5000, size_limit=1 << 15)
+    full = _run(path, ds_batch, 64, 2)['seen']
+    first = _run(path, ds_batch, 64, 2, stop=5)
+    rest = _run(path, ds_batch, 64, 2, state=first['state'])
+    assert first['seen'] + rest['seen'] == full
+
+
+def test_a_batch_size_mismatch_with_workers_is_refused_before_the_first_sample(tmp_path):
+    path = write_mds(str(tmp_path / 'ds'), 500)
+    out = _run(path, 64, 10, 2)
+    assert 'batch_size=10' in out['error'] and 'batch_size=64' in out['error']
+    assert len(_run(path, 64, 10, 0)['seen']) == 500  # without workers the count is exact anyway
+
+
+def keep_list(samples):
+    """The COCO docs' collate: keep the samples as a list of tuples."""
+    return [(s['id'], s['data']) for s in samples]
+
+
+def test_a_collate_that_keeps_a_list_of_tuples_resumes_exactly(tmp_path):
+    path = write_mds(str(tmp_path / 'ds'), 30)
+    dataset = StreamingDataset(local=path, batch_size=16)
+    loader = StreamingDataLoader(dataset, batch_size=16, collate_fn=keep_list)
+    it = iter(loader)
+    first = [i for i, _ in next(it)]
+    state = loader.state_dict()
+    assert state['sample_in_epoch'] == 16  # was 2: the first tuple's length
+    resumed = StreamingDataLoader(StreamingDataset(local=path, batch_size=16), batch_size=16, collate_fn=keep_list)
+    resumed.load_state_dict(state)
+    rest = [i for batch in resumed for i, _ in batch]
+    assert sorted(first + rest) == list(range(30))
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_a_state_saved_after_the_last_batch_resumes_at_the_next_epoch(tmp_path, workers):
+    path = write_mds(str(tmp_path / 'ds'), 96)
+
+    def make():
+        dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
+        return StreamingDataLoader(dataset, batch_size=8, num_workers=workers)
+
+    reference = make()
+    epochs = [ids_of(reference) for _ in range(2)]
+    loader = make()
+    assert ids_of(loader) == epochs[0]
+    state = loader.state_dict()
+    assert (state['epoch'], state['sample_in_epoch']) == (1, 0)
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert ids_of(resumed) == epochs[1]
+    # The reference's form of the same moment (sample_in_epoch covering the epoch) means the same.
+    covering = make()
+    covering.load_state_dict(dict(state, epoch=0, sample_in_epoch=96))
+    assert ids_of(covering) == epochs[1]
+
+
+def test_set_epoch_is_the_trainers_epoch_and_agrees_with_a_loaded_state(tmp_path, caplog):
+    path = write_mds(str(tmp_path / 'ds'), 64)
+
+    def make():
+        return StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
+
+    reference = make()
+    epochs = [ids_of(reference) for _ in range(3)]
+    fresh = make()
+    fresh.set_epoch(2)  # a new process resuming in epoch 2 (the Hugging Face Trainer, many loops)
+    assert ids_of(fresh) == epochs[2]
+    assert ids_of(fresh) == ids_of(_advanced(make(), 3))
+    # After load_state_dict: the same epoch keeps the position; another epoch drops it, with a log line.
+    source = make()
+    source.set_epoch(1)
+    it = iter(source)
+    head = [next(it)['id'] for _ in range(24)]
+    state = source.state_dict(24, True)
+    assert state['epoch'] == 1
+    same = make()
+    same.load_state_dict(state)
+    same.set_epoch(1)
+    assert head + ids_of(same) == epochs[1]
+    other = make()
+    other.load_state_dict(state)
+    with caplog.at_level('WARNING', logger='streaming_core.dataset'):
+        other.set_epoch(2)
+    assert 'drops the loaded position' in caplog.text
+    assert ids_of(other) == epochs[2]
+    with pytest.raises(ValueError, match='set_epoch'):
+        other.set_epoch(-1)
+
+
+def _advanced(dataset, epochs):
+    for _ in range(epochs):
+        ids_of(dataset)
+    return dataset
+
+
+def test_a_torchdata_style_per_worker_state_resumes_each_worker(tmp_path):
+    """The no-argument state_dict (the Stateful protocol) in a worker: its own position, exact with the same
+    number of workers, refused clearly with another."""
+    from torch.utils.data import get_worker_info  # noqa: F401  (the protocol is exercised in-process here)
+    path = write_mds(str(tmp_path / 'ds'), 80)
+    dataset = StreamingDataset(local=path, shuffle=True, batch_size=4, num_canonical_nodes=1)
+    full = ids_of(StreamingDataset(local=path, shuffle=True, batch_size=4, num_canonical_nodes=1))
+    it = iter(dataset)
+    head = [next(it)['id'] for _ in range(13)]
+    state = dataset.state_dict()
+    assert state['worker_position']['samples'] == 13
+    resumed = StreamingDataset(local=path, shuffle=True, batch_size=4, num_canonical_nodes=1)
+    resumed.load_state_dict(json.loads(json.dumps(state)))
+    assert head + ids_of(resumed) == full
+    two_workers = StreamingDataset(local=path, shuffle=True, batch_size=4, num_canonical_nodes=1)
+    two_workers.load_state_dict(dict(state, worker_position=dict(state['worker_position'], num_workers=2)))
+    with pytest.raises(ValueError, match='num_workers=2'):
+        iter(two_workers)
