@@ -18,10 +18,14 @@ Every hook is optional: implement only those you need.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
 
-from streaming_core.registry import RegistryView
+if TYPE_CHECKING:
+    from streaming_core.name_registry import RegistryView
 
+#: The project name: pluggy's marker name and the entry-point group plugins are published in.
 PROJECT = 'streaming_core'
 
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -1,0 +1,191 @@
+"""Name registries: the :class:`Registry` of one kind of plugin implementation, and the catalogue of kinds.
+
+A :class:`Registry` maps a name string (``'zstd'``, ``'s3'``, ``'py1e'``) to the object a plugin registered
+for it, remembers which plugin registered it, and explains a miss: the names that are installed and, for a
+first-party name whose distribution is absent, the ``pip install`` that provides it.
+
+This module knows nothing of discovery: a registry is given a ``loader`` to call before lookups. The process-wide
+registries, filled by plugin discovery on first lookup, are in :mod:`streaming_core.plugins` (and re-exported by
+:mod:`streaming_core.registry`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from streaming_core.errors import DuplicateNameError, UnknownNameError
+
+__all__ = ['KINDS', 'INSTALL_HINTS', 'Entry', 'Registry', 'RegistryView']
+
+#: The seven kinds of implementation a plugin can register, with the hook that registers each.
+KINDS: dict[str, str] = {
+    'codec': 'register_codecs',
+    'compressor': 'register_compressors',
+    'hash': 'register_hashes',
+    'storage': 'register_storage_backends',
+    'format': 'register_shard_formats',
+    'shuffle': 'register_shuffle_algorithms',
+    'batching': 'register_batching_methods',
+}
+
+_MDS_CODECS = ('bytes', 'str', 'int', 'ndarray', 'uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32',
+               'int64', 'float16', 'float32', 'float64', 'str_int', 'str_float', 'str_decimal', 'pil', 'jpeg',
+               'jpeg_array', 'jpegarray', 'png', 'list[pil]', 'list[jpeg]', 'list[png]', 'pkl', 'json')
+
+#: First-party names and the distribution that registers each (checked by a meta-test).
+INSTALL_HINTS: dict[str, dict[str, str]] = {
+    'codec': {name: 'streaming-mds' for name in _MDS_CODECS},
+    'compressor': {'zstd': 'streaming-compression', 'br': 'streaming-compression',
+                   'snappy': 'streaming-compression', 'lz4': 'streaming-compression'},
+    'hash': {},
+    'storage': {'s3': 'streaming-s3', 'gs': 'streaming-gcs', 'oci': 'streaming-oci', 'azure': 'streaming-azure',
+                'azure-dl': 'streaming-azure'},
+    'format': {'mds': 'streaming-mds', 'json': 'streaming-jsonl', 'csv': 'streaming-csv', 'tsv': 'streaming-csv',
+               'xsv': 'streaming-csv'},
+    'shuffle': {'py1e': 'streaming-py1e', 'py1b': 'streaming-py1e', 'py1br': 'streaming-py1e',
+                'py1s': 'streaming-py1e', 'py2s': 'streaming-py1e', 'py1n': 'streaming-py1e'},
+    'batching': {'stratified': 'streaming-stratified', 'per_stream': 'streaming-stratified',
+                 'device_per_stream': 'streaming-stratified'},
+}
+
+_KIND_WORDS = {'codec': 'column encoding', 'compressor': 'compression', 'hash': 'hash algorithm',
+               'storage': 'storage scheme', 'format': 'shard format', 'shuffle': 'shuffle algorithm',
+               'batching': 'batching method'}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered name: the object and the plugin that registered it."""
+
+    name: str
+    obj: Any
+    plugin: str
+
+
+class Registry:
+    """The names registered for one kind, filled by plugin discovery on first lookup.
+
+    Args:
+        kind: One of :data:`KINDS`.
+        loader: Called before every lookup to run plugin discovery if it has not run yet. It must be cheap once
+            discovery is done, thread-safe, and return only when discovery is complete (except when called again
+            by the discovering thread itself, from a hook).
+    """
+
+    def __init__(self, kind: str, loader: Callable[[], None] | None = None) -> None:
+        if kind not in KINDS:
+            raise ValueError(f'Unknown registry kind {kind!r}; expected one of {sorted(KINDS)}.')
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+        self._loader = loader
+        self._lock = threading.RLock()
+        #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
+        self.generation = 0
+
+    def ensure_loaded(self) -> None:
+        """Run plugin discovery if it has not run yet."""
+        loader = self._loader
+        if loader is not None:
+            loader()
+
+    _ensure_loaded = ensure_loaded
+
+    def add(self, name: str, obj: Any, *, plugin: str = '<unknown>', override: bool = False) -> None:
+        """Register ``obj`` under ``name``.
+
+        Args:
+            name: The name users pass in constructors. Must be a non-empty string.
+            obj: The implementation (see :mod:`streaming_core.interfaces` for what each kind expects).
+            plugin: The registering plugin's name, reported in errors and by ``streaming plugins``.
+            override: Replace an existing registration instead of raising :class:`DuplicateNameError`.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f'A {self.kind} name must be a non-empty string, got {name!r} from plugin {plugin!r}.')
+        with self._lock:
+            old = self._entries.get(name)
+            if old is not None and not override and old.plugin != plugin:
+                raise DuplicateNameError(
+                    f'{_KIND_WORDS[self.kind].capitalize()} {name!r} is registered by two plugins: {old.plugin!r} '
+                    f'and {plugin!r}. Uninstall one, block one with STREAMING_CORE_BLOCK_PLUGINS, or register with '
+                    f'override=True.')
+            self._entries[name] = Entry(name, obj, plugin)
+            self.generation += 1
+
+    def remove(self, name: str) -> None:
+        """Remove a registration (used by test helpers)."""
+        with self._lock:
+            self._entries.pop(name, None)
+            self.generation += 1
+
+    def clear(self) -> None:
+        """Remove every registration (discovery runs again on the next lookup)."""
+        with self._lock:
+            self._entries.clear()
+            self.generation += 1
+
+    def get(self, name: str) -> Any:
+        """Return the object registered under ``name`` or raise :class:`UnknownNameError` with a hint."""
+        self._ensure_loaded()
+        entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownNameError(self.describe_miss(name))
+        return entry.obj
+
+    def __contains__(self, name: object) -> bool:
+        self._ensure_loaded()
+        return name in self._entries
+
+    def names(self) -> list[str]:
+        """The registered names, sorted."""
+        self._ensure_loaded()
+        return sorted(self._entries)
+
+    def origin(self, name: str) -> str:
+        """The plugin that registered ``name``."""
+        self._ensure_loaded()
+        entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownNameError(self.describe_miss(name))
+        return entry.plugin
+
+    def names_from(self, plugin: str) -> list[str]:
+        """The names ``plugin`` registered, sorted (no discovery: used while discovery runs)."""
+        with self._lock:
+            return sorted(name for name, entry in self._entries.items() if entry.plugin == plugin)
+
+    def entries(self) -> Iterator[Entry]:
+        """All entries, sorted by name."""
+        self._ensure_loaded()
+        return iter(sorted(self._entries.values(), key=lambda e: e.name))
+
+    def describe_miss(self, name: str) -> str:
+        """The message for an unknown ``name``: installed names, an install hint, a close match."""
+        word = _KIND_WORDS[self.kind]
+        installed = sorted(self._entries)
+        lines = [f'Unknown {word} {name!r}.']
+        dist = INSTALL_HINTS[self.kind].get(name)
+        if dist is not None:
+            lines.append(f'{word.capitalize()} {name!r} is provided by the distribution {dist!r}, which is not '
+                         f'installed (or is blocked): pip install {dist}')
+        else:
+            close = difflib.get_close_matches(str(name), installed, n=1)
+            if close:
+                lines.append(f'Did you mean {close[0]!r}?')
+        lines.append(f'Installed {word} names: {", ".join(installed) if installed else "(none)"}.')
+        return '\n'.join(lines)
+
+
+class RegistryView:
+    """What a registration hook receives: ``add`` records the calling plugin's name automatically."""
+
+    def __init__(self, registry: Registry, plugin: str) -> None:
+        self._registry = registry
+        self.plugin = plugin
+        self.kind = registry.kind
+
+    def add(self, name: str, obj: Any, *, override: bool = False) -> None:
+        """Register ``obj`` under ``name`` for this plugin (see :meth:`Registry.add`)."""
+        self._registry.add(name, obj, plugin=self.plugin, override=override)
