@@ -16,7 +16,14 @@ __all__ = ['UnknownCompressionError', 'parse_compression', 'get_compressor', 'co
 
 
 class UnknownCompressionError(UnknownNameError, ValueError):
-    """The compression family is not registered (a ``ValueError`` too, as the reference raised)."""
+    """The compression family is not registered (a ``ValueError`` too, as the reference raised).
+
+    Attributes:
+        hint: The registry's explanation without its headline (a close match, the installed names, what to
+            install), so a caller that words its own headline does not repeat it.
+    """
+
+    hint: str = ''
 
 
 def parse_compression(text: str) -> tuple[Compressor, int | None]:
@@ -26,20 +33,22 @@ def parse_compression(text: str) -> tuple[Compressor, int | None]:
         The compressor and the level (the family's default for a bare family name).
 
     Raises:
-        UnknownCompressionError: the family is not registered (with the install hint).
-        ValueError: ``'<text> is not a supported compression algorithm'`` for a bad level.
+        UnknownCompressionError: the family is not registered (with the installed names and the install hint).
+        ValueError: ``'Invalid compression: <text> is not a supported compression algorithm: ...'`` for a bad
+            level, saying which levels the family takes.
     """
     if not isinstance(text, str) or not text:
-        raise ValueError(f'{text!r} is not a supported compression algorithm: expected a string such as "zstd" or '
-                         f'"zstd:7".')
+        raise ValueError(f'Invalid compression: {text!r} is not a supported compression algorithm: expected a '
+                         f'string such as "zstd" or "zstd:7".')
     family, sep, level_text = text.partition(':')
-    compressor = get_compressor(family)
+    compressor = _lookup(family, text)
     if not sep:
         return compressor, compressor.default_level
     levels = list(compressor.levels)
     if not levels or level_text not in {str(level) for level in levels}:
         valid = f'levels {levels[0]}..{levels[-1]}' if levels else 'no level'
-        raise ValueError(f'{text} is not a supported compression algorithm: {family} takes {valid}.')
+        raise ValueError(f'Invalid compression: {text} is not a supported compression algorithm: {family} takes '
+                         f'{valid}.')
     return compressor, int(level_text)
 
 
@@ -49,11 +58,19 @@ def get_compressor(family: str) -> Compressor:
     Raises:
         UnknownCompressionError: no plugin registered ``family``.
     """
-    registry = get_registry('compressor')
+    return _lookup(family, family)
+
+
+def _lookup(family: str, text: str) -> Compressor:
+    """The compressor of ``family``; a miss says once that ``text`` is not supported, then the registry's hint."""
     try:
-        return registry.get(family)
+        return get_registry('compressor').get(family)
     except UnknownNameError as err:
-        raise UnknownCompressionError(f'{family!r} is not a supported compression algorithm.\n{err}') from None
+        hint = str(err).partition('\n')[2]  # the registry's headline says what ours says
+        error = UnknownCompressionError('\n'.join(filter(None, [
+            f'Invalid compression: {text} is not a supported compression algorithm.', hint])))
+        error.hint = hint
+        raise error from None
 
 
 def is_compression(text: str | None) -> bool:

@@ -4,6 +4,11 @@ A :class:`ShardManager` knows every shard of every stream (global shard ids in s
 it keeps the open shard views (memory-mapped), holds a shared "in use" lock on each open shard of an evictable
 stream (so no process evicts a shard another is reading), and de-duplicates concurrent preparations of the same
 shard between its own threads; the stream's "prepare" lock de-duplicates them between processes.
+
+Files already present locally (a cache, a local dataset, the decompressed copies written next to compressed files)
+are checked once per process, when a shard is first opened: each raw file's size against the index always, and
+its hash when the stream's ``validate_hash`` names one the index records for the raw data. The per-sample path
+never repeats the check.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from streaming_core.cache import CacheHooks, CacheState, cache_key
-from streaming_core.errors import StreamingError
+from streaming_core.errors import ShardCorruptError, StreamingError
 from streaming_core.locking import RangeLocks
 from streaming_core.stream import Stream
 from streaming_core.util import redact_url
@@ -68,10 +73,12 @@ class ShardManager:
         self._inflight: dict[int, Future[None]] = {}
         self._inflight_lock = threading.Lock()
         self._cache: CacheState | None = None
+        self._checked: set[int] = set()  # shards whose local files this process has checked against the index
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid'):
+        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid',
+                     '_checked'):
             state.pop(name, None)
         return state
 
@@ -194,6 +201,8 @@ class ShardManager:
                 cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
             try:
                 stream.prepare_files(reader)
+                if not reader.compression:
+                    self._checked.add(shard)  # just downloaded: the download checked its size (and hash)
             except BaseException as err:
                 if cache is not None:
                     cache.cancel(shard)
@@ -256,8 +265,11 @@ class ShardManager:
         for _ in range(3):
             if not stream.is_ready(reader):
                 self.prepare(shard, on_wait)
+            paths = stream.raw_paths(reader)
             try:
-                return reader.open(stream.raw_paths(reader))
+                if shard not in self._checked:
+                    self.check_files(shard, paths)
+                return reader.open(paths)
             except FileNotFoundError as err:  # deleted by hand between the check and the open
                 last = err
         raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
@@ -288,8 +300,11 @@ class ShardManager:
             for _ in range(3):
                 if not stream.is_ready(reader):
                     self.prepare(shard)
+                paths = stream.raw_paths(reader)
                 try:
-                    sample = read_one(stream.raw_paths(reader), index)
+                    if shard not in self._checked:
+                        self.check_files(shard, paths)
+                    sample = read_one(paths, index)
                     break
                 except FileNotFoundError:  # deleted by hand between the check and the read
                     continue
@@ -301,6 +316,59 @@ class ShardManager:
         if self.evictable(shard) and self.cache is not None:
             self.cache.touch(shard)
         return sample
+
+    def check_files(self, shard: int, paths: Sequence[str]) -> None:
+        """Check a shard's local raw files against the index (once per process; called when it is first opened).
+
+        Every file must have the size the index declares; when the stream sets ``validate_hash`` and the index
+        records that hash for the raw data, the file's hash must match too. A bad file that can be recreated (the
+        stream has a remote copy, or the file is a decompressed copy of a compressed file still present) is removed,
+        so that reading again fetches or decompresses it afresh; a file that is the only copy is never deleted.
+
+        Raises:
+            ShardCorruptError: naming the file and what differs.
+            FileNotFoundError: a file disappeared meanwhile (the caller prepares the shard again).
+        """
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        algo = stream.validate_hash
+        for (raw, zipped), path in zip(reader.parts, paths):
+            size = os.stat(path).st_size
+            problem = None
+            if size != raw.bytes:
+                problem = f'the file has {size} bytes but the index declares {raw.bytes}'
+            elif algo and algo in raw.hashes:
+                from streaming_core.hashing import hash_file
+                actual = hash_file(algo, path)
+                if actual != raw.hashes[algo]:
+                    problem = f'its {algo} is {actual} but the index records {raw.hashes[algo]}'
+            if problem is not None:
+                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem))
+        self._checked.add(shard)
+
+    def _bad_file(self, shard: int, path: str, zipped: Any, problem: str) -> str:
+        """Remove a bad local file when another copy exists; returns the message of the error to raise."""
+        stream = self.stream_of(shard)
+        zip_path = os.path.join(stream.local_dir, *zipped.basename.split('/')) if zipped is not None else None
+        what = f'{path} (shard {shard}{f", decompressed from {zip_path}" if zip_path else ""})'
+        if stream.has_remote_copy or (zip_path is not None and os.path.isfile(zip_path)):
+            source = zip_path if zip_path is not None and os.path.isfile(zip_path) else \
+                redact_url(stream.remote_dir or '')
+            byte = self._prepare_byte(shard)
+            locks = stream.locks()
+            try:
+                locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {path}')
+                try:
+                    os.remove(path)
+                finally:
+                    locks.release(byte)
+            except OSError as err:  # a read-only directory: say so, the user removes it
+                return (f'{what} is corrupt: {problem}. It could not be removed ({err}); delete it so it is recreated '
+                        f'from {source}.')
+            logger.warning('removed corrupt %s: %s', path, problem)
+            return f'{what} is corrupt: {problem}. The bad copy was removed; reading again recreates it from {source}.'
+        return (f'{what} is corrupt: {problem}. It is the only copy of this data (no remote, no compressed file), so '
+                f'it was left in place: restore it from the dataset\'s source, or rewrite the dataset.')
 
     def hold(self, shard: int) -> None:
         """An iterator of this process reads the shard's view: it is not closed until every holder releases it."""

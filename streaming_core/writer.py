@@ -15,23 +15,26 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from streaming_core.compression import parse_compression
-from streaming_core.errors import CodecError, StreamingError, UnknownNameError, UploadError
+from streaming_core.errors import CodecError, PermanentStorageError, StreamingError, UnknownNameError, UploadError
 from streaming_core.hashing import get_hash
 from streaming_core.index import INDEX_BASENAME, index_text, write_index
 from streaming_core.shard import MAX_SHARD_BYTES
 from streaming_core.storage import exists, is_remote, join, list_objects, local_path, upload_file, url_scheme
-from streaming_core.util import bytes_to_int
+from streaming_core.util import bytes_to_int, redact_url
 
 __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
            'MissingColumnError', 'WRITER_KWARGS']
 
 logger = logging.getLogger('streaming_core.writer')
+
+T = TypeVar('T')
 
 #: The extra keyword arguments every writer accepts (the reference's four, plus two of ours).
 WRITER_KWARGS = frozenset({'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'})
@@ -97,7 +100,9 @@ def _check_scheme(storage: Any, url: str) -> None:
     try:
         storage.get(scheme)
     except UnknownNameError as err:
-        raise UnknownNameError(f'Invalid Cloud provider prefix: {scheme}.\n{err}') from None
+        hint = str(err).partition('\n')[2]  # the registry's headline would say the same again
+        raise UnknownNameError('\n'.join(filter(None, [f'Invalid Cloud provider prefix: {scheme} (in out={url!r}) is '
+                                                        f'not a registered storage scheme.', hint]))) from None
 
 
 class ShardWriter:
@@ -113,16 +118,22 @@ class ShardWriter:
             no limit (a shard must still stay below 4 GiB, else :class:`ShardTooLargeError`).
         progress_bar: Show a tqdm bar of samples written.
         max_workers: Upload threads (default: Python's executor default).
-        retry: Attempts per upload, as in the reference (at least 1).
+        retry: Attempts per remote request (each upload, and the checks of the remote output), as in the reference
+            (at least 1).
         exist_ok: Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
             directory, or a remote that already holds an ``index.json``, is refused.
         storage_options: Options passed to the remote's storage backend (endpoint, profile, ...).
-        upload_timeout: Per-request timeout for uploads, in seconds (default 60).
+        upload_timeout: The timeout of each attempt of each remote request, in seconds (default 60). A request to an
+            endpoint that never answers fails after about ``retry * upload_timeout`` seconds plus the backoff
+            between attempts; the error says the time spent, the attempts and this timeout.
     """
 
     format: str = ''
     extra_bytes_per_sample: int = 0
     part_names: tuple[str, ...] = ('data',)
+    #: An optional faster ``encode(sample) -> bytes | None`` a format sets per writer (MDS compiles one for its
+    #: columns). ``None`` from it means "not this way": :meth:`encode_sample` then runs and raises the precise error.
+    _encode_fast: Callable[[Mapping[str, Any]], bytes | None] | None = None
 
     def __init__(self, *, out: str | Sequence[str], keep_local: bool = False, compression: str | None = None,
                  hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26, **kwargs: Any) -> None:
@@ -133,22 +144,14 @@ class ShardWriter:
         self.keep_local = bool(keep_local)
         self.compression = compression or None
         self._compressor, self._level = None, None
-        if self.compression:
-            try:
-                self._compressor, self._level = parse_compression(self.compression)
-            except (ValueError, LookupError) as err:
-                raise ValueError(f'Invalid compression: {self.compression}. {err}') from err
+        if self.compression:  # its errors say "Invalid compression: ..." with what is valid, once
+            self._compressor, self._level = parse_compression(self.compression)
         if hashes is not None and (isinstance(hashes, str) or not all(isinstance(h, str) for h in hashes)):
             raise ValueError(f'Invalid hashes: {hashes!r}. Give a sorted list of hash names such as ["sha1"].')
         self.hashes = list(hashes or [])
         if self.hashes != sorted(self.hashes):
             raise ValueError('Hashes must be unique and in sorted order.')
-        self._hashers = []
-        for name in self.hashes:
-            try:
-                self._hashers.append((name, get_hash(name)))
-            except (LookupError, ValueError) as err:
-                raise ValueError(f'Invalid hash: {name}. {err}') from err
+        self._hashers = [(name, get_hash(name)) for name in self.hashes]  # errors say "Invalid hash: ...", once
         self.size_limit = parse_size_limit(size_limit)
         self.progress_bar = bool(kwargs.get('progress_bar', False))
         retry = kwargs.get('retry', 2)
@@ -162,7 +165,11 @@ class ShardWriter:
             raise ValueError(f'max_workers must be a positive integer or None, got {max_workers!r}.')
         self.exist_ok = bool(kwargs.get('exist_ok', False))
         self.storage_options = dict(kwargs.get('storage_options') or {})
-        self.upload_timeout = float(kwargs.get('upload_timeout', 60.0))
+        upload_timeout = kwargs.get('upload_timeout', 60.0)
+        if isinstance(upload_timeout, bool) or not isinstance(upload_timeout, (int, float)) or upload_timeout <= 0:
+            raise ValueError(f'upload_timeout must be a positive number of seconds (the timeout of each attempt of '
+                             f'each remote request), got {upload_timeout!r}.')
+        self.upload_timeout = float(upload_timeout)
         self._config_cache: dict[str, Any] | None = None
         #: Bytes of a new shard counted against ``size_limit`` before any sample (the reference's accounting).
         self.extra_bytes_per_shard = self.shard_overhead()
@@ -229,7 +236,8 @@ class ShardWriter:
         os.makedirs(self.local, exist_ok=True)
         if self.remote:
             remote_index = join(self.remote, INDEX_BASENAME)
-            if exists(remote_index, timeout=self.upload_timeout, options=self.storage_options):
+            if self._remote_call(f'The check for an existing dataset at {redact_url(remote_index)}', lambda: exists(
+                    remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options)):
                 if not self.exist_ok:
                     raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
                                           f'exist_ok=True to overwrite it, or choose another location.')
@@ -244,10 +252,11 @@ class ShardWriter:
 
     def _remote_objects(self) -> list[str]:
         """Objects already under the remote output (empty when the backend cannot list)."""
-        from streaming_core.errors import PermanentStorageError
+        prefix = self.remote.rstrip('/') + '/'
         try:
-            return list_objects(self.remote.rstrip('/') + '/', timeout=self.upload_timeout,
-                                options=self.storage_options)
+            return self._remote_call(f'The listing of {redact_url(prefix)}', lambda: list_objects(
+                prefix, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options),
+                passthrough=(PermanentStorageError, NotImplementedError))
         except (PermanentStorageError, NotImplementedError):
             return []
 
@@ -259,10 +268,32 @@ class ShardWriter:
         try:
             with open(empty, 'w', encoding='utf-8') as handle:
                 handle.write(index_text([]))
-            upload_file(empty, remote_index, timeout=self.upload_timeout, retries=self.retry - 1,
-                        options=self.storage_options)
+            self._remote_call(f'The upload of an empty index to {redact_url(remote_index)}', lambda: upload_file(
+                empty, remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
         finally:
             os.remove(empty)
+
+    def _remote_call(self, what: str, action: Callable[[], T], passthrough: tuple[type[BaseException], ...] = ()) -> T:
+        """Run one remote request (retried ``retry`` times by the storage layer). A failure that was retried is
+        re-raised as one :class:`UploadError` saying the time spent, the attempts and ``upload_timeout``; one that
+        retrying cannot fix (access denied, not found) is raised as it is.
+        """
+        start = time.monotonic()
+        try:
+            return action()
+        except passthrough:
+            raise
+        except Exception as err:
+            elapsed = time.monotonic() - start
+            cause = err.__cause__ if isinstance(err, UploadError) and err.__cause__ is not None else err
+            if isinstance(cause, (PermanentStorageError, FileNotFoundError, PermissionError)):
+                raise  # never retried: its own message says what to fix
+            detail = str(err) if isinstance(err, UploadError) else f'{what} failed: {type(err).__name__}: {err}'
+            raise UploadError(
+                f'{detail} [gave up after {self.retry} attempt(s) (retry={self.retry}) in {elapsed:.1f} s in all; '
+                f'each attempt may take up to upload_timeout={self.upload_timeout:g} s, plus backoff between '
+                f'attempts: lower upload_timeout or retry to fail sooner, or check the endpoint and '
+                f'storage_options]') from cause
 
     def _raise_upload_error(self) -> None:
         err = self._upload_error
@@ -282,7 +313,10 @@ class ShardWriter:
             self._raise_upload_error()
         if self._finished:
             raise RuntimeError('This writer is finished; create a new writer to write more samples.')
-        data = self.encode_sample(sample)
+        fast = self._encode_fast
+        data = fast(sample) if fast is not None else None
+        if data is None:
+            data = self.encode_sample(sample)
         cost = len(data) + self.extra_bytes_per_sample
         size = self._shard_size + cost
         limit = self.size_limit
@@ -368,8 +402,9 @@ class ShardWriter:
     def _upload(self, name: str) -> None:
         assert self.remote is not None
         path = os.path.join(self.local, name)
-        upload_file(path, join(self.remote, name), timeout=self.upload_timeout, retries=self.retry - 1,
-                    options=self.storage_options)
+        url = join(self.remote, name)
+        self._remote_call(f'The upload of {path} to {redact_url(url)}', lambda: upload_file(
+            path, url, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
         if not self.keep_local:
             os.remove(path)
 
@@ -401,8 +436,9 @@ class ShardWriter:
         if self.remote is None:
             return
         try:
-            upload_file(index_path, join(self.remote, INDEX_BASENAME), timeout=self.upload_timeout,
-                        retries=self.retry - 1, options=self.storage_options)
+            url = join(self.remote, INDEX_BASENAME)
+            self._remote_call(f'The upload of {index_path} to {redact_url(url)}', lambda: upload_file(
+                index_path, url, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
         except BaseException:
             if not self.keep_local:
                 os.remove(index_path)  # the local shards are gone; never leave an index naming them

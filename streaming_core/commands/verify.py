@@ -4,8 +4,11 @@ For each shard: every file it is stored as must exist with the size the index de
 hash (or only ``--hash NAME``); a compressed file must decompress to the declared raw size and raw hashes; then
 the shard is opened by its format plugin (which checks its header and offset table) and every sample is decoded.
 A local directory is checked in place (a shard present only in raw form, as in a cache, is checked through its raw
-file). A remote dataset is downloaded shard by shard into a temporary directory that never holds more than one
-shard. Every bad shard is reported with the reason; the exit status is 1 when any shard is bad.
+file). Readers that read a compressed local directory in place write decompressed copies next to the compressed
+files and read those: such a copy is checked too (its size, the raw hashes the index records, and its bytes against
+the decompressed compressed file), and it is the file that is decoded. A remote dataset is downloaded shard by
+shard into a temporary directory that never holds more than one shard. Every bad shard is reported with the
+reason; the exit status is 1 when any shard is bad.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class ShardResult:
     checked_bytes: int = 0
     hashes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: Decompressed copies found next to compressed files (what readers read), checked too.
+    copies: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -122,42 +127,78 @@ def _check_hashes(data: bytes, info: Any, names: list[str] | None, label: str, r
             result.hashes.append(name)
 
 
-def _check_part(raw: Any, zipped: Any, compression: str | None, fetch: _Fetcher, names: list[str] | None,
-                result: ShardResult, where: str, scratch: str) -> str | None:
-    """Check one file pair; returns the local path of the verified raw file, or None when it is unusable."""
-    from streaming_core.compression import decompress
-    stored = zipped if zipped is not None else raw
-    path = fetch.get(stored.basename, where)
-    if path is None and zipped is not None and not fetch.found.remote:
-        stored, path = raw, fetch.get(raw.basename, where)  # a cache keeps only the raw file
-    if path is None:
-        result.problems.append(f'{stored.basename}: missing')
-        return None
+def _read_checked(path: str, info: Any, names: list[str] | None, label: str, result: ShardResult) -> bytes | None:
+    """Read one local file and check its size and hashes against ``info``; None when the size is wrong."""
     with open(path, 'rb') as handle:
         data = handle.read()
     result.checked_bytes += len(data)
-    if len(data) != stored.bytes:
-        result.problems.append(f'{stored.basename}: {len(data)} bytes, but the index declares {stored.bytes} '
+    if len(data) != info.bytes:
+        result.problems.append(f'{label}: {len(data)} bytes, but the index declares {info.bytes} '
                                f'(truncated or replaced)')
         return None
-    _check_hashes(data, stored, names, stored.basename, result)
-    if stored is raw:
-        return path
-    try:
-        data = decompress(str(compression), data, max_size=raw.bytes)
-    except (StreamingError, ValueError, OSError) as err:
-        result.problems.append(f'{stored.basename}: does not decompress with {compression}: {err}')
+    _check_hashes(data, info, names, label, result)
+    return data
+
+
+def _check_part(raw: Any, zipped: Any, compression: str | None, fetch: _Fetcher, names: list[str] | None,
+                result: ShardResult, where: str, scratch: str) -> str | None:
+    """Check one file pair; returns the local path of the verified raw file, or None when it is unusable.
+
+    In a local directory, a decompressed copy next to a compressed file (written there by readers, and what they
+    read) is checked too: its size, the raw hashes the index records, and its bytes against the decompressed
+    compressed file. It is then the file that is decoded.
+    """
+    from streaming_core.compression import decompress
+    if zipped is None:
+        path = fetch.get(raw.basename, where)
+        if path is None:
+            result.problems.append(f'{raw.basename}: missing')
+            return None
+        return path if _read_checked(path, raw, names, raw.basename, result) is not None else None
+    zip_path = fetch.get(zipped.basename, where)
+    copy = None if fetch.found.remote else fetch.get(raw.basename, where)  # a cache may keep only the raw file
+    if zip_path is None and copy is None:
+        result.problems.append(f'{zipped.basename}: missing')
         return None
-    if len(data) != raw.bytes:
-        result.problems.append(f'{stored.basename}: decompresses to {len(data)} bytes, but the index declares '
-                               f'{raw.bytes} for {raw.basename}')
-        return None
-    _check_hashes(data, raw, names, f'{raw.basename} (decompressed)', result)
-    out = os.path.join(scratch, 'raw', *raw.basename.split('/'))
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, 'wb') as handle:
-        handle.write(data)
-    return out
+    expanded = None
+    if zip_path is not None:
+        data = _read_checked(zip_path, zipped, names, zipped.basename, result)
+        if data is not None:
+            try:
+                data = decompress(str(compression), data, max_size=raw.bytes)
+            except (StreamingError, ValueError, OSError) as err:
+                result.problems.append(f'{zipped.basename}: does not decompress with {compression}: {err}')
+                data = None
+        if data is not None and len(data) != raw.bytes:
+            result.problems.append(f'{zipped.basename}: decompresses to {len(data)} bytes, but the index declares '
+                                   f'{raw.bytes} for {raw.basename}')
+            data = None
+        if data is not None:
+            _check_hashes(data, raw, names, f'{raw.basename} (decompressed)', result)
+            expanded = data
+    if copy is None:
+        if expanded is None:
+            return None
+        out = os.path.join(scratch, 'raw', *raw.basename.split('/'))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, 'wb') as handle:
+            handle.write(expanded)
+        return out
+    label = raw.basename
+    if zip_path is not None:
+        label = f'{raw.basename} (the decompressed copy readers read)'
+        result.copies.append(raw.basename)
+    before = len(result.problems)
+    data = _read_checked(copy, raw, names, label, result)
+    if data is not None and expanded is not None and len(result.problems) == before and data != expanded:
+        first = next(i for i, (x, y) in enumerate(zip(data, expanded)) if x != y)
+        result.problems.append(f'{label}: differs from what {zipped.basename} decompresses to (first at byte '
+                               f'{first})')
+    if len(result.problems) == before:
+        return copy
+    if zip_path is not None:
+        result.problems[-1] += f'; delete it and readers decompress {zipped.basename} again'
+    return None
 
 
 def _decode(reader: Any, paths: list[str], result: ShardResult) -> None:
@@ -250,8 +291,12 @@ def run(args: argparse.Namespace) -> int:
     samples = sum(r.samples for r in results)
     what = f'hashes {", ".join(checked)}' if checked else 'sizes only (the index records no hashes)'
     decoded = 'not decoded' if args.no_decode else 'every sample decoded'
+    copies = sum(len(r.copies) for r in results)
+    also = (f'; also {copies} decompressed cop{"y" if copies == 1 else "ies"} next to compressed files (what '
+            f'readers read): size, {"hashes, " if checked else ""}and bytes against the compressed file' if copies
+            else '')
     print(f'Verified {len(results)} shards, {samples} samples, {human_bytes(sum(r.checked_bytes for r in results))} '
-          f'against {found.location}: {what}; {decoded}.')
+          f'against {found.location}: {what}; {decoded}{also}.')
     if bad:
         print(f'FAILED: {len(bad)} of {len(results)} shards are bad: '
               f'{", ".join(str(r.shard) for r in bad[:20])}{" ..." if len(bad) > 20 else ""}')

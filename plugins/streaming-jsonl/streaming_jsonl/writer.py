@@ -33,6 +33,18 @@ def check_json_value(name: str, encoding: str, value: Any) -> None:
                                               if encoding == 'float' and isinstance(value, int) else ''))
 
 
+def _json_error(obj: Mapping[str, Any], err: BaseException) -> CodecError:
+    """One message naming the first column whose value JSON cannot store (a ``str`` subclass or a ``float`` is
+    accepted by the type check, but may hold something JSON refuses inside a container)."""
+    for name, value in obj.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError, RecursionError) as inner:
+            return CodecError(f'Column {name!r} cannot be written as JSON: the value is {type(value).__name__}: '
+                              f'{value!r:.60}: {inner}')
+    return CodecError(f'The sample cannot be written as JSON: {err}')
+
+
 class JSONWriter(ShardWriter):
     """Write samples to JSON-lines shards.
 
@@ -87,8 +99,8 @@ class JSONWriter(ShardWriter):
             obj[name] = value
         try:
             text = json.dumps(obj, sort_keys=True)
-        except (TypeError, ValueError) as err:
-            raise CodecError(f'The sample cannot be written as JSON: {err}') from err
+        except (TypeError, ValueError, RecursionError) as err:
+            raise _json_error(obj, err) from None
         return text.encode('utf-8') + self._newline_bytes
 
     def encode_shard(self, samples: Sequence[bytes]) -> dict[str, bytes]:

@@ -19,11 +19,22 @@ import numpy as np
 from streaming_core.errors import CodecError, UnknownNameError
 
 __all__ = ['EncodingTypeError', 'EncodingOverflowError', 'UnknownEncodingError', 'Encoding', 'Bytes', 'Str', 'Int',
-           'Scalar', 'StrInt', 'StrFloat', 'StrDecimal', 'Pickle', 'JSON', 'SCALAR_TYPES', 'scalar_factory']
+           'Scalar', 'StrInt', 'StrFloat', 'StrDecimal', 'Pickle', 'JSON', 'SCALAR_TYPES', 'scalar_factory',
+           'short_repr']
 
 
 class EncodingTypeError(CodecError, TypeError):
-    """A column value has a type its encoding does not take."""
+    """A column value has a type its encoding does not take.
+
+    Args:
+        message: The whole message.
+        takes: What the encoding takes (``'int'``, ``'a numpy ndarray'``), so a writer can word one message naming
+            the column (``Column 'label' is declared 'int' (which takes int), but the value is str: 'cat'.``).
+    """
+
+    def __init__(self, message: str, takes: str | None = None) -> None:
+        super().__init__(message)
+        self.takes = takes
 
 
 class EncodingOverflowError(CodecError, OverflowError):
@@ -31,7 +42,14 @@ class EncodingOverflowError(CodecError, OverflowError):
 
 
 class UnknownEncodingError(UnknownNameError, TypeError):
-    """An MDS column names an encoding that no installed plugin registers (or a malformed encoding string)."""
+    """An MDS column names an encoding that no installed plugin registers (or a malformed encoding string).
+
+    Attributes:
+        hint: The registry's explanation without its headline (a close match, the installed names, what to
+            install), so a caller that words its own headline does not repeat it.
+    """
+
+    hint: str = ''
 
 
 class Encoding:
@@ -56,14 +74,18 @@ class Encoding:
 
     def _wrong_type(self, obj: Any, expected: str) -> EncodingTypeError:
         return EncodingTypeError(f'MDS encoding {self.name!r} takes {expected}, got {type(obj).__name__}: '
-                                 f'{_short(obj)}.')
+                                 f'{short_repr(obj)}.', expected)
 
     def __repr__(self) -> str:
         return f'<MDS encoding {self.name}>'
 
 
-def _short(obj: Any) -> str:
-    text = repr(obj)
+def short_repr(obj: Any) -> str:
+    """``repr(obj)``, cut to 60 characters (for error messages)."""
+    try:
+        text = repr(obj)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = f'<{type(obj).__name__} object>'
     return text if len(text) <= 60 else text[:57] + '...'
 
 
@@ -97,7 +119,7 @@ class Str(Encoding):
         try:
             return obj.encode('utf-8')
         except UnicodeEncodeError as err:
-            raise CodecError(f'MDS encoding \'str\' cannot encode {_short(obj)} as UTF-8: {err}') from err
+            raise CodecError(f'MDS encoding \'str\' cannot encode {short_repr(obj)} as UTF-8: {err}') from err
 
     def decode(self, data: bytes | memoryview) -> str:
         """Decode UTF-8."""
@@ -151,10 +173,10 @@ class Scalar(Encoding):
         try:
             value = self._type(obj)
         except OverflowError as err:
-            raise EncodingOverflowError(f'MDS encoding {self.name!r}: {_short(obj)} is out of range.') from err
+            raise EncodingOverflowError(f'MDS encoding {self.name!r}: {short_repr(obj)} is out of range.') from err
         except (TypeError, ValueError) as err:
             raise EncodingTypeError(f'MDS encoding {self.name!r} cannot convert {type(obj).__name__} '
-                                    f'{_short(obj)}: {err}') from err
+                                    f'{short_repr(obj)}: {err}', f'a number numpy converts to {self.name}') from err
         return value.tobytes() if _LITTLE else np.asarray(value, self.dtype).tobytes()
 
     def decode(self, data: bytes | memoryview) -> Any:

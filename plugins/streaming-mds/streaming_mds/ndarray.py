@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from streaming_core.errors import CodecError
-from streaming_mds.encodings import EncodingTypeError
+from streaming_mds.encodings import EncodingTypeError, short_repr
 
 __all__ = ['NDArray', 'DTYPE_CODES', 'CODE_DTYPES']
 
@@ -76,7 +76,8 @@ class NDArray:
         if fast is not None and obj.__class__ is np.ndarray and obj.shape == self.shape and obj.dtype == fast:
             return obj.tobytes()
         if not isinstance(obj, np.ndarray):
-            raise EncodingTypeError(f'MDS encoding {self.name!r} takes a numpy ndarray, got {type(obj).__name__}.')
+            raise EncodingTypeError(f'MDS encoding {self.name!r} takes a numpy ndarray, got {type(obj).__name__}: '
+                                    f'{short_repr(obj)}.', 'a numpy ndarray')
         if obj.ndim == 0:
             raise CodecError('Attempting to encode a scalar with NDArray encoding; wrap it in an array of shape '
                              '(1,) or use a scalar encoding such as \'int32\'.')

@@ -41,7 +41,10 @@ def _resolve(encoding: str, generation: int) -> Codec:
     try:
         factory = get_registry('codec').get(name)
     except UnknownNameError as err:
-        raise UnknownEncodingError(f'Unsupported MDS encoding {encoding!r}.\n{err}') from None
+        hint = str(err).partition('\n')[2]  # the registry's headline says what ours says
+        error = UnknownEncodingError('\n'.join(filter(None, [f'Unsupported MDS encoding {encoding!r}.', hint])))
+        error.hint = hint
+        raise error from None
     try:
         codec = factory(args or None)
     except CodecError:

@@ -16,7 +16,7 @@ import numpy as np
 from streaming_core.errors import CodecError, UnknownNameError
 from streaming_core.util import pyjson_sorted
 from streaming_core.writer import MissingColumnError, ShardWriter
-from streaming_mds.encodings import Bytes, Int, Str, UnknownEncodingError
+from streaming_mds.encodings import Bytes, Int, Str, UnknownEncodingError, short_repr
 from streaming_mds.resolve import get_codec
 
 __all__ = ['MDSWriter', 'compile_encoder']
@@ -64,17 +64,19 @@ class MDSWriter(ShardWriter):
             try:
                 codecs.append(get_codec(encoding))
             except UnknownNameError as err:
-                raise UnknownEncodingError(f'MDSWriter passed column {name!r} with encoding {encoding!r} is '
-                                           f'unsupported.\n{err}') from None
+                hint = getattr(err, 'hint', '') or str(err).partition('\n')[2]
+                error = UnknownEncodingError('\n'.join(filter(None, [
+                    f'MDSWriter passed column {name!r} with encoding {encoding!r} is unsupported.', hint])))
+                error.hint = hint
+                raise error from None
             except CodecError as err:
-                raise CodecError(f'MDSWriter column {name!r}: {err}') from err
+                raise CodecError(f'MDSWriter column {name!r}: {err}') from None
         self.columns = dict(zip(self.column_names, self.column_encodings, strict=True))
         self.column_sizes = [codec.size for codec in codecs]
         self._plan = [(name, codec.encode, codec.size, encoding)
                       for name, encoding, codec in zip(self.column_names, self.column_encodings, codecs, strict=True)]
         self._head = struct.Struct(f'<{sum(size is None for size in self.column_sizes)}I')
-        self.encode_sample = compile_encoder(self._plan, [type(codec) for codec in codecs],  # type: ignore[method-assign]
-                                             self._head.pack, self._encode_sample_checked)
+        self._encode_fast = compile_encoder(self._plan, [type(codec) for codec in codecs], self._head.pack)
         self._config_data = b''
         super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
                          size_limit=size_limit, **kwargs)
@@ -99,10 +101,11 @@ class MDSWriter(ShardWriter):
         """The sample's bytes: the ``u32`` lengths of the variable-size columns, then every column's bytes.
 
         A value that is already ``bytes`` is stored as it is, whatever the column's encoding; a fixed-size column
-        then still has to have exactly its size. (Each writer replaces this method with a version compiled for its
-        columns, which falls back to :meth:`_encode_sample_checked` to raise the precise error.)
+        then still has to have exactly its size. The encoder compiled for this writer's columns runs first; when it
+        cannot encode the sample, :meth:`_encode_sample_checked` raises the precise error, naming the column.
         """
-        return self._encode_sample_checked(sample)
+        data = self._encode_fast(sample)
+        return data if data is not None else self._encode_sample_checked(sample)
 
     def _encode_sample_checked(self, sample: Mapping[str, Any]) -> bytes:
         """The generic encoder: one column at a time, with a specific error for every kind of bad input."""
@@ -117,7 +120,13 @@ class MDSWriter(ShardWriter):
             except TypeError:
                 raise TypeError(f'MDSWriter.write takes a dict of column values, got {type(sample).__name__}.') \
                     from None
-            data = value if isinstance(value, bytes) else encode(value)
+            try:
+                data = value if isinstance(value, bytes) else encode(value)
+            except CodecError as err:
+                raise _column_error(err, name, encoding, value) from None
+            except Exception as err:  # a third-party codec's own failure: keep its traceback
+                raise CodecError(f'Column {name!r} (declared {encoding!r}): its codec failed on '
+                                 f'{type(value).__name__} {short_repr(value)}: {type(err).__name__}: {err}') from err
             if size is None:
                 sizes.append(len(data))
             elif len(data) != size:
@@ -146,13 +155,31 @@ _INLINE = {Bytes: 'v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i})',
                 '(v{i} if _isinstance(v{i}, _bytes) else e{i}(v{i}))'}
 
 
+def _column_error(err: CodecError, name: str, encoding: str, value: Any) -> CodecError:
+    """One message naming the column, its encoding, the value's type and a short repr (of the codec's class)."""
+    takes = getattr(err, 'takes', None)
+    if takes:
+        message = (f'Column {name!r} is declared {encoding!r} (which takes {takes}), but the value is '
+                   f'{type(value).__name__}: {short_repr(value)}.')
+    else:
+        message = f'Column {name!r} (declared {encoding!r}, value {type(value).__name__}): {err}'
+    try:
+        error = type(err)(message)
+    except Exception:  # a third-party subclass with another constructor
+        error = CodecError(message)
+    if takes:
+        error.takes = takes  # type: ignore[attr-defined]
+    return error
+
+
 def compile_encoder(plan: Sequence[tuple[str, Any, int | None, str]], kinds: Sequence[type],
-                    pack_head: Any, slow: Any) -> Any:
-    """Build ``encode(sample) -> bytes`` for one column layout, with the column order, the fixed sizes and the
-    builtin ``bytes``/``int``/``str`` encodings inlined. Any exception or size mismatch re-runs ``slow`` (the
-    generic encoder), which raises the precise error.
+                    pack_head: Any) -> Any:
+    """Build ``encode(sample) -> bytes | None`` for one column layout, with the column order, the fixed sizes and
+    the builtin ``bytes``/``int``/``str`` encodings inlined. It returns ``None`` (never raises) on any exception
+    or size mismatch: the caller then runs the generic encoder, which raises the precise error from a normal frame
+    (so no traceback shows generated code, and no error is chained to another).
     """
-    env: dict[str, Any] = {'_slow': slow, '_pack': pack_head, '_bytes': bytes, '_int': int, '_str': str,
+    env: dict[str, Any] = {'_pack': pack_head, '_bytes': bytes, '_int': int, '_str': str,
                            '_isinstance': isinstance, '_len': len}
     lines = ['def encode(sample):', '    try:']
     lengths, pieces = [], []
@@ -166,12 +193,12 @@ def compile_encoder(plan: Sequence[tuple[str, Any, int | None, str]], kinds: Seq
             lengths.append(f'_len(d{i})')
         else:
             lines.append(f'        if _len(d{i}) != {int(size)}:')
-            lines.append('            return _slow(sample)')
+            lines.append('            return None')
         pieces.append(f'd{i}')
     if lengths:
         pieces.insert(0, f'_pack({", ".join(lengths)})')
     lines.append(f'        return b"".join(({", ".join(pieces)}{"," if pieces else ""}))')
     lines.append('    except Exception:')
-    lines.append('        return _slow(sample)')
+    lines.append('        return None')
     exec('\n'.join(lines), env)  # noqa: S102 - source built from integers and fixed identifiers only
     return env['encode']
