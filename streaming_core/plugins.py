@@ -164,7 +164,8 @@ def _register(pm: pluggy.PluginManager, plugin: object, info: PluginInfo) -> Non
     try:
         pm.register(plugin, name=info.name)
     except pluggy.PluginValidationError as err:
-        raise PluginLoadError(f'{_describe(info)} has an invalid hook implementation: {err}. Fix or uninstall it, '
+        detail = '; '.join(line.strip() for line in str(err).splitlines() if line.strip())
+        raise PluginLoadError(f'{_describe(info)} has an invalid hook implementation: {detail}. Fix or uninstall it, '
                               f'or skip it with {BLOCK_ENV}={info.name}.') from err
     try:
         pm.check_pending()
