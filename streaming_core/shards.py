@@ -365,7 +365,7 @@ class ShardManager:
             except OSError as err:  # a read-only directory: say so, the user removes it
                 return (f'{what} is corrupt: {problem}. It could not be removed ({err}); delete it so it is recreated '
                         f'from {source}.')
-            logger.warning('removed corrupt %s: %s', path, problem)
+            logger.info('removed corrupt %s: %s', path, problem)
             return f'{what} is corrupt: {problem}. The bad copy was removed; reading again recreates it from {source}.'
         return (f'{what} is corrupt: {problem}. It is the only copy of this data (no remote, no compressed file), so '
                 f'it was left in place: restore it from the dataset\'s source, or rewrite the dataset.')
