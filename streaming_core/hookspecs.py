@@ -13,7 +13,12 @@ users write in constructors (``columns={'x': 'my_codec'}``, ``compression='my_co
 both plugins unless ``override=True`` is passed. The protocols each implementation satisfies are in
 :mod:`streaming_core.interfaces`.
 
-Every hook is optional: implement only those you need.
+Every hook is optional: implement only those you need. A function marked with :data:`hookimpl` whose name is not
+one of the hooks below (``register_codec`` for ``register_codecs``) is an error when the plugin loads, naming the
+plugin, the function and the closest hook; mark a hook of a newer streaming-core that older versions may lack with
+``@hookimpl(optionalhook=True)``. Hooks are called through pluggy one plugin at a time (the builtins first, then the
+entry points sorted by name), so ``tryfirst``/``trylast`` and wrappers order a plugin's own implementations of a
+hook, and an implementation may leave out arguments it does not use.
 """
 
 from __future__ import annotations

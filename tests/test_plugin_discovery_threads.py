@@ -152,3 +152,45 @@ def test_discovery_reentered_from_a_hook_on_the_same_thread_does_not_deadlock(tm
                             env={**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path), ROOT])})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[('builtin', True), ('other', True), ('other_waited', True)]"
+
+
+def test_a_child_forked_while_another_thread_discovers_runs_its_own_discovery(tmp_path):
+    """Forking while another thread is inside discovery (holding its lock) must not leave the child deadlocked or
+    with half-filled registries: the child starts discovery afresh on its first lookup."""
+    dist = tmp_path / 'slow_plugin-0.1.dist-info'
+    dist.mkdir()
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: slow-plugin\nVersion: 0.1\n')
+    (dist / 'entry_points.txt').write_text('[streaming_core]\nslow = slow_plugin_mod\n')
+    (tmp_path / 'slow_plugin_mod.py').write_text(textwrap.dedent('''
+        import threading
+        from streaming_core.hookspecs import hookimpl
+        STARTED, RELEASE = threading.Event(), threading.Event()
+
+        @hookimpl
+        def register_hashes(registry):
+            STARTED.set()
+            RELEASE.wait(5)
+            registry.add('slow-hash', lambda data: '00')
+    '''))
+    code = textwrap.dedent('''
+        import os, signal, threading
+        import slow_plugin_mod as mod
+        from streaming_core.registry import get_registry
+        discovering = threading.Thread(target=lambda: get_registry('hash').get('slow-hash'))
+        discovering.start()
+        assert mod.STARTED.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a deadlock ends the child instead of the test
+            mod.RELEASE.set()  # the child's copy: its own discovery must not wait
+            ok = get_registry('format').origin('mds') == 'mds' and get_registry('hash').get('slow-hash')(b'') == '00'
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        mod.RELEASE.set()
+        discovering.join(30)
+        print(os.waitstatus_to_exitcode(status), get_registry('hash').origin('slow-hash'))
+    ''')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                            env={**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path), ROOT])})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ['0', 'slow']
