@@ -103,7 +103,8 @@ class NDArray:
         return head + values
 
     def decode(self, data: bytes | memoryview) -> np.ndarray:
-        """A read-only array viewing ``data``."""
+        """A new, writable array holding the values of ``data`` (one copy of the values, which costs about as much
+        as building a read-only view for small arrays; torch's ``default_collate`` warns on read-only arrays)."""
         pos = 0
         if self.dtype is None:
             if not len(data):
@@ -130,7 +131,10 @@ class NDArray:
         if len(data) - pos != count * dtype.itemsize:
             raise CodecError(f'ndarray data holds {len(data) - pos} value bytes, but shape {shape} of {dtype.name} '
                              f'needs {count * dtype.itemsize}.')
-        return np.frombuffer(data, dtype, count=count, offset=pos).reshape(shape)
+        out = np.empty(shape, dtype)
+        if count:
+            memoryview(out).cast('B')[:] = memoryview(data)[pos:]
+        return out
 
 
 def _shape_header(shape: tuple[int, ...]) -> bytes:
