@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -25,7 +26,7 @@ from streaming_core.util import backoff_delays, redact_url
 
 __all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
            'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
-           'split_bucket_url', 'LOCAL_FILE_ERRORS']
+           'split_bucket_url', 'LOCAL_FILE_ERRORS', 'ObjectStat', 'stat_object']
 
 logger = logging.getLogger('streaming_core.storage')
 
@@ -290,6 +291,75 @@ def list_objects(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] 
     found = with_retries(lambda: backend.list(url, timeout=timeout), what=f'Listing of {redact_url(url)}',
                          attempts=retries + 1, initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class ObjectStat:
+    """What identifies one version of a stored object without reading it.
+
+    Attributes:
+        size: Its size in bytes, when known.
+        mtime: Its modification time as the store reports it (nanoseconds for local files), when known.
+        etag: The store's entity tag, when it has one.
+        inode: The inode number (local files only).
+    """
+
+    size: int | None = None
+    mtime: str | None = None
+    etag: str | None = None
+    inode: int | None = None
+
+    @property
+    def identity(self) -> str:
+        """A string that changes whenever the object is rewritten (``''`` when nothing is known)."""
+        parts = [f'{name}={value}' for name, value in (('etag', self.etag), ('size', self.size),
+                                                        ('mtime', self.mtime), ('inode', self.inode))
+                 if value is not None and value != '']
+        return ';'.join(parts)
+
+
+def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,
+                initial_backoff: float = 0.5) -> ObjectStat | None:
+    """Identify the current version of the object at ``url`` without downloading it, or ``None`` when its backend
+    cannot tell.
+
+    Local paths and ``file://`` URLs give ``(size, mtime_ns, inode)``. A remote backend may provide an optional
+    ``stat(url, *, timeout) -> Mapping`` (keys among ``etag``, ``size``, ``mtime``; missing object: raise
+    ``FileNotFoundError``); without it, or when it returns nothing useful, this returns ``None`` and callers fall back
+    to downloading and comparing bytes. Transient failures are retried like downloads.
+
+    Raises:
+        RemoteNotFoundError: when the object does not exist.
+    """
+    if not is_remote(url):
+        path = local_path(url)
+        try:
+            info = os.stat(path)
+        except FileNotFoundError as err:
+            raise RemoteNotFoundError(f'Remote object not found: {redact_url(url)}') from err
+        return ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino)
+    backend = get_backend(url, options)
+    stat = getattr(backend, 'stat', None)
+    if not callable(stat):
+        return None
+
+    def attempt() -> Any:
+        try:
+            return stat(url, timeout=timeout)
+        except FileNotFoundError as err:
+            if isinstance(err, RemoteNotFoundError):
+                raise
+            raise RemoteNotFoundError(f'Remote object not found: {redact_url(url)}') from err
+
+    found = with_retries(attempt, what=f'Stat of {redact_url(url)}', attempts=retries + 1,
+                         initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
+    if not found:
+        return None
+    size = found.get('size')
+    result = ObjectStat(size=int(size) if size is not None else None,
+                        mtime=str(found['mtime']) if found.get('mtime') is not None else None,
+                        etag=str(found['etag']) if found.get('etag') else None)
+    return result if result.etag or (result.size is not None and result.mtime) else None
 
 
 class ProcessLocal:

@@ -1,9 +1,11 @@
 """A :class:`Stream`: one source of samples (a remote and/or local directory with an ``index.json``).
 
-Besides its configuration (weights, download settings), a stream owns its local files: it fetches the index,
-and prepares a shard (download, hash check, bounded decompression, atomic rename) when asked. Coordination with
-other processes on the node uses kernel-released byte-range locks in the stream's local directory, so there is
-no shared state that can go stale.
+Besides its configuration (weights, download settings), a stream owns its local files: it brings the index up to
+date with the remote (:mod:`streaming_core.index_sync`: another remote is refused, a changed remote is noticed and
+stale local files removed), and prepares a shard (download, hash check, bounded decompression, atomic rename) when
+asked. Coordination with other processes on the node uses kernel-released byte-range locks in a lock file kept in
+the local directory's state directory (:func:`streaming_core.paths.state_dir`), so there is no shared state that can
+go stale and nothing of ours inside the local directory.
 """
 
 from __future__ import annotations
@@ -13,15 +15,14 @@ import re
 from typing import Any, Mapping
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError, StreamingError
-from streaming_core.index import INDEX_BASENAME, load_index, resolve_inside, shard_readers
+from streaming_core.index import INDEX_BASENAME, parse_index_text, resolve_inside, shard_readers
+from streaming_core.index_sync import MissingIndexError, sync_index
 from streaming_core.locking import RangeLocks
-from streaming_core.paths import COORD_NAME, default_local
+from streaming_core.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.storage import download_file, is_remote, join, local_path, temp_name
 from streaming_core.util import redact_url
 
 __all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files']
-
-_INDEX_BYTE = 0
 
 
 _TEMP = re.compile(r'.+\.(\d+)\.[0-9a-f]{8}\.tmp$')
@@ -53,10 +54,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class MissingIndexError(StreamingError, FileNotFoundError):
-    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from."""
-
-
 StreamDefaults = Mapping[str, Any]
 
 
@@ -78,7 +75,13 @@ class Stream:
         validate_hash: A hash name (``'sha1'``, ``'xxh3_64'``...) checked on every downloaded file.
         keep_zip: Keep compressed files after decompressing them.
         storage_options: Options for the remote's storage backend (endpoint, profile, credentials file, ...).
+
+    Attributes:
+        index_identity: After :meth:`get_shards`, the identity of the index version this stream loaded (see
+            :class:`streaming_core.index_sync.SyncedIndex`); ``None`` before. A stream keeps that one version.
     """
+
+    index_identity: str | None = None
 
     def __init__(self, *, remote: str | None = None, local: str | None = None, split: str | None = None,
                  proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
@@ -177,7 +180,12 @@ class Stream:
         return bool(self.keep_zip) or not self.has_remote_copy
 
     def _locks(self) -> RangeLocks:
-        return RangeLocks.for_path(os.path.join(self.local_dir, COORD_NAME))
+        local_dir = self.local_dir
+        cached = self.__dict__.get('_lock_path')
+        if cached is None or cached[0] != local_dir:
+            cached = (local_dir, os.path.join(state_dir(local_dir), LOCK_NAME))
+            self._lock_path = cached
+        return RangeLocks.for_path(cached[1])
 
     @property
     def wait_timeout(self) -> float:
@@ -191,36 +199,49 @@ class Stream:
         return os.path.join(self.local_dir, INDEX_BASENAME)
 
     def fetch_index(self) -> str:
-        """Make the local ``index.json`` present (one download per node) and return its path."""
-        path = self.index_path()
-        if os.path.isfile(path):
-            return path
-        remote = self.remote_dir
-        if not remote:
-            raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.')
-        os.makedirs(self.local_dir, exist_ok=True)
-        locks = self._locks()
-        locks.acquire(_INDEX_BYTE, True, self.wait_timeout, f'the download of {path}')
-        try:
-            if not os.path.isfile(path):
-                download_file(join(remote, INDEX_BASENAME), path, timeout=float(self.download_timeout),
-                              retries=int(self.download_retry), options=self.storage_options)
-        finally:
-            locks.release(_INDEX_BYTE)
-        return path
+        """Bring the local ``index.json`` up to date with the remote (one check per process, one download per node
+        when it changed; see :mod:`streaming_core.index_sync`) and return its path."""
+        return sync_index(self).path
 
     def get_shards(self, allow_unsafe_types: bool = False) -> list[Any]:
-        """Load the index and return one reader per shard (and clear temporary files of dead processes)."""
-        path = self.fetch_index()
+        """Bring the index up to date, load it and return one reader per shard (and clear temporary files of dead
+        processes). Sets :attr:`index_identity` to the version loaded.
+
+        Raises:
+            CacheRemoteMismatchError: the local directory holds another remote's data.
+            IndexFormatError: the index is invalid (naming the local copy, and the remote when there is one).
+            ValueError: ``validate_hash`` names a hash the index does not record for the files to download.
+        """
+        synced = sync_index(self)
         remove_dead_temp_files(self.local_dir)
+        remove_dead_temp_files(state_dir(self.local_dir))
         try:
-            index = load_index(path)
-        except IndexFormatError:
+            index = parse_index_text(synced.data, synced.path)
+            readers = shard_readers(index, synced.path, allow_unsafe_types=allow_unsafe_types)
+        except IndexFormatError as err:
+            if self.remote_dir and hasattr(err, 'add_note'):
+                err.add_note(f'{synced.path} is the local copy of {redact_url(join(self.remote_dir, INDEX_BASENAME))}'
+                             f' (compared with it at construction).')
             raise
-        readers = shard_readers(index, path, allow_unsafe_types=allow_unsafe_types)
         for reader in readers:
             reader.stream_dir = self.local_dir
+        self._check_validate_hash(readers)
+        self.index_identity = synced.identity
         return readers
+
+    def _check_validate_hash(self, readers: list[Any]) -> None:
+        """Refuse a ``validate_hash`` the index does not record for a file this stream may download."""
+        if not self.validate_hash or not self.remote_dir:
+            return
+        for reader in readers:
+            for raw, zipped in reader.parts:
+                info = zipped if zipped is not None else raw
+                if self.validate_hash not in info.hashes:
+                    recorded = sorted(info.hashes)
+                    raise ValueError(
+                        f'Hash algorithm `{self.validate_hash}` chosen for data validation is not recorded in the '
+                        f'index of {self!r} (file {info.basename} records {recorded or "no hashes"}). Provide one of '
+                        f'those as `validate_hash`, or none.')
 
     # ----------------------------------------------------------------------------------------------------------
     def raw_paths(self, reader: Any) -> list[str]:
@@ -249,7 +270,7 @@ class Stream:
         return total
 
     def locks(self) -> RangeLocks:
-        """This stream's node-local locks (a hidden file in its local directory)."""
+        """This stream's node-local locks (a file in its local directory's state directory, under the cache root)."""
         return self._locks()
 
     def prepare_files(self, reader: Any) -> None:

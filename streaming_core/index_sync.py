@@ -1,0 +1,354 @@
+"""Bring a stream's local ``index.json`` up to date with its remote, and say which index version it loaded.
+
+Called once per stream per dataset construction (:meth:`streaming_core.stream.Stream.get_shards`). With a remote,
+everything happens under the stream's exclusive index lock (a kernel-released byte-range lock in the local
+directory's state directory), so the processes of a node never race:
+
+1. The record (:mod:`streaming_core.cache_record`) names another remote while the directory holds an index: a
+   :class:`~streaming_core.cache_record.CacheRemoteMismatchError` naming both.
+2. The record says the local copy is of the remote's current version: nothing to do. "Current" is decided by the
+   remote index's identity (etag / size / modification time) when its backend can tell, which costs one cheap request
+   per process; otherwise by a comparison of the index bytes made by any process of the node *after this process
+   asked* (a check that started earlier may predate a rewrite of the remote, so it is never reused).
+3. Otherwise the remote index is downloaded (into the state directory) and compared with the local copy. When they
+   differ, or the remote was rewritten with an identical index, every local file the new version may not share
+   with the old one is deleted *before* the new index is renamed into place, then the record is rewritten. A file
+   is kept only when both versions of the index record the same size and the same hash for it, so nothing stale is
+   ever served (a crash at any point leaves a state the next check repairs).
+
+A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
+the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
+remote reads its local index; its identity is the file's ``(size, mtime_ns, inode)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from streaming_core.cache_record import (
+    CacheRecord,
+    CacheRemoteMismatchError,
+    file_identity,
+    is_in_place,
+    read_record,
+    remote_key,
+    sha256_hex,
+    write_record,
+)
+from streaming_core.errors import IndexFormatError, StorageError, StreamingError, UnsafePathError
+from streaming_core.index import INDEX_BASENAME, check_basename, parse_index_text, resolve_inside
+from streaming_core.paths import COORD_NAME, state_dir
+from streaming_core.storage import download_file, join, stat_object, temp_name
+from streaming_core.util import redact_url
+
+__all__ = ['SyncedIndex', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
+
+logger = logging.getLogger('streaming_core.index_sync')
+
+#: The byte of a stream's lock file that guards its index and record.
+INDEX_LOCK_BYTE = 0
+_REMOTE_COPY = 'remote-index.json'
+
+
+class MissingIndexError(StreamingError, FileNotFoundError):
+    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from."""
+
+
+@dataclass(frozen=True)
+class SyncedIndex:
+    """The index version a stream loads.
+
+    Attributes:
+        path: The local ``index.json``.
+        data: Its bytes, read under the index lock (exactly the version ``identity`` names).
+        identity: The index source identity (``stat:...`` from the remote's etag/size/mtime, ``sha256:...`` of the
+            index bytes when the backend cannot tell, ``file:...`` for a local index read in place).
+    """
+
+    path: str
+    data: bytes
+    identity: str
+
+
+def _file_id_text(ident: tuple[int, int, int]) -> str:
+    return f'file:size={ident[0]};mtime_ns={ident[1]};inode={ident[2]}'
+
+
+def _read(path: str) -> tuple[bytes, tuple[int, int, int]]:
+    with open(path, 'rb') as handle:
+        info = os.fstat(handle.fileno())
+        data = handle.read()
+    return data, (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def sync_index(stream: Any) -> SyncedIndex:
+    """Make ``stream``'s local index current (see the module docstring) and return the version to load.
+
+    Args:
+        stream: A :class:`~streaming_core.stream.Stream` with its defaults applied.
+
+    Raises:
+        CacheRemoteMismatchError: the local directory holds another remote's data.
+        MissingIndexError: no local index and no remote.
+        IndexFormatError: the remote index is not a valid index (naming the remote URL and the local copy).
+        StorageError: the remote index cannot be downloaded and there is no local copy to fall back on.
+    """
+    path = stream.index_path()
+    remote = stream.remote_dir
+    if not remote:
+        try:
+            data, ident = _read(path)
+        except FileNotFoundError:
+            raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
+        return SyncedIndex(path, data, _file_id_text(ident))
+    local_dir = stream.local_dir
+    in_place = is_in_place(remote, local_dir)
+    request_time = time.time()
+    probe = None
+    if not in_place:
+        probe = _probe(stream, join(remote, INDEX_BASENAME))
+        os.makedirs(local_dir, exist_ok=True)
+    sdir = state_dir(local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {path}')
+    try:
+        if in_place:
+            return _in_place(stream, path, sdir)
+        return _Refresh(stream, path, sdir, probe, request_time).run()
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
+def _probe(stream: Any, url: str) -> str | None:
+    """The remote index's identity without downloading it (``None``: unknown or unreachable; the download that
+    follows then decides, and reports errors)."""
+    try:
+        found = stat_object(url, timeout=float(stream.download_timeout), options=stream.storage_options,
+                            retries=int(stream.download_retry))
+    except Exception as err:  # the download below reports the failure properly
+        logger.debug('stat of %s failed: %s', redact_url(url), err)
+        return None
+    return f'stat:{found.identity}' if found is not None else None
+
+
+def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: tuple[int, int, int] | None,
+                checked_at: float) -> CacheRecord:
+    remote = stream.remote_dir
+    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=redact_url(stream.remote),
+                       remote_dir=redact_url(remote), remote_key=remote_key(remote), split=stream.split,
+                       source_identity=identity, index_sha256=sha, index_stat=list(stat) if stat else None,
+                       checked_at=checked_at)
+
+
+def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
+    """The remote is the local directory: read it as it is; record it (so another remote is refused later)."""
+    try:
+        data, ident = _read(path)
+    except FileNotFoundError:
+        raise MissingIndexError(f'The remote {redact_url(stream.remote_dir)} is the local directory itself and has '
+                                f'no {INDEX_BASENAME} ({path}).') from None
+    identity = _file_id_text(ident)
+    record = read_record(sdir)
+    if record is None or (record.remote_key == remote_key(stream.remote_dir) and record.source_identity != identity):
+        write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), ident, time.time()))
+    return SyncedIndex(path, data, identity)
+
+
+class _Refresh:
+    """One check of a stream's local index against its remote, under the index lock."""
+
+    def __init__(self, stream: Any, path: str, sdir: str, probe: str | None, request_time: float) -> None:
+        self.stream = stream
+        self.path = path
+        self.sdir = sdir
+        self.probe = probe
+        self.request_time = request_time
+        self.remote_index = join(stream.remote_dir, INDEX_BASENAME)
+        self.shown = redact_url(self.remote_index)
+
+    def run(self) -> SyncedIndex:
+        stream, path = self.stream, self.path
+        record = read_record(self.sdir)
+        local_now = file_identity(path)
+        if record is not None and record.remote_key != remote_key(stream.remote_dir):
+            if local_now is not None:
+                raise self._mismatch(record)
+            record = None  # the directory no longer holds what the record describes
+        if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
+            data, ident = _read(path)
+            if ident == local_now:
+                return SyncedIndex(path, data, record.source_identity)
+        return self._check(record, local_now)
+
+    def _fresh(self, record: CacheRecord) -> bool:
+        if self.probe is not None:
+            return self.probe == record.source_identity
+        return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
+
+    def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
+        stream = self.stream
+        here = redact_url(stream.remote_dir)
+        return CacheRemoteMismatchError(
+            f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}: one local '
+            f'directory caches one remote. Use another `local` for {here}, or, if the copy of {record.remote_dir} '
+            f'is no longer needed, delete {stream.local_dir} (for a default local directory: `streaming cache clear '
+            f'--dataset URL`) and construct again.')
+
+    def _check(self, record: CacheRecord | None, local_now: tuple[int, int, int] | None) -> SyncedIndex:
+        stream, path = self.stream, self.path
+        started = time.time()
+        tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
+        try:
+            try:
+                download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
+                              retries=int(stream.download_retry), options=stream.storage_options)
+            except (StorageError, FileNotFoundError) as err:
+                if local_now is None:
+                    raise
+                return self._offline(record, local_now, err)
+            with open(tmp, 'rb') as handle:
+                new = handle.read()
+            try:
+                new_obj = parse_index_text(new, self.shown)
+            except IndexFormatError as err:
+                state = 'was left as it was' if local_now is not None else 'was not created'
+                raise IndexFormatError(f'The remote index {self.shown} is not a valid index: {err} The local copy '
+                                       f'{path} {state}. Fix the remote index (or point `remote` at the right '
+                                       f'location) and construct again.') from err
+            identity = self.probe or f'sha256:{sha256_hex(new)}'
+            old = None
+            if local_now is not None:
+                with open(path, 'rb') as handle:
+                    old = handle.read()
+            if old == new:
+                rewritten = (record is not None and record.source_identity != identity
+                             and record.source_identity.startswith('stat:') and identity.startswith('stat:'))
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
+            else:
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)
+            if record is None:
+                stale.append(os.path.join(stream.local_dir, COORD_NAME))  # an earlier version's lock file
+            removed = _remove(stale)
+            if old != new:
+                _install(path, new)
+            if removed or old != new:
+                logger.info('%s changed: refreshed %s, removed %d stale local file(s)', self.shown, path, removed)
+            write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(new),
+                                                file_identity(path), started))
+            return SyncedIndex(path, new, identity)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def _offline(self, record: CacheRecord | None, local_now: tuple[int, int, int],
+                 err: BaseException) -> SyncedIndex:
+        """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
+        data, ident = _read(self.path)
+        recorded = record is not None and ident == record.local_stat
+        identity = record.source_identity if recorded and record is not None else _file_id_text(ident)
+        when = (time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.checked_at))
+                if recorded and record is not None else 'an unknown time (no record)')
+        message = (f'Cannot read the remote index {self.shown} ({type(err).__name__}: {err}); using the local copy '
+                   f'{self.path}, last compared with the remote at {when}. It may be out of date.')
+        warnings.warn(message, stacklevel=2)
+        logger.warning(message)
+        return SyncedIndex(self.path, data, identity)
+
+
+def _parse_or_none(data: bytes | None, path: str) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        return parse_index_text(data, path)
+    except IndexFormatError:
+        return None
+
+
+def _file_map(index: dict[str, Any]) -> dict[str, tuple[int, dict[str, str]] | None]:
+    """``basename -> (bytes, hashes)`` of every file object in the index's shard entries (``None`` when one name is
+    described twice, differently)."""
+    files: dict[str, tuple[int, dict[str, str]] | None] = {}
+
+    def visit(value: Any, depth: int) -> None:
+        if isinstance(value, dict):
+            name = value.get('basename')
+            if isinstance(name, str):
+                hashes = value.get('hashes')
+                info = (value.get('bytes'), dict(hashes) if isinstance(hashes, dict) else {})
+                files[name] = info if files.get(name, info) == info else None
+                return
+            if depth < 3:
+                for item in value.values():
+                    visit(item, depth + 1)
+        elif isinstance(value, list) and depth < 3:
+            for item in value:
+                visit(item, depth + 1)
+
+    for entry in index.get('shards', []):
+        visit(entry, 0)
+    return files
+
+
+def _proven_same(old: tuple[int, dict[str, str]] | None, new: tuple[int, dict[str, str]] | None) -> bool:
+    """Whether the two index entries prove one file's content identical: same size and the same digest for every
+    hash algorithm both record (at least one)."""
+    if old is None or new is None or old[0] != new[0]:
+        return False
+    common = set(old[1]) & set(new[1])
+    return bool(common) and all(old[1][name] == new[1][name] for name in common)
+
+
+def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> list[str]:
+    """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``.
+
+    A file named by either index is kept only when both record the same size and the same hash for it; with the
+    old version unknown (no parsable local index), every file the new index names is stale. Names that would leave
+    the directory are skipped (the index is refused later, when its shards are read).
+    """
+    new_files = _file_map(new)
+    old_files = _file_map(old) if old is not None else {}
+    stale = []
+    real_root = os.path.realpath(local_dir)
+    for name in sorted(set(new_files) | set(old_files)):
+        try:
+            check_basename(name, 'index')
+            path = resolve_inside(local_dir, name, 'index', real_root)
+        except (IndexFormatError, UnsafePathError):
+            continue
+        if not os.path.lexists(path):
+            continue
+        if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
+            stale.append(path)
+    return stale
+
+
+def _remove(paths: list[str]) -> int:
+    removed = 0
+    for path in paths:
+        try:
+            os.remove(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            logger.warning('not removing %s: a directory where the index names a file', path)
+    return removed
+
+
+def _install(path: str, data: bytes) -> None:
+    """Put ``data`` at ``path`` atomically (a temporary name in the same directory, then a rename)."""
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
