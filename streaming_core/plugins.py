@@ -24,18 +24,20 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import importlib.metadata as md
 import os
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from streaming_core import hookspecs
 from streaming_core.errors import PluginLoadError
 from streaming_core.name_registry import KINDS, Registry, RegistryView
+
+if TYPE_CHECKING:
+    import importlib.metadata as md
 
 __all__ = ['BUILTINS', 'PluginInfo', 'ensure_loaded', 'reset', 'plugin_infos', 'register_plugin',
            'unregister_plugin', 'get_plugin_manager', 'registries', 'get_registry', 'ENTRY_POINT_GROUP']
@@ -142,6 +144,8 @@ def _load() -> None:
 
 
 def _entry_points() -> list[md.EntryPoint]:
+    import importlib.metadata as md  # not at module import: ``import streaming_core`` stays cheap
+
     seen: dict[str, md.EntryPoint] = {}
     for ep in md.entry_points(group=ENTRY_POINT_GROUP):
         seen.setdefault(ep.name, ep)  # the same distribution can appear twice on sys.path
@@ -149,6 +153,8 @@ def _entry_points() -> list[md.EntryPoint]:
 
 
 def _version(dist: str) -> str:
+    import importlib.metadata as md
+
     try:
         return md.version(dist)
     except md.PackageNotFoundError:
