@@ -22,7 +22,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from streaming_core.compression import parse_compression
-from streaming_core.errors import CodecError, PermanentStorageError, StreamingError, UnknownNameError, UploadError
+from streaming_core.errors import (
+    CodecError,
+    PermanentStorageError,
+    StorageError,
+    StreamingError,
+    UnknownNameError,
+    UploadError,
+)
 from streaming_core.hashing import get_hash
 from streaming_core.index import INDEX_BASENAME, index_text, write_index
 from streaming_core.shard import MAX_SHARD_BYTES
@@ -288,12 +295,12 @@ class ShardWriter:
             cause = err.__cause__ if isinstance(err, UploadError) and err.__cause__ is not None else err
             if isinstance(cause, (PermanentStorageError, FileNotFoundError, PermissionError)):
                 raise  # never retried: its own message says what to fix
-            detail = str(err) if isinstance(err, UploadError) else f'{what} failed: {type(err).__name__}: {err}'
+            # A storage error already names the action and the URL.
+            detail = str(err) if isinstance(err, StorageError) else f'{what} failed: {type(err).__name__}: {err}'
             raise UploadError(
                 f'{detail} [gave up after {self.retry} attempt(s) (retry={self.retry}) in {elapsed:.1f} s in all; '
                 f'each attempt may take up to upload_timeout={self.upload_timeout:g} s, plus backoff between '
-                f'attempts: lower upload_timeout or retry to fail sooner, or check the endpoint and '
-                f'storage_options]') from cause
+                f'attempts: lower either to fail sooner, or check the endpoint and storage_options]') from cause
 
     def _raise_upload_error(self) -> None:
         err = self._upload_error
