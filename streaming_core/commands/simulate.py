@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import textwrap
+import time
 from typing import Any
 
 from streaming_core.commands._common import add_storage_option, comma_list, storage_options
 
-__all__ = ['add_parser', 'run']
+__all__ = ['add_parser', 'run', 'command_start']
 
 _EPILOG = textwrap.dedent('''\
     Examples:
@@ -87,9 +90,38 @@ def _dataset(args: argparse.Namespace) -> Any:
                                   bytes_to_int(args.sample_bytes))
 
 
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux ``/proc``), or None where that cannot be read."""
+    try:
+        with open('/proc/self/stat', 'rb') as handle:
+            fields = handle.read().rsplit(b')', 1)[1].split()
+        started = int(fields[19]) / os.sysconf('SC_CLK_TCK')  # field 22, after pid and (comm)
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def command_start() -> float:
+    """The ``time.monotonic()`` at which the command started: the process's start when this process is the
+    ``streaming`` command itself (so start-up and imports count), else now (``main()`` called from Python)."""
+    now = time.monotonic()
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ''
+    if program in ('streaming', 'streaming.exe') or sys.argv[0].endswith(os.path.join('streaming_core', 'cli.py')):
+        age = _process_age()
+        if age is not None:
+            return now - age
+    return now
+
+
 def run(args: argparse.Namespace) -> int:
-    """Simulate, print the report (or JSON), write the plots."""
+    """Simulate, print the report (or JSON), write the plots.
+
+    The time printed last (``wall_seconds`` in JSON) is the command's wall-clock time: from the process's start
+    when run as ``streaming simulate`` (see :func:`command_start`) to the end of the plots.
+    """
+    started = command_start()
     from streaming_core.simulation import TrainingShape, format_report, simulate
+    from streaming_core.simulation.report import timing_line
     dataset = _dataset(args)
     training = TrainingShape(
         nodes=args.nodes, ranks_per_node=args.ranks_per_node, workers=args.workers, batch_size=args.batch_size,
@@ -99,15 +131,20 @@ def run(args: argparse.Namespace) -> int:
         time_per_sample=args.time_per_sample, predownload=args.predownload)
     result = simulate(dataset, training)
     plots: list[str] = []
+    plot_seconds = 0.0
     if args.out:
         from streaming_core.simulation import write_plots
+        plotting = time.monotonic()
         plots = write_plots(result, args.out)
+        plot_seconds = time.monotonic() - plotting
+    wall = time.monotonic() - started
     if args.json:
         summary = result.summary()
-        summary['plots'] = plots
+        summary.update(plots=plots, plot_seconds=plot_seconds, wall_seconds=wall)
         print(json.dumps(summary, indent=2))
     else:
-        print(format_report(result))
+        print(format_report(result, timing=False))
         if plots:
             print(f'Plots: {", ".join(plots)}')
+        print(timing_line(result, wall, plot_seconds))
     return 0

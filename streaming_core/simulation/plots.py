@@ -31,7 +31,7 @@ def _figure(rows: int, height: float = 2.8) -> tuple[Any, Sequence[Any]]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise ImportError('Plots need matplotlib: pip install "streaming-core[simulate]" (or pass --no-plots).') \
+        raise ImportError('Plots need matplotlib: pip install "streaming-core[simulate]" (or leave out --out).') \
             from err
     figure = Figure(figsize=(10, 1.2 + height * rows), layout='constrained')
     FigureCanvasAgg(figure)
@@ -130,15 +130,18 @@ def _quality(result: SimulationResult, path: str) -> None:
     ax = axes[0]
     names = [a.algo for a in result.algos]
     values = [a.quality.quality for a in result.algos]
-    bars = ax.bar(names, values, color='tab:blue')
+    colors = ['tab:blue' if a.ranked else '0.6' for a in result.algos]
+    bars = ax.bar(names, values, color=colors)
     for bar, algo in zip(bars, result.algos):
-        ax.annotate(f'{algo.quality.quality:.3f}\n(same shard {algo.quality.same_shard_rate:.1%})',
+        note = '' if algo.ranked else '\nnot ranked'
+        ax.annotate(f'{algo.quality.quality:.3f}\n(same shard {algo.quality.same_shard_rate:.1%}){note}',
                     (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha='center', va='bottom',
                     fontsize='small')
-    ax.set_ylim(0, 1.25)
+    ax.set_ylim(0, 1.35)
     ax.axhline(1.0, color='0.5', linestyle=':', linewidth=1)
     ax.set_ylabel('shuffle quality (1 = perfect shuffle)')
-    ax.set_title('Shuffle quality: 1 - same-shard pairs per device batch, relative to a random order')
+    ax.set_title('Shuffle quality: how random the shard mix of a device batch is (0 = one shard, or a fixed mix; '
+                 '1 = random)', fontsize='medium')
     figure.savefig(path, dpi=100)
 
 

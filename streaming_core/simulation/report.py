@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streaming_core.simulation.run import AlgoResult, SimulationResult
 
-__all__ = ['format_report', 'human_bytes', 'human_seconds']
+__all__ = ['format_report', 'best_line', 'timing_line', 'human_bytes', 'human_seconds']
 
 
 def human_bytes(count: float) -> str:
@@ -45,7 +45,8 @@ def _algo_block(algo: AlgoResult, epochs: int) -> list[str]:
         f'== {algo.algo}: num_canonical_nodes {algo.num_canonical_nodes}, shuffle_block_size '
         f'{algo.shuffle_block_size}',
         f'   shuffle quality          {algo.quality.quality:.4f} (same-shard pairs per device batch '
-        f'{algo.quality.same_shard_rate:.2%}; random order {algo.quality.random_rate:.2%})',
+        f'{algo.quality.same_shard_rate:.2%}, random order {algo.quality.random_rate:.2%}; shard mix '
+        f'{_mix(algo.quality.dispersion)})',
         f'   steps                    {algo.steps} ({per_epoch} per epoch)',
         f'   startup time             {human_seconds(t.startup_seconds)} (until the first step\'s shards are in)',
         f'   time to first batch      {human_seconds(t.first_batch_seconds)}',
@@ -56,15 +57,48 @@ def _algo_block(algo: AlgoResult, epochs: int) -> list[str]:
         f'   shards read per node     {_spread([n.shards_read for n in nodes])}',
         f'   peak cache per node      {_spread([n.peak_cache_bytes for n in nodes], human_bytes)}',
         f'   min cache, no re-download within an epoch   '
-        f'{human_bytes(max(n.min_cache_bytes for n in nodes))} (worst node)',
+        f'{human_bytes(max(n.min_cache_bytes for n in nodes))} (worst node, index included)',
         f'   cache that never re-downloads (all shards a node reads) '
-        f'{human_bytes(max(n.touched_bytes for n in nodes))} (worst node)',
+        f'{human_bytes(max(n.full_cache_bytes for n in nodes))} (worst node, index included)',
     ]
+    lines.extend(f'   warning: {warning}' for warning in algo.warnings)
     return lines
 
 
-def format_report(result: SimulationResult) -> str:
-    """The report printed by ``streaming simulate``."""
+def _mix(dispersion: float) -> str:
+    """How the batches' shard mix compares with a random order's (see :mod:`~streaming_core.simulation.quality`)."""
+    if abs(dispersion - 1) < 0.05:
+        return 'as random as a perfect shuffle'
+    return f'{"clumped" if dispersion > 1 else "rigid"}, {dispersion:.2f} x a random order\'s variation'
+
+
+def best_line(result: SimulationResult) -> str | None:
+    """The comparison line of a run of several algorithms: the best quality among the ranked ones (a real shuffle
+    of this world; see :attr:`~streaming_core.simulation.run.AlgoResult.ranked`), and the fastest run."""
+    if len(result.algos) < 2:
+        return None
+    fastest = min(result.algos, key=lambda a: a.timeline.total_seconds)
+    ranked = [a for a in result.algos if a.ranked]
+    if not ranked:
+        return f'Best shuffle quality: none ranked (every configuration has a warning); fastest run: {fastest.algo}.'
+    top = max(a.quality.quality for a in ranked)
+    best = [a.algo for a in ranked if a.quality.quality >= top - 1e-9]
+    return f'Best shuffle quality: {" = ".join(best)}; fastest run: {fastest.algo}.'
+
+
+def timing_line(result: SimulationResult, wall_seconds: float | None = None, plot_seconds: float = 0.0) -> str:
+    """``(simulated in ...)``, or with ``wall_seconds`` the whole command's time and its parts."""
+    if wall_seconds is None:
+        return f'(simulated in {human_seconds(result.seconds)})'
+    parts = f'simulation {human_seconds(result.seconds)}'
+    if plot_seconds:
+        parts += f', plots {human_seconds(plot_seconds)}'
+    return f'(took {human_seconds(wall_seconds)}: {parts})'
+
+
+def format_report(result: SimulationResult, timing: bool = True) -> str:
+    """The report printed by ``streaming simulate`` (``timing=False`` leaves out the closing time line, for a caller
+    that prints the whole command's time itself with :func:`timing_line`)."""
     d, t = result.dataset, result.training
     lines = [
         f'Dataset:  {d.source}',
@@ -82,9 +116,9 @@ def format_report(result: SimulationResult) -> str:
     for algo in result.algos:
         lines.append('')
         lines.extend(_algo_block(algo, int(t.epochs)))
-    if len(result.algos) > 1:
-        best = max(result.algos, key=lambda a: a.quality.quality)
-        fastest = min(result.algos, key=lambda a: a.timeline.total_seconds)
-        lines += ['', f'Best shuffle quality: {best.algo}; fastest run: {fastest.algo}.']
-    lines.append(f'(simulated in {result.seconds:.1f} s)')
+    best = best_line(result)
+    if best:
+        lines += ['', best]
+    if timing:
+        lines.append(timing_line(result))
     return '\n'.join(lines)
