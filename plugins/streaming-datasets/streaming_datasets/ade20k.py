@@ -6,10 +6,11 @@ Source layout (``ADEChallengeData2016.zip``, unpacked)::
         images/training/ADE_train_00000001.jpg ...       annotations/training/ADE_train_00000001.png ...
         images/validation/ADE_val_00000001.jpg ...       annotations/validation/ADE_val_00000001.png ...
 
-Every image needs the mask of the same name (``.png``). Source splits map to output splits ``training -> train``
-and ``validation -> val`` (other names are kept). Images are ordered by file name. Stored columns (those of
-mosaicml-streaming's ADE20K, plus the name): ``x`` (jpeg: the file's bytes, verbatim), ``y`` (png: the mask,
-lossless; pixel values are class ids 0..150, 0 = other), ``name`` (str, the file stem).
+Every image needs the mask of the same name (``.png``). Source folders map to output splits ``training -> train``
+and ``validation -> val`` (other names are kept); ``splits`` names output splits. Images are ordered by file
+name. Stored columns (those of mosaicml-streaming's ADE20K, plus the name): ``x`` (jpeg: the file's bytes,
+verbatim), ``y`` (png: the mask, lossless; pixel values are class ids 0..150, 0 = other), ``name`` (str, the file
+stem).
 """
 
 from __future__ import annotations
@@ -19,9 +20,15 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 
 __all__ = ['convert_ade20k', 'list_pairs', 'register', 'COLUMNS', 'SPLIT_NAMES']
 
@@ -75,10 +82,13 @@ def convert_ade20k(source: str, out: str, *, splits: Sequence[str] | None = None
                    options: WriterOptions | None = None) -> dict[str, ConversionResult]:
     """Convert ADE20K into ``out/train`` and ``out/val`` (MDS).
 
+    Every split's image/mask pairs are listed and checked before any split is written.
+
     Args:
         source: The ``ADEChallengeData2016`` folder (holding ``images/`` and ``annotations/``).
         out: The output root (a directory or a remote URL).
-        splits: Source split folders (default: every folder of ``images/``, e.g. training, validation).
+        splits: Output splits (``train``, ``val``; default: one per folder of ``images/``). The source folder names
+            ``training``/``validation`` are still accepted, with a deprecation warning.
         options: Writer and parallelism options.
 
     Returns:
@@ -88,15 +98,17 @@ def convert_ade20k(source: str, out: str, *, splits: Sequence[str] | None = None
     if not os.path.isdir(images):
         raise SourceLayoutError(f'ADE20K source {source} has no images/ folder; give the ADEChallengeData2016 '
                                 f'folder.')
-    if splits is None:
-        splits = sorted(e.name for e in os.scandir(images) if e.is_dir() and not e.name.startswith('.'))
-    results = {}
-    for split in splits:
-        pairs = list_pairs(source, split)
-        name = SPLIT_NAMES.get(split, split)
-        results[name] = convert_split(pairs, produce_ade20k, COLUMNS, join(out, name), options, total=len(pairs),
-                                      desc=f'ADE20K {name}')
-    return results
+    folders = sorted(e.name for e in os.scandir(images) if e.is_dir() and not e.name.startswith('.'))
+    folder_of = {SPLIT_NAMES.get(folder, folder): folder for folder in folders}
+    chosen = select_splits(splits, list(folder_of), dataset='ADE20K', aliases=SPLIT_NAMES,
+                           unknown='ADE20K split {name!r} has no folder ' + images + '/<folder> (found splits: '
+                                   '{found}; training -> train, validation -> val).')
+    plans = []
+    for name in chosen:
+        pairs = list_pairs(source, folder_of[name])
+        plans.append(SplitPlan(name, pairs, produce_ade20k, COLUMNS, total=len(pairs), desc=f'ADE20K {name}',
+                               unit='images'))
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -112,5 +124,4 @@ def register(subparsers: Any) -> None:
                     'OUT/train and OUT/val. Columns: x (jpeg), y (png mask), name (str).')
     parser.add_argument('source', help='the ADEChallengeData2016 folder')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None,
-                        help='comma-separated source split folders (default: all, e.g. training,validation)')
+    add_splits_argument(parser, 'train,val', old='training,validation')

@@ -16,6 +16,7 @@ import numpy as np
 
 from streaming_core.dataset import StreamingDataset
 from streaming_core.errors import StreamingError
+from streaming_core.indexing import getitem
 
 __all__ = ['RecipeDataset', 'MissingColumnsError', 'check_columns', 'rgb']
 
@@ -70,7 +71,9 @@ class RecipeDataset(StreamingDataset):
     def __getitem__(self, at: Any) -> Any:
         """The natural sample for an int (negative counts from the end); a list of them for a slice or a list."""
         if isinstance(at, (numbers.Integral, np.integer)):
-            raw = StreamingDataset.__getitem__(self, at)
+            # The stored dict straight from get_item: the core's own per-sample `transform` must not see it, since
+            # a recipe's `transform` applies to the input of the natural sample (the image, the text record...).
+            raw = getitem(at, self.num_samples, self.get_item)
             if not self._columns_checked:
                 check_columns(type(self).__name__, raw, self.required_columns)
                 self._columns_checked = True

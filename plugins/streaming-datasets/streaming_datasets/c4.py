@@ -7,9 +7,9 @@ Source layout (``allenai/c4``, e.g. the ``en`` variant)::
         c4-validation.00000-of-00008.json.gz ... c4-validation.00007-of-00008.json.gz
 
 One record per line: ``{"text": ..., "timestamp": "2019-04-25T12:57:54Z", "url": ...}``. Splits come from the
-file names (``train -> train``, ``validation -> val``); files are read in shard order, lines in order. Stored
-columns (as mosaicml-streaming's C4): ``text``, ``timestamp``, ``url`` (str). Converting a subset of the shards is
-allowed and logged.
+file names (``train -> train``, ``validation -> val``; ``splits`` names the output splits); files are read in
+shard order, lines in order. Stored columns (as mosaicml-streaming's C4): ``text``, ``timestamp``, ``url`` (str).
+Converting a subset of the shards is allowed and logged.
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 from streaming_datasets.textfiles import iter_json_lines, text_field
 
 __all__ = ['convert_c4', 'find_c4_files', 'register', 'COLUMNS', 'SPLIT_NAMES']
@@ -74,21 +80,19 @@ def convert_c4(source: str, out: str, *, splits: Sequence[str] | None = None,
     Args:
         source: The folder of ``c4-<split>.NNNNN-of-NNNNN.json.gz`` files (e.g. ``c4/en``).
         out: The output root (a directory or a remote URL).
-        splits: Source splits to convert (``train``, ``validation``; default: all found).
+        splits: Output splits to convert (``train``, ``val``; default: all found). The file names' spelling
+            ``validation`` is still accepted, with a deprecation warning.
         options: Writer and parallelism options (workers split the file list).
 
     Returns:
         Output split name -> what was written.
     """
-    files = find_c4_files(source)
-    results = {}
-    for split in splits or sorted(files):
-        if split not in files:
-            raise SourceLayoutError(f'C4 split {split!r} has no files in {source} (found: {sorted(files)}).')
-        name = SPLIT_NAMES.get(split, split)
-        results[name] = convert_split(files[split], produce_c4, COLUMNS, join(out, name), options,
-                                      desc=f'C4 {name}')
-    return results
+    files = {SPLIT_NAMES.get(split, split): paths for split, paths in sorted(find_c4_files(source).items())}
+    chosen = select_splits(splits, list(files), dataset='C4', aliases={'validation': 'val'},
+                           unknown='C4 split {name!r} has no files in ' + source + ' (found: {found}).')
+    plans = [SplitPlan(name, files[name], produce_c4, COLUMNS, desc=f'C4 {name}', item_unit='files')
+             for name in chosen]
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -103,4 +107,4 @@ def register(subparsers: Any) -> None:
                     'in OUT/train and OUT/val. Columns: text, timestamp, url (str).')
     parser.add_argument('source', help='the folder of c4-*.json.gz files, e.g. c4/en')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None, help='source splits: train,validation')
+    add_splits_argument(parser, 'train,val', old='validation')

@@ -1,16 +1,19 @@
-"""CIFAR-10: convert the python pickle batches (``cifar-10-batches-py``) to MDS.
+"""CIFAR-10: convert the python pickle batches (``cifar-10-batches-py``) or the binary ones (``-bin``) to MDS.
 
-Source layout (the "CIFAR-10 python version" archive, unpacked)::
+Source layouts (the "CIFAR-10 python version" and "CIFAR-10 binary version" archives, unpacked)::
 
-    cifar-10-batches-py/
-        data_batch_1 ... data_batch_5    -> split 'train' (50,000 images, in batch order)
-        test_batch                       -> split 'val'   (10,000 images)
-        batches.meta                     (b'label_names')
+    cifar-10-batches-py/                              cifar-10-batches-bin/
+        data_batch_1 ... data_batch_5                     data_batch_1.bin ... data_batch_5.bin   -> 'train'
+        test_batch                                        test_batch.bin                          -> 'val'
+        batches.meta  (b'label_names')                    batches.meta.txt  (one name per line)
 
-Each batch is a pickle of ``{b'data': uint8 array (N, 3072), b'labels': [N ints], b'filenames': [N bytes], ...}``;
-a row holds the 1024 red, then green, then blue values of a 32x32 image. Stored columns (those of
-mosaicml-streaming's CIFAR-10, plus the file name): ``i`` (int, index in the split), ``x`` (pil), ``y`` (int),
-``filename`` (str). Batches are read with a restricted unpickler that only rebuilds numpy arrays.
+A python batch is a pickle of ``{b'data': uint8 array (N, 3072), b'labels': [N ints], b'filenames': [N bytes],
+...}``; a binary batch is N records of 1 label byte followed by 3072 pixel bytes. Either way a row holds the 1024
+red, then green, then blue values of a 32x32 image, and ``train`` is 50,000 images in batch order, ``val`` 10,000.
+Stored columns (those of mosaicml-streaming's CIFAR-10, plus the file name): ``i`` (int, index in the split),
+``x`` (pil), ``y`` (int), ``filename`` (str: the name from ``b'filenames'``; the binary version has none, so
+``<batch>_<row>.png``, e.g. ``data_batch_1_00000.png``). Python batches are read with a restricted unpickler that
+only rebuilds numpy arrays. The MATLAB version (``cifar-10-batches-mat``) is refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -23,14 +26,25 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 
-__all__ = ['convert_cifar10', 'read_batch', 'read_label_names', 'register', 'SPLITS', 'COLUMNS', 'CLASSES']
+__all__ = ['convert_cifar10', 'find_layout', 'read_batch', 'read_label_names', 'register', 'SPLITS', 'COLUMNS',
+           'CLASSES', 'RECORD_BYTES']
 
-#: Output split -> the batch files that make it, in order.
+#: Output split -> the batch files that make it, in order (the binary version adds ``.bin``).
 SPLITS = {'train': [f'data_batch_{i}' for i in range(1, 6)], 'val': ['test_batch']}
+#: Bytes of one record of the binary version: 1 label byte, then 3072 pixel bytes.
+RECORD_BYTES = 1 + 3072
+_LAYOUTS = {'python': ('', 'batches.meta'), 'binary': ('.bin', 'batches.meta.txt')}
+_FOLDERS = {'cifar-10-batches-py': 'python', 'cifar-10-batches-bin': 'binary'}
 COLUMNS = {'i': 'int', 'x': 'pil', 'y': 'int', 'filename': 'str'}
 #: The ten class names, in label order (as in ``batches.meta``).
 CLASSES = ['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck']
@@ -61,8 +75,39 @@ def _load_pickle(path: str) -> Any:
         raise SourceLayoutError(f'{path} is not a CIFAR-10 python batch: {err}') from err
 
 
+def find_layout(source: str) -> tuple[str, str]:
+    """``(batch folder, 'python' or 'binary')`` of a CIFAR-10 source: the batches folder itself, or a folder holding
+    ``cifar-10-batches-py``/``cifar-10-batches-bin``.
+
+    Raises:
+        SourceLayoutError: no CIFAR-10 batches are there (the MATLAB version and CIFAR-100 are named as such).
+    """
+    if not os.path.isdir(source):
+        raise SourceLayoutError(f'CIFAR-10 source {source} is not a directory; give the unpacked '
+                                f'cifar-10-batches-py (or cifar-10-batches-bin) directory.')
+    names = set(os.listdir(source))
+    for layout, (suffix, _) in _LAYOUTS.items():
+        if any(f'{batch}{suffix}' in names for batches in SPLITS.values() for batch in batches):
+            return source, layout
+    for folder, layout in _FOLDERS.items():
+        if os.path.isdir(os.path.join(source, folder)):
+            return os.path.join(source, folder), layout
+    if any(name.endswith('.mat') for name in names) or os.path.isdir(os.path.join(source, 'cifar-10-batches-mat')):
+        raise SourceLayoutError(f'{source} holds the CIFAR-10 MATLAB version (.mat batches), which is not supported: '
+                                f'download the python version (cifar-10-python.tar.gz) or the binary version '
+                                f'(cifar-10-binary.tar.gz) and give its unpacked directory.')
+    if {'train', 'test', 'meta'} <= names:
+        raise SourceLayoutError(f'{source} looks like CIFAR-100 (train, test, meta), not CIFAR-10.')
+    raise SourceLayoutError(f'{source} holds no CIFAR-10 batches. Supported layouts: the python version '
+                            f'(cifar-10-batches-py: data_batch_1..5, test_batch, batches.meta) and the binary version '
+                            f'(cifar-10-batches-bin: data_batch_1.bin..5.bin, test_batch.bin, batches.meta.txt).')
+
+
 def read_batch(path: str) -> tuple[np.ndarray, list[int], list[str]]:
-    """Read one batch file: ``(data (N, 3072) uint8, labels, file names)``, validated."""
+    """Read one batch file, python (a pickle) or binary (``.bin``): ``(data (N, 3072) uint8, labels, file names)``,
+    validated."""
+    if path.endswith('.bin'):
+        return _read_binary_batch(path)
     batch = _load_pickle(path)
     if not isinstance(batch, dict) or not {b'data', b'labels'} <= set(batch):
         keys = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
@@ -85,8 +130,34 @@ def read_batch(path: str) -> tuple[np.ndarray, list[int], list[str]]:
     return data, labels, filenames
 
 
+def _read_binary_batch(path: str) -> tuple[np.ndarray, list[int], list[str]]:
+    """A batch of the binary version: records of 1 label byte and 3072 pixel bytes."""
+    try:
+        raw = np.fromfile(path, dtype=np.uint8)
+    except FileNotFoundError:
+        raise SourceLayoutError(f'CIFAR-10 file {path} is missing. Point the converter at the unpacked '
+                                f'cifar-10-batches-bin directory (data_batch_1.bin..5.bin, test_batch.bin).') from None
+    if raw.size == 0 or raw.size % RECORD_BYTES:
+        raise SourceLayoutError(f'{path} is not a CIFAR-10 binary batch: its {raw.size} bytes are not a whole number '
+                                f'of {RECORD_BYTES}-byte records (1 label byte + 3072 pixel bytes; CIFAR-100 binary '
+                                f'records have 2 label bytes).')
+    records = raw.reshape(-1, RECORD_BYTES)
+    labels = [int(label) for label in records[:, 0]]
+    if any(label > 9 for label in labels):
+        raise SourceLayoutError(f'{path}: labels must be in 0..9 (is it CIFAR-100?).')
+    stem = os.path.basename(path)[:-len('.bin')]
+    return np.ascontiguousarray(records[:, 1:]), labels, [f'{stem}_{row:05d}.png' for row in range(len(labels))]
+
+
 def read_label_names(source: str) -> list[str]:
-    """The class names from ``batches.meta`` (the standard ten when the file is absent)."""
+    """The class names from ``batches.meta`` or ``batches.meta.txt`` (the standard ten when absent)."""
+    text = os.path.join(source, 'batches.meta.txt')
+    if os.path.exists(text):
+        with open(text, encoding='utf-8') as handle:
+            names = [line.strip() for line in handle if line.strip()]
+        if len(names) != 10:
+            raise SourceLayoutError(f'{text} names {len(names)} classes; CIFAR-10 has 10.')
+        return names
     path = os.path.join(source, 'batches.meta')
     if not os.path.exists(path):
         return list(CLASSES)
@@ -114,34 +185,35 @@ def produce_cifar10(items: Sequence[tuple[str, int, int]]) -> Iterator[dict[str,
 
 def convert_cifar10(source: str, out: str, *, splits: Sequence[str] | None = None,
                     options: WriterOptions | None = None) -> dict[str, ConversionResult]:
-    """Convert ``cifar-10-batches-py`` into ``out/train`` and ``out/val`` (MDS).
+    """Convert ``cifar-10-batches-py`` or ``cifar-10-batches-bin`` into ``out/train`` and ``out/val`` (MDS).
+
+    Every batch of every split is read and checked before any split is written.
 
     Args:
-        source: The unpacked ``cifar-10-batches-py`` directory.
+        source: The unpacked batches directory (python or binary version), or the folder holding it.
         out: The output root (a directory or a remote URL); each split goes to ``out/<split>``.
-        splits: The splits to write (default both: ``train`` from ``data_batch_1..5``, ``val`` from ``test_batch``).
+        splits: The output splits to write (default both: ``train`` from ``data_batch_1..5``, ``val`` from
+            ``test_batch``).
         options: Writer and parallelism options.
 
     Returns:
         Split name -> what was written.
     """
-    if not os.path.isdir(source):
-        raise SourceLayoutError(f'CIFAR-10 source {source} is not a directory; give the unpacked '
-                                f'cifar-10-batches-py directory.')
-    read_label_names(source)  # validates batches.meta when present
-    results = {}
-    for split in splits or list(SPLITS):
-        if split not in SPLITS:
-            raise ValueError(f'Unknown CIFAR-10 split {split!r}; expected one of {list(SPLITS)}.')
+    folder, layout = find_layout(source)
+    suffix = _LAYOUTS[layout][0]
+    read_label_names(folder)  # validates batches.meta(.txt) when present
+    plans = []
+    for split in select_splits(splits, list(SPLITS), dataset='CIFAR-10',
+                               unknown='Unknown CIFAR-10 split {name!r}; expected one of: {found}.'):
         items = []
         for name in SPLITS[split]:
-            path = os.path.join(source, name)
+            path = os.path.join(folder, name + suffix)
             _, labels, _ = read_batch(path)
             base = len(items)
             items.extend((path, row, base + row) for row in range(len(labels)))
-        results[split] = convert_split(items, produce_cifar10, COLUMNS, join(out, split), options,
-                                       total=len(items), desc=f'CIFAR-10 {split}')
-    return results
+        plans.append(SplitPlan(split, items, produce_cifar10, COLUMNS, total=len(items), desc=f'CIFAR-10 {split}',
+                               unit='images'))
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -152,9 +224,10 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``streaming convert cifar10``."""
     parser = add_converter_parser(
-        subparsers, 'cifar10', run=_run, help='convert CIFAR-10 (python pickle batches) to MDS',
-        description='Convert the unpacked cifar-10-batches-py directory (data_batch_1..5, test_batch) to MDS in '
-                    'OUT/train and OUT/val. Columns: i (int), x (pil), y (int), filename (str).')
-    parser.add_argument('source', help='the cifar-10-batches-py directory')
+        subparsers, 'cifar10', run=_run, help='convert CIFAR-10 (python or binary batches) to MDS',
+        description='Convert the unpacked cifar-10-batches-py directory (data_batch_1..5, test_batch) or '
+                    'cifar-10-batches-bin directory (data_batch_1.bin..5.bin, test_batch.bin) to MDS in OUT/train '
+                    'and OUT/val. Columns: i (int), x (pil), y (int), filename (str).')
+    parser.add_argument('source', help='the cifar-10-batches-py or cifar-10-batches-bin directory')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None, help='comma-separated subset of train,val')
+    add_splits_argument(parser, 'train,val')

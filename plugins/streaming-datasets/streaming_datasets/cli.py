@@ -16,7 +16,12 @@ from typing import Any
 from streaming_core.commands._common import storage_options
 from streaming_datasets.conversion import DEFAULT_SIZE_LIMIT, ConversionResult, WriterOptions
 
-__all__ = ['add_converter_parser', 'writer_options', 'print_results', 'split_list']
+__all__ = ['add_converter_parser', 'add_splits_argument', 'writer_options', 'print_results', 'split_list',
+           'SPLITS_HELP']
+
+#: The one meaning of ``--splits``, the same for every converter.
+SPLITS_HELP = ('comma-separated OUTPUT split names, as written under OUT/ and passed as split= to the streaming '
+               'class')
 
 
 def _positive_int(text: str) -> int:
@@ -58,6 +63,19 @@ def add_converter_parser(subparsers: Any, name: str, *, help: str, description: 
     return parser
 
 
+def add_splits_argument(parser: argparse.ArgumentParser, names: str, *, old: str | None = None) -> None:
+    """Add ``--splits`` with its one meaning: output split names (``names`` lists them, e.g. ``'train,val'``).
+
+    Args:
+        parser: The converter's parser.
+        names: The output splits of a full conversion, for the help text.
+        old: The source spellings still accepted with a deprecation message (for the help text).
+    """
+    extra = f'; the source spellings {old} still work but are deprecated' if old else ''
+    parser.add_argument('--splits', type=split_list, default=None, metavar='SPLIT,...',
+                        help=f'{SPLITS_HELP} (default: all that the source has: {names}){extra}')
+
+
 def writer_options(args: argparse.Namespace) -> WriterOptions:
     """The :class:`WriterOptions` from the shared options."""
     size_limit: int | str | None = args.size_limit
@@ -69,12 +87,12 @@ def writer_options(args: argparse.Namespace) -> WriterOptions:
 
 
 def print_results(name: str, results: Mapping[str, ConversionResult]) -> int:
-    """Print one line per split written; returns 0 (the exit code)."""
+    """Print the one result line of each split written (the only place it is printed); returns 0 (the exit code)."""
     for split, result in results.items():
         line = f'{name} {split}: {result.samples} samples -> {result.out}'
         if result.partitions > 1:
             line += f' ({result.partitions} partitions merged)'
         if result.skipped:
             line += f'; skipped {result.skipped} (first: {result.skip_reasons[0]})'
-        print(line)
+        print(line, flush=True)
     return 0

@@ -22,9 +22,15 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 
 __all__ = ['convert_coco', 'load_instances', 'find_splits', 'register', 'COLUMNS', 'SPLIT_FIELDS']
 
@@ -112,10 +118,13 @@ def convert_coco(source: str, out: str, *, splits: Sequence[str] | None = None,
                  options: WriterOptions | None = None) -> dict[str, ConversionResult]:
     """Convert COCO instances into ``out/<split>`` (MDS).
 
+    Every split's annotation file is read and every image it names is found before any split is written.
+
     Args:
         source: The folder holding ``annotations/`` and the image folders.
         out: The output root (a directory or a remote URL).
-        splits: The splits (default: every ``annotations/instances_<split>.json``).
+        splits: The output splits, named as the annotation files (``train2017``...; default: every
+            ``annotations/instances_<split>.json``).
         options: Writer and parallelism options.
 
     Returns:
@@ -123,14 +132,22 @@ def convert_coco(source: str, out: str, *, splits: Sequence[str] | None = None,
     """
     if not os.path.isdir(source):
         raise SourceLayoutError(f'COCO source {source} is not a directory.')
-    results = {}
-    for split in splits or find_splits(source):
+    chosen = select_splits(splits, find_splits(source), dataset='COCO',
+                           unknown='COCO split {name!r} has no annotations/instances_{name}.json in ' + source +
+                                   ' (found splits: {found}).')
+    plans = []
+    for split in chosen:
         images, by_image = load_instances(os.path.join(source, 'annotations', f'{_PREFIX}{split}{_SUFFIX}'))
         folder = _image_folder(source, split)
         items = [(os.path.join(folder, image['file_name']), image, by_image[image['id']]) for image in images]
-        results[split] = convert_split(items, produce_coco, COLUMNS, join(out, split), options, total=len(items),
-                                       desc=f'COCO {split}')
-    return results
+        missing = [(path, record['id']) for path, record, _ in items if not os.path.isfile(path)]
+        if missing:
+            raise SourceLayoutError(f'COCO image {missing[0][0]} (image id {missing[0][1]}) is missing, and '
+                                    f'{len(missing) - 1} other image(s) of split {split!r}: every image of '
+                                    f'instances_{split}.json must be in {folder}.')
+        plans.append(SplitPlan(split, items, produce_coco, COLUMNS, total=len(items), desc=f'COCO {split}',
+                               unit='images'))
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -147,5 +164,4 @@ def register(subparsers: Any) -> None:
                     'category_ids, segmentation, annotations (json).')
     parser.add_argument('source', help='the folder holding annotations/ and the image folders')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None,
-                        help='comma-separated splits, e.g. train2017,val2017 (default: every instances_*.json)')
+    add_splits_argument(parser, 'one per annotations/instances_<split>.json, e.g. train2017,val2017')

@@ -17,9 +17,8 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
 from streaming_datasets.cli import add_converter_parser, print_results, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.conversion import ConversionResult, SourceLayoutError, SplitPlan, WriterOptions, convert_splits
 from streaming_datasets.textfiles import find_files, iter_json_lines, text_field
 
 __all__ = ['convert_enwiki', 'register', 'COLUMNS']
@@ -52,8 +51,8 @@ def convert_enwiki(source: str, out: str, *, split: str = 'train',
     if not files:
         raise SourceLayoutError(f'{source} holds no article files (wiki_NN, *.jsonl, *.json, optionally '
                                 f'compressed).')
-    return {split: convert_split(files, produce_enwiki, COLUMNS, join(out, split), options,
-                                 desc=f'Wikipedia {split}')}
+    return convert_splits([SplitPlan(split, files, produce_enwiki, COLUMNS, desc=f'Wikipedia {split}',
+                                     item_unit='files')], out, options)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -20,9 +20,15 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 
 __all__ = ['convert_imagenet', 'list_classes', 'list_images', 'register', 'COLUMNS', 'IMAGE_EXTENSIONS']
 
@@ -93,10 +99,14 @@ def convert_imagenet(source: str, out: str, *, splits: Sequence[str] | None = No
                      options: WriterOptions | None = None) -> dict[str, ConversionResult]:
     """Convert ImageNet's class-folder layout into ``out/<split>`` (MDS).
 
+    Every split is listed (and its layout checked: class folders, no loose images, no unknown class) before any is
+    written, so a flat ``val/`` stops the run before ``train`` is converted.
+
     Args:
         source: The folder holding ``train/`` and ``val/``.
         out: The output root (a directory or a remote URL).
-        splits: The splits to convert (default: those of ``train``, ``val`` that exist).
+        splits: The output splits to convert, i.e. the folders of ``source`` (default: those of ``train``, ``val``
+            that exist).
         options: Writer and parallelism options.
 
     Returns:
@@ -104,18 +114,19 @@ def convert_imagenet(source: str, out: str, *, splits: Sequence[str] | None = No
     """
     if not os.path.isdir(source):
         raise SourceLayoutError(f'ImageNet source {source} is not a directory.')
-    if splits is None:
-        splits = [s for s in ('train', 'val') if os.path.isdir(os.path.join(source, s))]
-        if not splits:
-            raise SourceLayoutError(f'{source} has neither train/ nor val/.')
+    default = [s for s in ('train', 'val') if os.path.isdir(os.path.join(source, s))]
+    if splits is None and not default:
+        raise SourceLayoutError(f'{source} has neither train/ nor val/.')
+    splits = select_splits(splits, _subdirs(source), dataset='ImageNet', default=default,
+                           unknown='ImageNet split folder {name!r} does not exist in ' + source + ' (found: {found}).')
     classes = list_classes(source, splits)
-    results = {}
+    plans = []
     for split in splits:
         images = list_images(source, split, classes)
         items = [(path, label, wnid, i) for i, (path, label, wnid) in enumerate(images)]
-        results[split] = convert_split(items, produce_imagenet, COLUMNS, join(out, split), options,
-                                       total=len(items), desc=f'ImageNet {split}')
-    return results
+        plans.append(SplitPlan(split, items, produce_imagenet, COLUMNS, total=len(items), desc=f'ImageNet {split}',
+                               unit='images'))
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -132,4 +143,4 @@ def register(subparsers: Any) -> None:
                     'wnid (str); labels index the sorted train class folders.')
     parser.add_argument('source', help='the folder holding train/ and val/')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None, help='comma-separated splits (default: train,val)')
+    add_splits_argument(parser, 'train,val')

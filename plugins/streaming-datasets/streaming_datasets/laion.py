@@ -11,9 +11,11 @@ Source layout: the metadata parquet files (``part-00000-....snappy.parquet``: ``
 img2dataset numbers rows per metadata file: each file is cut into shards of ``samples_per_shard`` rows (10,000 by
 default); shard ids continue from one file to the next; the key of a row is the shard id (5 digits, the folder
 name) followed by the row's index in its shard (as many digits as ``samples_per_shard - 1`` has). Rows whose image
-was not downloaded are skipped and counted. An image no row maps to, or a row whose ``.json`` names another URL,
-stops the conversion (the files and the metadata do not line up: check ``samples_per_shard``). Without metadata,
-the downloaded files alone are converted, folder by folder, key by key.
+was not downloaded are skipped and counted. Metadata files without ``URL`` and ``TEXT`` columns, an images folder
+without shard folders (the two swapped), and a run in which every row was skipped are refused, committing nothing.
+An image no row maps to, or a row whose ``.json`` names another URL, stops the conversion (the files and the
+metadata do not line up: check ``samples_per_shard``). Without metadata, the downloaded files alone are converted,
+folder by folder, key by key.
 
 Stored columns: ``key``, ``url``, ``caption`` (str: the ``.txt``, else ``TEXT``), ``width``, ``height`` (int: of
 the stored image), ``image`` (bytes: the downloaded file, verbatim), ``metadata`` (json: the parquet row) and
@@ -31,15 +33,24 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
 from streaming_datasets.cli import add_converter_parser, print_results, writer_options
-from streaming_datasets.conversion import ConversionResult, Skip, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.conversion import (
+    ConversionResult,
+    Skip,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+)
 
-__all__ = ['convert_laion400m', 'metadata_items', 'register', 'COLUMNS', 'IMAGE_EXTENSIONS']
+__all__ = ['convert_laion400m', 'metadata_items', 'check_images_folder', 'register', 'COLUMNS', 'IMAGE_EXTENSIONS',
+           'METADATA_COLUMNS']
 
 COLUMNS = {'key': 'str', 'url': 'str', 'caption': 'str', 'width': 'int', 'height': 'int', 'image': 'bytes',
            'metadata': 'json', 'download': 'json'}
 IMAGE_EXTENSIONS = ('.jpg', '.png', '.webp', '.jpeg')
+#: The columns every metadata parquet file must have (the row's image URL and caption).
+METADATA_COLUMNS = ('URL', 'TEXT')
 _cache: dict[str, Any] = {}
 
 
@@ -67,15 +78,47 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
     items, shard = [], 0
     for path in metadata:
         try:
-            rows = pq.ParquetFile(path).metadata.num_rows
+            handle = pq.ParquetFile(path)
+            rows, names = handle.metadata.num_rows, handle.schema_arrow.names
         except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
             raise SourceLayoutError(f'LAION metadata {path} is not a readable parquet file: {err}') from err
+        _check_metadata_columns(path, names)
         for start in range(0, rows, samples_per_shard):
             name = f'{shard:0{digits}d}'
             items.append((path, start, min(start + samples_per_shard, rows), os.path.join(images, name), name,
                           index_digits, strict))
             shard += 1
     return items
+
+
+def _check_metadata_columns(path: str, names: Sequence[str]) -> None:
+    """Refuse a parquet file that is not LAION metadata (it needs the ``URL`` and ``TEXT`` columns)."""
+    missing = [name for name in METADATA_COLUMNS if name not in names]
+    if not missing:
+        return
+    hint = ''
+    if {'key', 'status'} <= set(names):
+        hint = (' Its columns are those of the per-shard results img2dataset writes next to the downloaded images: '
+                'did you swap the images folder and --metadata?')
+    raise SourceLayoutError(f'{path} is not LAION metadata: it lacks the column(s) {missing} (its columns: '
+                            f'{sorted(names)}). --metadata takes the LAION parquet files (SAMPLE_ID, URL, TEXT, ...) '
+                            f'that img2dataset read as its url list.{hint}')
+
+
+def check_images_folder(images: str) -> None:
+    """Refuse an images folder that holds no img2dataset shard folder (``00000/``...), naming a likely swap."""
+    if not os.path.isdir(images):
+        raise SourceLayoutError(f'LAION image folder {images} is not a directory (img2dataset --output_format files '
+                                f'output).')
+    entries = list(os.scandir(images))
+    if any(e.is_dir() and e.name.isdigit() for e in entries):
+        return
+    hint = ''
+    if any(e.is_file() and e.name.endswith('.parquet') for e in entries):
+        hint = (' It holds parquet files: is it the metadata folder? The images folder comes first, the metadata '
+                'after --metadata.')
+    raise SourceLayoutError(f'LAION image folder {images} holds no img2dataset shard folders (00000/, 00001/, ... '
+                            f'written by img2dataset --output_format files).{hint}')
 
 
 def _rows(path: str, start: int, stop: int) -> list[dict[str, Any]]:
@@ -215,19 +258,15 @@ def convert_laion400m(images: str, out: str, *, metadata: Sequence[str] | str | 
     Returns:
         ``{split: what was written}``.
     """
-    if not os.path.isdir(images):
-        raise SourceLayoutError(f'LAION image folder {images} is not a directory (img2dataset --output_format files '
-                                f'output).')
+    check_images_folder(images)
     if metadata is None:
         items: list[Any] = sorted(e.path for e in os.scandir(images) if e.is_dir() and e.name.isdigit())
-        produce: Any = produce_laion_files
-        total = None
+        plan = SplitPlan(split, items, produce_laion_files, COLUMNS, desc=f'LAION {split}', item_unit='folders')
     else:
         items = metadata_items(_metadata_files(metadata), images, samples_per_shard, strict)
-        produce = produce_laion_rows
-        total = sum(stop - start for _, start, stop, *_ in items)
-    return {split: convert_split(items, produce, COLUMNS, join(out, split), options, total=total,
-                                 desc=f'LAION {split}')}
+        rows = sum(stop - start for _, start, stop, *_ in items)
+        plan = SplitPlan(split, items, produce_laion_rows, COLUMNS, total=rows, desc=f'LAION {split}', unit='rows')
+    return convert_splits([plan], out, options)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@ condition: it must be iterated in the process that checkpoints it, on a single r
 :meth:`~PackedTokenStream.state_dict` records the position of the first token of the next block: the underlying
 dataset's state at the document holding it, plus the offset of the token in that document (its ids followed by
 ``eos_id``). Resuming re-reads that document and skips that many ids, so the blocks after a resume are exactly the
-blocks the uninterrupted epoch would have yielded. Each epoch's last partial block is filled with ``pad_id``.
+blocks the uninterrupted epoch would have yielded. Each epoch's last partial block is filled with ``pad_id``. An
+empty document (no ids) contributes nothing, not even ``eos_id``, exactly as the converters skip it, so packing on
+the fly and packing at conversion time yield the same tokens from the same documents.
 """
 
 from __future__ import annotations
@@ -52,9 +54,9 @@ class StreamingPackedTokens(RecipeDataset):
 class PackedTokenStream(IterableDataset):
     """Pack the documents of a :class:`StreamingDataset` into blocks of ``block_size`` ids while iterating.
 
-    Each document contributes its ids followed by ``eos_id`` (when not None); blocks are cut from that stream in
-    the dataset's deterministic order; the epoch's last partial block is padded with ``pad_id``. Each yielded block
-    is a 1-D ``int64`` tensor.
+    Each document contributes its ids followed by ``eos_id`` (when not None), an empty one nothing; blocks are cut
+    from that stream in the dataset's deterministic order; the epoch's last partial block is padded with
+    ``pad_id``. Each yielded block is a 1-D ``int64`` tensor.
 
     Args:
         dataset: The documents (samples with a ``tokens_key`` array, or a ``text_key`` string to tokenize).
@@ -111,7 +113,7 @@ class PackedTokenStream(IterableDataset):
         else:
             raise KeyError(f'{where}: the sample has neither {self.tokens_key!r} nor {self.text_key!r} (columns: '
                            f'{sorted(sample)}).')
-        if self.spec.eos_id is not None:
+        if self.spec.eos_id is not None and len(ids):  # an empty document gets no separator (as the converters)
             ids = np.append(ids, np.array([self.spec.eos_id], dtype=ids.dtype))
         return ids
 

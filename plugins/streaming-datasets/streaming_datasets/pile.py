@@ -20,9 +20,15 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
-from streaming_datasets.cli import add_converter_parser, print_results, split_list, writer_options
-from streaming_datasets.conversion import ConversionResult, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.cli import add_converter_parser, add_splits_argument, print_results, writer_options
+from streaming_datasets.conversion import (
+    ConversionResult,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+    select_splits,
+)
 from streaming_datasets.textfiles import iter_json_lines, text_field
 
 __all__ = ['convert_pile', 'find_pile_files', 'register', 'COLUMNS']
@@ -68,20 +74,18 @@ def convert_pile(source: str, out: str, *, splits: Sequence[str] | None = None,
     Args:
         source: The folder holding ``train/``, ``val.jsonl.zst`` and ``test.jsonl.zst``.
         out: The output root (a directory or a remote URL).
-        splits: The splits (``train``, ``val``, ``test``; default: all found).
+        splits: The output splits (``train``, ``val``, ``test``; default: all found).
         options: Writer and parallelism options (workers split the file list).
 
     Returns:
         Split name -> what was written.
     """
     files = find_pile_files(source)
-    results = {}
-    for split in splits or [s for s in ('train', 'val', 'test') if s in files]:
-        if split not in files:
-            raise SourceLayoutError(f'Pile split {split!r} has no files in {source} (found: {sorted(files)}).')
-        results[split] = convert_split(files[split], produce_pile, COLUMNS, join(out, split), options,
-                                       desc=f'Pile {split}')
-    return results
+    chosen = select_splits(splits, [s for s in ('train', 'val', 'test') if s in files], dataset='Pile',
+                           unknown='Pile split {name!r} has no files in ' + source + ' (found: {found}).')
+    plans = [SplitPlan(split, files[split], produce_pile, COLUMNS, desc=f'Pile {split}', item_unit='files')
+             for split in chosen]
+    return convert_splits(plans, out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -97,4 +101,4 @@ def register(subparsers: Any) -> None:
                     'to MDS in OUT/<split>. Columns: text, pile_set_name (str).')
     parser.add_argument('source', help='the Pile folder')
     parser.add_argument('out', help='output root: a directory or a remote URL')
-    parser.add_argument('--splits', type=split_list, default=None, help='comma-separated subset of train,val,test')
+    add_splits_argument(parser, 'train,val,test')

@@ -8,6 +8,8 @@ a list, a 1-D integer array, or a mapping with ``input_ids`` (a Hugging Face ``B
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,9 +52,32 @@ class ByteTokenizer:
         return 'ByteTokenizer()'
 
 
+def _import(module_name: str) -> Any:
+    """Import ``module_name`` as ``python -m`` would: a module in the current directory is found too.
+
+    A console script such as ``streaming`` puts its own folder on ``sys.path``, not the current directory, so a
+    ``my_tokenizer.py`` next to the user would not be found. When the module is not found on ``sys.path`` but its
+    file or package is in the current directory, the current directory is added to ``sys.path`` (worker processes
+    started with ``spawn`` inherit it) and the import is retried.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        top = module_name.split('.')[0]
+        cwd = os.getcwd()
+        if err.name != top or not (os.path.isfile(os.path.join(cwd, f'{top}.py'))
+                                   or os.path.isdir(os.path.join(cwd, top))):
+            raise
+        if cwd not in sys.path and '' not in sys.path:
+            sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
+
+
 def resolve_tokenizer(spec: str | Callable[[str], Any] | None) -> Callable[[str], Any]:
     """A tokenizer from ``None``/``'bytes'`` (the built-in), a ``'package.module:name'`` import path (a class is
-    instantiated with no arguments), or a callable (returned as is)."""
+    instantiated with no arguments; the module may be a file in the current directory), or a callable (returned
+    as is)."""
     if spec is None or spec == 'bytes':
         return ByteTokenizer()
     if callable(spec):
@@ -62,11 +87,13 @@ def resolve_tokenizer(spec: str | Callable[[str], Any] | None) -> Callable[[str]
                          f'path "package.module:name" naming a callable str -> list[int] (or a class making one).')
     module_name, _, attr = spec.partition(':')
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _import(module_name)
         for part in attr.split('.'):
             target = getattr(target, part)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f'Cannot import the tokenizer {spec!r}: {err}') from err
+        raise ValueError(f'Cannot import the tokenizer {spec!r}: {err}. The module must be importable: installed, '
+                         f'on PYTHONPATH, or a file {module_name.split(".")[0]}.py in the current directory '
+                         f'({os.getcwd()}).') from err
     if isinstance(target, type):
         target = target()
     if not callable(target):

@@ -6,30 +6,39 @@ stream into blocks of exactly ``block_size`` ids, stored as one ``ndarray:<dtype
 ``pad_id`` (or dropped with ``drop_last``). Each stored sample is one block, so shuffling, sharding over ranks and
 mid-epoch resumption are the core's, exact to the block. With ``workers=N`` each of the ``N`` contiguous
 partitions of the documents is packed on its own, so each partition's last block is padded: an epoch holds every
-token of the corpus exactly once, one ``eos_id`` per document and fewer than ``N * block_size`` pad ids.
+token of the corpus exactly once, one ``eos_id`` per non-empty document and fewer than ``N * block_size`` pad ids.
 
-``convert_tokens`` stores one sample per document: ``tokens`` as ``ndarray:<dtype>`` (no separator added). Empty
-documents are skipped (counted). :class:`~streaming_datasets.packing.PackedTokenStream` packs such a dataset on
-the fly.
+``convert_tokens`` stores one sample per non-empty document: ``tokens`` as ``ndarray:<dtype>`` (no separator
+added). :class:`~streaming_datasets.packing.PackedTokenStream` packs such a dataset (or a text dataset) on the fly.
+
+Empty documents (no ids) are the same on every route: skipped and counted by both converters, skipped by
+``PackedTokenStream``, never given an ``eos_id``; so both routes yield the same tokens from the same documents.
 
 Documents come from JSON-lines files (any compression :mod:`streaming_datasets.textfiles` reads; a folder is
-searched for them) or from a local streaming dataset directory (one with ``index.json``, e.g. written by the C4,
-Pile or Wikipedia converters), read in order; ``text_key`` names the text field.
+searched for them) or from a local streaming dataset split directory (one with ``index.json``, e.g. written by the
+C4, Pile or Wikipedia converters), read in order; ``text_key`` names the text field. A dataset root (a folder of
+split directories) is refused with the split directories to give instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from streaming_core.storage import join
 from streaming_datasets.cli import add_converter_parser, print_results, writer_options
-from streaming_datasets.conversion import ConversionResult, Skip, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.conversion import (
+    ConversionResult,
+    Skip,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+)
 from streaming_datasets.textfiles import find_files, iter_json_lines, text_field
 from streaming_datasets.tokenizers import AUTO, TokenSpec
 
@@ -60,6 +69,7 @@ def document_items(inputs: Sequence[str] | str) -> list[tuple[str, str, int, int
             items.extend(('dataset', source, start, min(start + _DATASET_CHUNK, count))
                          for start in range(0, count, _DATASET_CHUNK))
             continue
+        _refuse_dataset_root(source)
         files = find_files(source)
         if not files:
             raise SourceLayoutError(f'{source} is neither a streaming dataset (no index.json) nor a JSON-lines file '
@@ -71,10 +81,28 @@ def document_items(inputs: Sequence[str] | str) -> list[tuple[str, str, int, int
     return items
 
 
+def _refuse_dataset_root(source: str) -> None:
+    """A folder holding streaming datasets (``index.json`` below it) is a dataset root, not documents: name its
+    split directories instead of reading ``index.json`` as JSON lines."""
+    if not os.path.isdir(source):
+        return
+    splits = []
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith('.'))
+        if 'index.json' in filenames:
+            splits.append(os.path.relpath(dirpath, source))
+            dirnames[:] = []  # a dataset's partition folders are part of it
+    if splits:
+        example = os.path.join(source, splits[0])
+        raise SourceLayoutError(f'{source} is not a split of a streaming dataset but holds {len(splits)} of them '
+                                f'({", ".join(splits[:5])}{", ..." if len(splits) > 5 else ""}): give the split '
+                                f'directory, the one holding index.json (for example {example}).')
+
+
 _datasets: dict[str, Any] = {}
 
 
-def iter_documents(items: Sequence[tuple[str, str, int, int]], text_key: str) -> Iterator[tuple[str, str]]:
+def iter_documents(items: Iterable[tuple[str, str, int, int]], text_key: str) -> Iterator[tuple[str, str]]:
     """``(text, where)`` for every document of the items, in order."""
     for kind, source, start, stop in items:
         if kind == 'jsonl':
@@ -93,15 +121,26 @@ def iter_documents(items: Sequence[tuple[str, str, int, int]], text_key: str) ->
             yield sample[text_key], f'{source} sample {index}'
 
 
-def produce_packed(items: Sequence[tuple[PackConfig, tuple[str, str, int, int]]]) -> Iterator[dict[str, Any]]:
-    """Pack the documents of ``items`` into blocks (one partition: its last block padded)."""
-    config = items[0][0]
+def _config(items: Sequence[tuple[PackConfig, tuple[str, str, int, int]]]) -> PackConfig:
+    return items[0][0]
+
+
+def produce_packed(items: Sequence[tuple[PackConfig, tuple[str, str, int, int]]]) -> Iterator[dict[str, Any] | Skip]:
+    """Pack the documents of ``items`` into blocks (one partition: its last block padded).
+
+    Each document contributes its ids followed by ``eos_id``; an empty document (no ids) contributes nothing and is
+    skipped and counted, as :func:`produce_tokens` and :class:`~streaming_datasets.packing.PackedTokenStream` do.
+    """
+    config = _config(items)
     spec, size = config.spec, config.block_size
     pending: list[np.ndarray] = []
     count = 0
     eos = None if spec.eos_id is None else np.array([spec.eos_id], dtype=spec.dtype)
-    for text, where in iter_documents([item for _, item in items], config.text_key):
+    for text, where in iter_documents((item for _, item in items), config.text_key):
         ids = spec.encode(text, where)
+        if not len(ids):
+            yield Skip(f'{where}: empty document')
+            continue
         pending.append(ids)
         count += len(ids)
         if eos is not None:
@@ -122,11 +161,17 @@ def produce_packed(items: Sequence[tuple[PackConfig, tuple[str, str, int, int]]]
 
 
 def produce_tokens(items: Sequence[tuple[PackConfig, tuple[str, str, int, int]]]) -> Iterator[dict[str, Any] | Skip]:
-    """One sample per document: its ids (empty documents are skipped)."""
-    config = items[0][0]
-    for text, where in iter_documents([item for _, item in items], config.text_key):
+    """One sample per document: its ids (empty documents are skipped and counted)."""
+    config = _config(items)
+    for text, where in iter_documents((item for _, item in items), config.text_key):
         ids = config.spec.encode(text, where)
         yield {'tokens': ids} if len(ids) else Skip(f'{where}: empty document')
+
+
+def _plan(split: str, items: list[tuple[PackConfig, tuple[str, str, int, int]]], produce: Any,
+          columns: dict[str, str], desc: str) -> SplitPlan:
+    unit = 'files' if all(item[0] == 'jsonl' for _, item in items) else 'parts'
+    return SplitPlan(split, items, produce, columns, desc=desc, item_unit=unit)
 
 
 def _check_picklable(spec: TokenSpec, options: WriterOptions | None) -> None:
@@ -169,8 +214,8 @@ def convert_packed_tokens(inputs: Sequence[str] | str, out: str, *, block_size: 
     config = PackConfig(spec, text_key, block_size, drop_last)
     items = [(config, item) for item in document_items(inputs)]
     columns = {'tokens': f'ndarray:{spec.dtype}:{block_size}'}
-    return {split: convert_split(items, produce_packed, columns, join(out, split), options,
-                                 desc=f'Packing {split} ({block_size} tokens/block)')}
+    desc = f'Packing {split} ({block_size} tokens/block)'
+    return convert_splits([_plan(split, items, produce_packed, columns, desc)], out, options)
 
 
 def convert_tokens(inputs: Sequence[str] | str, out: str, *, tokenizer: Any = None, vocab_size: int | None = None,
@@ -194,8 +239,8 @@ def convert_tokens(inputs: Sequence[str] | str, out: str, *, tokenizer: Any = No
     _check_picklable(spec, options)
     config = PackConfig(spec, text_key)
     items = [(config, item) for item in document_items(inputs)]
-    return {split: convert_split(items, produce_tokens, {'tokens': f'ndarray:{spec.dtype}'}, join(out, split),
-                                 options, desc=f'Tokenizing {split}')}
+    return convert_splits([_plan(split, items, produce_tokens, {'tokens': f'ndarray:{spec.dtype}'},
+                                 f'Tokenizing {split}')], out, options)
 
 
 # ----------------------------------------------------------------------------------------------------------------

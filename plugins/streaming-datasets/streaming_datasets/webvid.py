@@ -23,9 +23,15 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from streaming_core.storage import join
 from streaming_datasets.cli import add_converter_parser, print_results, writer_options
-from streaming_datasets.conversion import ConversionResult, Skip, SourceLayoutError, WriterOptions, convert_split
+from streaming_datasets.conversion import (
+    ConversionResult,
+    Skip,
+    SourceLayoutError,
+    SplitPlan,
+    WriterOptions,
+    convert_splits,
+)
 
 __all__ = ['convert_webvid', 'csv_chunks', 'register', 'COLUMNS', 'CSV_FIELDS']
 
@@ -134,8 +140,8 @@ def convert_webvid(csv_path: str, videos: str, out: str, *, split: str = 'train'
         raise SourceLayoutError(f'{csv_path}: the header {header} lacks {missing}; WebVid CSVs have '
                                 f'{",".join(CSV_FIELDS)}.')
     items = [(csv_path, start, end, first, header, videos, strict) for start, end, first, _ in chunks]
-    return {split: convert_split(items, produce_webvid, COLUMNS, join(out, split), options,
-                                 total=sum(c[3] for c in chunks), desc=f'WebVid {split}')}
+    return convert_splits([SplitPlan(split, items, produce_webvid, COLUMNS, total=sum(c[3] for c in chunks),
+                                     desc=f'WebVid {split}', unit='rows')], out, options)
 
 
 def _run(args: argparse.Namespace) -> int:
