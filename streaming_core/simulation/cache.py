@@ -7,7 +7,8 @@
   brings them in a little earlier.)
 * **Minimum cache**: the most bytes a node holds at once if every shard stays from its first to its last access
   within an epoch: the smallest limit that avoids re-downloads inside an epoch under an ideal policy (LRU may need
-  more). Keeping every shard a node ever reads avoids re-downloads across epochs too.
+  more). Keeping every shard a node ever reads avoids re-downloads across epochs too, under any policy; that sum is
+  never below the minimum. The report adds the index to both, since it counts against the limit.
 """
 
 from __future__ import annotations

@@ -26,8 +26,13 @@ fixed piece of one shard and every batch takes the same quota from each, which m
 random order (the old score, the clumped-side formula alone, went *above* 1.0 there and ranked such an interleave
 best). No order scores above 1.0.
 
-With a batch of one sample (no pairs), windows of two consecutive samples of each device are used instead. On
-large runs the counts are taken from a random subset of 131 072 batches. With a single shard, or shards of one
+A random order also looks random over several consecutive batches of a device, so the same score is taken over
+windows of 1, 2, 4 and 8 consecutive batches, and the **worst** is reported (``window_batches`` says which): an
+order that alternates shards batch by batch, or reads each shard's samples in turn a few batches apart, cannot hide
+behind a well-mixed single batch. A longer window counts only when there are enough of them for a stable estimate
+(:data:`MIN_FREEDOM`); the estimate's noise is then a few percent, so a perfect shuffle scores 0.95-1.0 on small
+runs. With a batch of one sample (no pairs), windows start at two consecutive samples of each device. On large runs
+the counts are taken from a random subset of 131 072 windows per length. With a single shard, or shards of one
 sample each, every order has the same shard mix and scores 1.0: the measure cannot tell orders apart there.
 """
 
