@@ -32,6 +32,10 @@ __all__ = ['ShardManager', 'ShardPrepareError']
 logger = logging.getLogger('streaming_core.shards')
 
 
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 class ShardPrepareError(StreamingError, OSError):
     """A shard could not be made available (download, hash check or decompression failed)."""
 
@@ -333,7 +337,8 @@ class ShardManager:
         reader = self.readers[shard]
         algo = stream.validate_hash
         for (raw, zipped), path in zip(reader.parts, paths):
-            size = os.stat(path).st_size
+            stat = os.stat(path)
+            size = stat.st_size
             problem = None
             if size != raw.bytes:
                 problem = f'the file has {size} bytes but the index declares {raw.bytes}'
@@ -343,11 +348,12 @@ class ShardManager:
                 if actual != raw.hashes[algo]:
                     problem = f'its {algo} is {actual} but the index records {raw.hashes[algo]}'
             if problem is not None:
-                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem))
+                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem, _identity(stat)))
         self._checked.add(shard)
 
-    def _bad_file(self, shard: int, path: str, zipped: Any, problem: str) -> str:
-        """Remove a bad local file when another copy exists; returns the message of the error to raise."""
+    def _bad_file(self, shard: int, path: str, zipped: Any, problem: str, identity: tuple[int, ...]) -> str:
+        """Remove a bad local file when another copy exists (and it is still the file that was checked: another
+        process may have replaced it meanwhile); returns the message of the error to raise."""
         stream = self.stream_of(shard)
         zip_path = os.path.join(stream.local_dir, *zipped.basename.split('/')) if zipped is not None else None
         what = f'{path} (shard {shard}{f", decompressed from {zip_path}" if zip_path else ""})'
@@ -359,7 +365,10 @@ class ShardManager:
             try:
                 locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {path}')
                 try:
-                    os.remove(path)
+                    if _identity(os.stat(path)) == identity:
+                        os.remove(path)
+                except FileNotFoundError:
+                    pass  # another thread or process found it bad first and removed it
                 finally:
                     locks.release(byte)
             except OSError as err:  # a read-only directory: say so, the user removes it
