@@ -1,0 +1,131 @@
+"""What every trainer test shares: the dataset, launching a client's run, reading its sample log, comparing runs.
+
+Each client script logs, per rank, one JSON line per training batch: ``{"epoch": e, "step": s, "ids": [...]}`` where
+``step`` is the number of optimizer steps completed before that batch. A resume from a checkpoint taken after ``S``
+steps must log exactly the baseline's batches from step ``S`` on (same ranks) or, on another number of processes,
+exactly the baseline's remaining samples of each epoch (as a multiset: 0 lost, 0 repeated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+from tests.fixtures.data import write_mds
+from tests.multiproc import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Samples in the trainers' dataset: 2 ranks x 24 per device = a global batch of 48, 20 steps per epoch.
+SAMPLES = 960
+PER_DEVICE = 24
+STEPS_PER_EPOCH = SAMPLES // (2 * PER_DEVICE)
+#: Samples in the validation split (not a multiple of the global batch: the last batch is short).
+VAL_SAMPLES = 100
+
+
+def make_dataset(root: str) -> str:
+    """Write the trainers' MDS dataset under ``root``: split ``train`` (ids ``0..SAMPLES-1``) and split ``val``
+    (ids ``SAMPLES..SAMPLES+VAL_SAMPLES-1``); returns the dataset's directory."""
+    path = os.path.join(root, 'data')
+    write_mds(os.path.join(path, 'train'), SAMPLES, size_limit=1 << 11)
+    write_mds(os.path.join(path, 'val'), VAL_SAMPLES, start=SAMPLES, size_limit=1 << 11)
+    return path
+
+
+def env(**extra: str) -> dict[str, str]:
+    """The environment of a client run: the repo importable, one thread per process, loopback rendezvous."""
+    out = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1', MASTER_ADDR='127.0.0.1',
+               MASTER_PORT=str(free_port()), TOKENIZERS_PARALLELISM='false', HF_HUB_OFFLINE='1',
+               TRANSFORMERS_OFFLINE='1', PYTHONWARNINGS='ignore::UserWarning')
+    for name in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK'):
+        out.pop(name, None)
+    out.update(extra)
+    return out
+
+
+def run(command: list[str], timeout: float = 240, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """Run a client command from the repo root; fail with its output's tail if it fails."""
+    result = subprocess.run(command, cwd=ROOT, env=env(**extra_env), capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f'{" ".join(command[:4])}... exited {result.returncode}:\n'
+                             f'{result.stdout[-3000:]}\n{result.stderr[-6000:]}')
+    return result
+
+
+def torchrun(module: str, config: dict[str, Any], nproc: int = 2, timeout: float = 240,
+             **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """``torchrun --nproc-per-node N -m module CONFIG`` on loopback."""
+    port = free_port()
+    command = [sys.executable, '-m', 'torch.distributed.run', '--nnodes', '1', '--nproc-per-node', str(nproc),
+               '--master-addr', '127.0.0.1', '--master-port', str(port), '-m', module, json.dumps(config)]
+    return run(command, timeout=timeout, MASTER_PORT=str(port), **extra_env)
+
+
+def read_log(run_dir: str) -> dict[int, list[dict[str, Any]]]:
+    """Each rank's logged batches, in order: ``{rank: [{"epoch", "step", "ids"}, ...]}``."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for name in sorted(os.listdir(run_dir)):
+        if name.startswith('log-rank') and name.endswith('.jsonl'):
+            rank = int(name[len('log-rank'):-len('.jsonl')])
+            with open(os.path.join(run_dir, name)) as handle:
+                out[rank] = [json.loads(line) for line in handle if line.strip()]
+    if not out:
+        raise AssertionError(f'no sample log in {run_dir}: {os.listdir(run_dir)}')
+    return out
+
+
+def epoch_ids(log: dict[int, list[dict[str, Any]]], epoch: int, before: int | None = None,
+              after: int | None = None) -> Counter[int]:
+    """The multiset of sample ids every rank trained on in ``epoch`` (optionally only steps < before / >= after)."""
+    out: Counter[int] = Counter()
+    for batches in log.values():
+        for batch in batches:
+            if batch['epoch'] != epoch:
+                continue
+            if before is not None and batch['step'] >= before:
+                continue
+            if after is not None and batch['step'] < after:
+                continue
+            out.update(batch['ids'])
+    return out
+
+
+def lost_and_repeated(expected: Counter[int], got: Counter[int]) -> tuple[int, int]:
+    """``(lost, repeated)`` sample counts of ``got`` against ``expected``."""
+    lost = sum((expected - got).values())
+    repeated = sum((got - expected).values())
+    return lost, repeated
+
+
+def assert_full_epochs(log: dict[int, list[dict[str, Any]]], epochs: int, samples: int = SAMPLES) -> None:
+    """Every epoch of an uninterrupted run trains on every sample exactly once."""
+    for epoch in range(epochs):
+        lost, repeated = lost_and_repeated(Counter(range(samples)), epoch_ids(log, epoch))
+        assert (lost, repeated) == (0, 0), f'baseline epoch {epoch}: {lost} lost, {repeated} repeated'
+
+
+def assert_exact_resume(baseline: dict[int, list[dict[str, Any]]], resumed: dict[int, list[dict[str, Any]]],
+                        step: int, epochs: int, what: str) -> None:
+    """A resume after ``step`` optimizer steps: per epoch 0 lost and 0 repeated against the baseline; with the same
+    ranks, also every rank's batches in the same order as the baseline's."""
+    problems = []
+    for epoch in range(epochs):
+        expected = epoch_ids(baseline, epoch)
+        got = epoch_ids(baseline, epoch, before=step) + epoch_ids(resumed, epoch)
+        lost, repeated = lost_and_repeated(expected, got)
+        if lost or repeated:
+            problems.append(f'epoch {epoch}: {lost} lost, {repeated} repeated')
+    if not problems and sorted(resumed) == sorted(baseline):
+        for rank, batches in resumed.items():
+            want = [(b['epoch'], b['step'], b['ids']) for b in baseline[rank] if b['step'] >= step]
+            have = [(b['epoch'], b['step'], b['ids']) for b in batches]
+            if want != have:
+                first = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+                problems.append(f'rank {rank}: batches differ from the baseline from the resumed batch {first} on '
+                                f'({len(want)} expected, {len(have)} got)')
+    assert not problems, f'{what}: resume after step {step}: ' + '; '.join(problems)

@@ -1,0 +1,109 @@
+"""The Hugging Face Trainer with ``StreamingTrainer`` (torchrun, 2 CPU processes, gloo): every sample once per epoch,
+evaluation of every sample once, and exact resumption from its checkpoints.
+
+The run accumulates gradients over 2 batches (10 optimizer steps per epoch) and stops at ``max_steps=15``, in the
+middle of epoch 1. Checkpoints: after every optimizer step (the one after step 10 is also what ``save_strategy='epoch'``
+writes: the same loader state, taken after the epoch's last batch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import Counter
+
+import pytest
+
+from conftest import require
+from tests.trainers import harness
+
+ACCUMULATE = 2
+STEPS = harness.STEPS_PER_EPOCH // ACCUMULATE  # optimizer steps per epoch
+MAX_STEPS = STEPS + STEPS // 2
+MOMENTS = {'mid-epoch': 3, 'last-step-of-epoch': STEPS, 'later-epoch': STEPS + 3}
+
+
+@pytest.fixture(scope='module')
+def baseline(tmp_path_factory):
+    """The uninterrupted run (a checkpoint after every step) and its sample log."""
+    require('transformers')
+    require('accelerate')
+    root = str(tmp_path_factory.mktemp('huggingface'))
+    os.environ['STREAMING_CORE_CACHE_DIR'] = os.path.join(root, 'cache')
+    config = dict(data=harness.make_dataset(root), run=os.path.join(root, 'baseline'), batch=harness.PER_DEVICE,
+                  accumulate=ACCUMULATE, max_steps=MAX_STEPS, steps_per_epoch=STEPS, workers=1, save=True,
+                  trainer='streaming')
+    harness.torchrun('tests.trainers.hf_client', config)
+    log = harness.read_log(config['run'])
+    harness.assert_full_epochs(log, 1)
+    later = harness.epoch_ids(log, 1)
+    assert sum(later.values()) == (MAX_STEPS - STEPS) * ACCUMULATE * 2 * harness.PER_DEVICE and max(later.values()) == 1
+    return config, log
+
+
+def _resume(config, tmp_path, step, **changes):
+    resumed = dict(config, run=str(tmp_path / 'resumed'), save=False,
+                   ckpt=os.path.join(config['run'], 'out', f'checkpoint-{step}'), **changes)
+    nproc = changes.pop('nproc', 2)
+    resumed.pop('nproc', None)
+    harness.torchrun('tests.trainers.hf_client', resumed, nproc=nproc)
+    return harness.read_log(resumed['run'])
+
+
+def test_every_sample_once_per_epoch_and_in_evaluation(baseline):
+    config, _ = baseline
+    expected = list(range(harness.SAMPLES, harness.SAMPLES + harness.VAL_SAMPLES))
+    for step in (STEPS, MAX_STEPS):
+        with open(os.path.join(config['run'], f'eval-{step}.json')) as handle:
+            ids = json.load(handle)
+        assert sorted(ids) == expected, f'evaluation at step {step}: {len(ids)} ids, {len(set(ids))} distinct'
+
+
+@pytest.mark.parametrize('moment', list(MOMENTS))
+def test_resume_is_exact(baseline, moment, tmp_path):
+    config, log = baseline
+    step = MOMENTS[moment]
+    harness.assert_exact_resume(log, _resume(config, tmp_path, step), step, 2,
+                                f'StreamingTrainer from checkpoint-{step}')
+
+
+def test_resume_on_one_process(baseline, tmp_path):
+    """A checkpoint of 2 processes resumes on 1 with the same global batch: the rest of each epoch, exactly once."""
+    config, log = baseline
+    step = MOMENTS['mid-epoch']
+    resumed = _resume(config, tmp_path, step, batch=2 * harness.PER_DEVICE, nproc=1)
+    harness.assert_exact_resume(log, resumed, step, 2, 'StreamingTrainer 2 processes -> 1')
+
+
+def test_plain_trainer_refuses_a_streaming_dataset(baseline, tmp_path):
+    """transformers.Trainer would let accelerate shard the dataset again (each rank trains on a quarter): it must
+    stop before training, saying what to use."""
+    config, _ = baseline
+    plain = dict(config, run=str(tmp_path / 'plain'), save=False, trainer='plain', max_steps=2)
+    with pytest.raises(AssertionError) as failed:
+        harness.torchrun('tests.trainers.hf_client', plain)
+    assert 'StreamingTrainer' in str(failed.value), str(failed.value)[-3000:]
+    trained = harness.read_log(plain['run']) if os.path.exists(plain['run']) and any(
+        n.startswith('log-rank') for n in os.listdir(plain['run'])) else {}
+    assert not trained, f'the plain Trainer trained on {sum(len(b) for b in trained.values())} batches first'
+
+
+def test_checkpoint_without_streaming_state_is_refused(baseline, tmp_path):
+    """A checkpoint that does not say which samples were consumed is an error naming the file, never a silent
+    restart of the epoch."""
+    config, _ = baseline
+    source = os.path.join(config['run'], 'out', 'checkpoint-2')
+    copy = tmp_path / 'checkpoint-2'
+    subprocess.run(['cp', '-r', source, str(copy)], check=True)
+    os.remove(copy / 'streaming_state.json')
+    resumed = dict(config, run=str(tmp_path / 'resumed'), save=False, ckpt=str(copy))
+    with pytest.raises(AssertionError, match='streaming_state.json is missing'):
+        harness.torchrun('tests.trainers.hf_client', resumed)
+
+
+def test_counts(baseline):
+    """The log itself: every batch has the per-device size and every rank took the same steps."""
+    _, log = baseline
+    sizes = Counter(len(b['ids']) for batches in log.values() for b in batches)
+    assert sizes == Counter({harness.PER_DEVICE: 2 * MAX_STEPS * ACCUMULATE})
