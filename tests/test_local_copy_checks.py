@@ -142,3 +142,14 @@ def test_checked_once_per_process(tmp_path: Any) -> None:
     fresh = StreamingDataset(local=local, batch_size=1, validate_hash='sha1')
     with pytest.raises(ShardCorruptError, match='shard.00001.mds'):
         list(fresh)
+
+
+def test_random_access_checks_too(tmp_path: Any) -> None:
+    """``dataset[i]`` (a one-off positioned read on the first touch of a shard) checks the file first as well."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', hashes=['sha1'], size_limit=700)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    _flip_byte(os.path.join(local, 'shard.00000.mds'))
+    dataset = StreamingDataset(local=local, batch_size=1, validate_hash='sha1')
+    with pytest.raises(ShardCorruptError, match='shard.00000.mds.*its sha1 is'):
+        dataset[0]
+    assert dataset[0]['id'] == 0  # the bad copy was removed, so this read decompressed it again
