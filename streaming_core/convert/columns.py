@@ -199,7 +199,8 @@ def check_encoding(encoding: str, column: str) -> None:
     try:
         factory = get_registry('codec').get(name)
     except UnknownNameError as err:
-        raise UnknownNameError(f'Column {column!r}: unknown encoding {encoding!r}.\n{err}') from None
+        hint = str(err).partition('\n')[2]  # the registry's headline would say the same again
+        raise UnknownNameError(f'Column {column!r}: unknown encoding {encoding!r}.\n{hint}') from None
     try:
         factory(args or None)
     except (TypeError, ValueError) as err:
