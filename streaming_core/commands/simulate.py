@@ -21,8 +21,10 @@ _EPILOG = textwrap.dedent('''\
 
     The numbers printed: startup time and time to first batch, total time, steps slowed by downloads, downloads and
     bytes per node, peak cache, the smallest cache that avoids re-downloads, and the shuffle quality per algorithm
-    (1 = as good as a perfect shuffle, 0 = every device batch from one shard). With --out, PNG plots of downloads,
-    cache occupancy, time and quality are written there. See docs/guide/simulator.md.''')
+    (between 0 and 1: 1 = the batches' shard mix is as random as a perfect shuffle's, 0 = every device batch from
+    one shard, or a mix fixed by the plan). Configurations that are not a shuffle (none, more canonical nodes than
+    shards) are flagged and never named best. The last line is the command's wall time. With --out, PNG plots of
+    downloads, cache occupancy, time and quality are written there. See docs/guide/simulator.md.''')
 
 
 def add_parser(subparsers: Any) -> None:
