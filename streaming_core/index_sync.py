@@ -335,8 +335,11 @@ def _remove(paths: list[str]) -> int:
             removed += 1
         except FileNotFoundError:
             pass
-        except IsADirectoryError:
-            logger.warning('not removing %s: a directory where the index names a file', path)
+        except OSError as err:  # a directory where the index names a file, a read-only directory...
+            logger.warning('cannot remove the stale local file %s: %s', path, err)
+            raise StreamingError(f'Cannot remove {path}, a local file the remote index no longer vouches for '
+                                 f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or use '
+                                 f'another `local`.') from err
     return removed
 
 
