@@ -14,6 +14,7 @@ engine: nothing is printed twice.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -50,8 +51,10 @@ class Progress:
         self._bar: Any = None
         if enabled and _is_terminal(self.stream):
             from tqdm import tqdm
-            self._bar = tqdm(total=self.total, desc=desc, unit=f' {self.unit}', dynamic_ncols=True, leave=True,
-                             file=self.stream)
+            # A terminal that reports no size (a fresh pty) would get no bar at all: assume 80x24 there.
+            sized = _width(self.stream) > 0
+            self._bar = tqdm(total=self.total, desc=desc, unit=f' {self.unit}', dynamic_ncols=sized,
+                             ncols=None if sized else 80, nrows=None if sized else 24, leave=True, file=self.stream)
             self._bar.set_postfix_str(self._counts(), refresh=False)
 
     @property
@@ -105,6 +108,13 @@ class Progress:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close(ok=exc is None)
+
+
+def _width(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 0
 
 
 def _is_terminal(stream: TextIO) -> bool:
