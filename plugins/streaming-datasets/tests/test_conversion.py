@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import faulthandler
 import functools
+import io
 import os
 
 import pytest
@@ -17,6 +19,7 @@ from streaming_datasets.conversion import (
     convert_split,
     partition_items,
 )
+from streaming_datasets.progress import Progress
 
 COLUMNS = {'x': 'int'}
 COPY = functools.partial(map, dict)  # a picklable producer: each item is already a sample
@@ -68,3 +71,33 @@ def test_a_partition_process_that_dies_is_reported(tmp_path):
     with pytest.raises(ConversionError, match='died with exit code -11'):
         convert_split([1, 2], crash, COLUMNS, out, WriterOptions(workers=2, progress=False))
     assert not os.path.exists(os.path.join(out, 'index.json'))
+
+
+AS_IS = functools.partial(map, copy.copy)  # a picklable producer yielding each item (a sample dict or a Skip)
+
+
+def test_a_partition_of_only_skips_merges_and_a_run_of_only_skips_commits_nothing(tmp_path):
+    items = [Skip('a'), Skip('b'), Skip('c'), {'x': 3}, {'x': 4}, {'x': 5}]
+    out = str(tmp_path / 'mixed')
+    result = convert_split(items, AS_IS, COLUMNS, out, WriterOptions(workers=2, progress=False), total=6)
+    assert (result.samples, result.skipped, result.skip_reasons) == (3, 3, ['a', 'b', 'c'])
+    assert [LocalDataset(out)[i]['x'] for i in range(3)] == [3, 4, 5]
+    for workers in (1, 2):
+        empty = str(tmp_path / f'empty{workers}')
+        with pytest.raises(SourceLayoutError, match=r'no sample was written: all 3 source record\(s\) were skipped '
+                                                    r'\(first: a\)'):
+            convert_split(items[:3], AS_IS, COLUMNS, empty, WriterOptions(workers=workers, progress=False))
+        assert not os.path.exists(os.path.join(empty, 'index.json'))
+
+
+def test_progress_counts_skipped_records_to_the_total(tmp_path):
+    log = io.StringIO()  # not a terminal: plain lines, the last one at the end
+    with Progress('Demo', records=6, items=2, unit='rows', stream=log) as progress:
+        for sample in (1, 0, 1, 1, 0, 1):
+            progress.update(samples=sample, skipped=1 - sample)
+    assert log.getvalue().splitlines()[-1].startswith('Demo: 6/6 rows (100%), 4 samples, 2 skipped')
+    log = io.StringIO()
+    with Progress('Files', records=None, items=3, item_unit='files', stream=log) as progress:
+        progress.update(samples=10)
+        progress.update(items=3)
+    assert log.getvalue().splitlines()[-1].startswith('Files: 3/3 files (100%), 10 samples')
