@@ -191,6 +191,27 @@ def test_earlier_cache_without_record_is_adopted(tmp_path):
     assert record_of(str(local)) is not None
 
 
+def test_splits_have_their_own_record_and_refresh_independently(tmp_path):
+    remote = str(tmp_path / 'remote')
+    write_mds(os.path.join(remote, 'train'), 30, hashes=['sha1'])
+    write_mds(os.path.join(remote, 'val'), 10, start=500, hashes=['sha1'])
+    local = str(tmp_path / 'cache')
+
+    def ids(split: str) -> list[int]:
+        return [int(s['id']) for s in StreamingDataset(remote=remote, local=local, split=split, batch_size=1)]
+
+    assert ids('train') == list(range(30)) and ids('val') == list(range(500, 510))
+    train_shards = {n: os.stat(os.path.join(local, 'train', n)).st_ino
+                    for n in os.listdir(os.path.join(local, 'train')) if n.startswith('shard.')}
+    write_mds(os.path.join(remote, 'val'), 12, start=700, hashes=['sha1'], exist_ok=True)
+    assert ids('val') == list(range(700, 712)) and ids('train') == list(range(30))
+    assert {n: os.stat(os.path.join(local, 'train', n)).st_ino for n in train_shards} == train_shards
+    for split in ('train', 'val'):
+        record = record_of(os.path.join(local, split))
+        assert record is not None and record.split == split and record.remote == remote
+        assert record.remote_dir == os.path.join(remote, split)
+
+
 def test_local_directory_holds_no_file_of_ours(tmp_path):
     remote = write_mds(str(tmp_path / 'remote'), 40)
     local = str(tmp_path / 'cache')
