@@ -44,7 +44,22 @@ def baseline(request, tmp_path_factory):
     log = harness.read_log(config['run'])
     harness.assert_full_epochs(log, EPOCHS)
     assert sorted(log) == [0, 1] and all(len(batches) == EPOCHS * STEPS for batches in log.values())
+    _assert_torchrun_order(config, log)
     return config, log
+
+
+def _assert_torchrun_order(config: dict, log: dict) -> None:
+    """Lightning sets no LOCAL_WORLD_SIZE, yet each rank gets the batches torchrun's 2 processes on one node get."""
+    from streaming_core import StreamingDataset, World
+    dataset = StreamingDataset(local=config['data'], split='train', batch_size=config['batch'], shuffle=True,
+                               num_canonical_nodes=2)
+    for epoch in range(EPOCHS):
+        for rank, batches in log.items():
+            world = World(rank=rank, world_size=2, local_world_size=2, workers_per_rank=config['workers'])
+            plan = dataset.get_plan(world, epoch=epoch)[0, rank].transpose(1, 0, 2).reshape(-1, config['batch'])
+            want = [[int(i) for i in row if i >= 0] for row in plan.tolist()]
+            have = [b['ids'] for b in batches if b['epoch'] == epoch]
+            assert have == want, f'Lightning {config["strategy"]} rank {rank} epoch {epoch}: not torchrun\'s order'
 
 
 def _moments(strategy: str) -> list[str]:

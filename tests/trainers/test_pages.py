@@ -1,0 +1,18 @@
+"""The Lightning page's example runs as a user would run it: its Python blocks as one script, in a fresh process
+(Lightning's ``ddp`` starts the second process itself)."""
+
+from __future__ import annotations
+
+from conftest import require
+from tests.test_docs_examples import python_blocks
+from tests.trainers import harness
+
+
+def test_lightning_page_runs(tmp_path):
+    require('lightning')
+    script = tmp_path / 'lightning_page.py'
+    script.write_text('\n\n'.join(python_blocks('docs/guide/lightning.md')))
+    result = harness.subprocess.run([harness.sys.executable, str(script)], cwd=str(tmp_path), env=harness.env(),
+                                    capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert (tmp_path / 'lightning-demo' / 'ckpt' / 'step=10.ckpt').exists()
