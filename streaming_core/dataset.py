@@ -21,7 +21,7 @@ from streaming_core.indexing import getitem
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
 from streaming_core.shards import ShardManager
-from streaming_core.shared_state import SharedState
+from streaming_core.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream
 from streaming_core.util import bytes_to_int, gc_paused, number_abbrev_to_int
@@ -348,7 +348,7 @@ class StreamingDataset(IterableDataset):
         if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
             raise ValueError(f'set_epoch expects a non-negative integer epoch, got {epoch!r}.')
         epoch = int(epoch)
-        resume = self._worker_resume or self._state.pending_resume(0)
+        resume = self._worker_resume or self._state.pending_resume(MAIN_SLOT)
         if resume is not None and int(resume['epoch']) != epoch:
             logger.warning('set_epoch(%d) drops the loaded position (epoch %d, sample %d): epoch %d starts from its '
                            'beginning.', epoch, int(resume['epoch']), int(resume['sample_in_epoch']), epoch)
@@ -361,7 +361,7 @@ class StreamingDataset(IterableDataset):
 
     def _start_epoch(self, world: World, parallel: World) -> tuple[int, int, int]:
         """Start this worker's next epoch: ``(epoch, global start offset, samples of this worker to skip)``."""
-        slot = world.worker
+        slot = slot_of(world.worker)
         position = self._worker_resume
         if position is not None:
             self._worker_resume = None
@@ -438,7 +438,7 @@ class StreamingDataset(IterableDataset):
         """Compute (and share on the node) the next epoch's plan while this one finishes."""
         from streaming_core.plans import node_plan
         try:
-            if self._state.pending_resume(world.worker) is not None:
+            if self._state.pending_resume(slot_of(world.worker)) is not None:
                 return  # a resume state decides the next epoch's start
             parallel = world.replicate(self.replication)
             node_plan(self._planner(), parallel, epoch, 0, parallel.node)
@@ -470,7 +470,7 @@ class StreamingDataset(IterableDataset):
             raise ValueError(f'state_dict: `num_samples` must be a non-negative integer, got {num_samples!r}.')
         current = self._state.current()
         if current is None:  # nothing began since construction, set_epoch or load_state_dict
-            resume = self._state.pending_resume(0)
+            resume = self._state.pending_resume(MAIN_SLOT)
             if resume is not None:
                 epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
             else:

@@ -25,9 +25,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ['SharedState', 'MAX_SLOTS', 'BLOB_BYTES']
+__all__ = ['SharedState', 'MAX_SLOTS', 'MAIN_SLOT', 'BLOB_BYTES', 'slot_of']
 
 MAX_SLOTS = 1024
+#: The slot of the rank's own process when it iterates without DataLoader workers (workers use 0..MAX_SLOTS-2).
+MAIN_SLOT = MAX_SLOTS - 1
 BLOB_BYTES = 1 << 16
 _GEN, _BLOB, _CUR_EPOCH, _CUR_OFFSET, _HEADER = 0, 1, 2, 3, 4
 _NEXT = _HEADER
@@ -58,6 +60,11 @@ def _close(fd: int) -> None:
 def _in_dataloader_worker() -> bool:
     data = sys.modules.get('torch.utils.data')
     return data is not None and data.get_worker_info() is not None
+
+
+def slot_of(worker: int) -> int:
+    """The counter slot of DataLoader worker ``worker``, or :data:`MAIN_SLOT` outside a worker."""
+    return worker if _in_dataloader_worker() else MAIN_SLOT
 
 
 def _rebuild(dup: Any) -> 'SharedState':
@@ -124,11 +131,17 @@ class SharedState:
 
     # ----------------------------------------------------------------------------------------------------------
     def next_epoch(self, slot: int) -> int:
-        """The epoch worker slot ``slot`` of this rank starts next (before any resume state): its own count, or the
-        epoch another slot of the rank already began, if later (a worker joining a rank that iterated without it)."""
+        """The epoch slot ``slot`` of this rank starts next (before any resume state).
+
+        A worker starts after its own last epoch, or after the rank's own iterations without workers if later (a
+        loader after a direct pass); the rank's own iteration starts after every slot's last epoch (it never runs
+        while workers do). Workers of one loader thus agree whatever their start order.
+        """
         self._check_slot(slot)
         words = self.words
-        return max(int(words[_NEXT + slot]), int(words[_CUR_EPOCH]) - 1)
+        if slot == MAIN_SLOT:
+            return int(words[_NEXT:_NEXT + MAX_SLOTS].max())
+        return max(int(words[_NEXT + slot]), int(words[_NEXT + MAIN_SLOT]))
 
     def max_next_epoch(self) -> int:
         """The furthest next epoch of any worker slot of this rank."""
@@ -158,7 +171,7 @@ class SharedState:
     @staticmethod
     def _check_slot(slot: int) -> None:
         if not 0 <= slot < MAX_SLOTS:
-            raise ValueError(f'At most {MAX_SLOTS} DataLoader workers per rank are supported, got worker {slot}.')
+            raise ValueError(f'At most {MAX_SLOTS - 1} DataLoader workers per rank are supported, got worker {slot}.')
 
     # ----------------------------------------------------------------------------------------------------------
     def write_resume(self, state: dict[str, Any]) -> None:
@@ -183,14 +196,12 @@ class SharedState:
         offset = 8 * _WORDS
         return json.loads(bytes(self._mmap[offset:offset + length]).decode('utf-8'))
 
-    def pending_resume(self, slot: int | None = None) -> dict[str, Any] | None:
-        """The resume state if worker slot ``slot`` (default: every slot) has not consumed it yet, else None."""
+    def pending_resume(self, slot: int) -> dict[str, Any] | None:
+        """The resume state if slot ``slot`` has not consumed it yet, else None."""
         words = self.words
         if words[_BLOB] <= 0:
             return None
-        generation = words[_GEN]
-        consumed = words[_CONSUMED + slot] if slot is not None else words[_CONSUMED:_CONSUMED + MAX_SLOTS].min()
-        if consumed >= generation:
+        if words[_CONSUMED + slot] >= words[_GEN]:
             return None
         return self.read_resume()
 
