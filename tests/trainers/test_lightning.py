@@ -31,7 +31,7 @@ def _fit(config: dict) -> None:
     harness.run([sys.executable, '-m', 'tests.trainers.lightning_client', json.dumps(config)])
 
 
-@pytest.fixture(scope='module', params=['ddp', 'ddp_spawn'])
+@pytest.fixture(scope='module')
 def baseline(request, tmp_path_factory):
     """The strategy's uninterrupted 2-epoch run (checkpoints at every step and epoch end) and its sample log."""
     require('lightning')
@@ -62,30 +62,24 @@ def _assert_torchrun_order(config: dict, log: dict) -> None:
             assert have == want, f'Lightning {config["strategy"]} rank {rank} epoch {epoch}: not torchrun\'s order'
 
 
-def _moments(strategy: str) -> list[str]:
-    return list(MOMENTS) if strategy == 'ddp' else ['mid-epoch', 'epoch-end']
+#: ddp is resumed at every moment and on one process; ddp_spawn (3 processes to start per run) at two moments, for
+#: the time budget. One test function, so that each strategy's baseline runs once.
+CASES = ([('ddp', moment) for moment in MOMENTS] + [('ddp', 'one-process')]
+         + [('ddp_spawn', 'mid-epoch'), ('ddp_spawn', 'epoch-end')])
 
 
-@pytest.mark.parametrize('moment', list(MOMENTS))
+@pytest.mark.parametrize('baseline, moment', CASES, indirect=['baseline'])
 def test_resume_is_exact(baseline, moment, tmp_path):
+    """A fresh job resumed from the checkpoint trains on exactly what the baseline trained after that moment; on one
+    process (the same global batch), on exactly the rest of each epoch."""
     config, log = baseline
-    if moment not in _moments(config['strategy']):
-        pytest.skip(f'{config["strategy"]} is resumed at two moments only (time budget); ddp covers all four')
+    changes = {}
+    if moment == 'one-process':
+        changes = dict(devices=1, strategy='auto', batch=2 * harness.PER_DEVICE)
+        moment = 'mid-epoch'
     ckpt, step = MOMENTS[moment]
-    resumed = dict(config, run=str(tmp_path / 'resumed'), ckpt=os.path.join(config['run'], ckpt), save=False)
-    _fit(resumed)
-    harness.assert_exact_resume(log, harness.read_log(resumed['run']), step, EPOCHS,
-                                f'Lightning {config["strategy"]} from {ckpt}')
-
-
-def test_resume_on_one_process(baseline, tmp_path):
-    """A checkpoint of 2 processes resumes on 1 (the same global batch): the rest of each epoch, exactly once."""
-    config, log = baseline
-    if config['strategy'] != 'ddp':
-        pytest.skip('covered with ddp')
-    ckpt, step = MOMENTS['mid-epoch']
     resumed = dict(config, run=str(tmp_path / 'resumed'), ckpt=os.path.join(config['run'], ckpt), save=False,
-                   devices=1, strategy='auto', batch=2 * harness.PER_DEVICE)
+                   **changes)
     _fit(resumed)
     harness.assert_exact_resume(log, harness.read_log(resumed['run']), step, EPOCHS,
-                                'Lightning 2 processes -> 1')
+                                f'Lightning {resumed["strategy"]} ({resumed["devices"]} processes) from {ckpt}')

@@ -20,12 +20,14 @@ CLIENT = 'tests.trainers.torch_client'
 #: name -> (state name, steps done when it was saved)
 MOMENTS = {'mid-epoch': ('step-7', 7), 'last-step-of-epoch': (f'step-{STEPS}', STEPS),
            'epoch-end': ('epochend-0', STEPS), 'later-epoch': (f'step-{STEPS + 7}', STEPS + 7)}
-#: client -> the moments it is resumed at (torchdata without workers: two, for the time budget)
-CLIENTS = {'streaming-2-workers': list(MOMENTS), 'stateful-2-workers': list(MOMENTS),
-           'stateful-0-workers': ['mid-epoch', 'epoch-end']}
+#: (client, case): every moment with 2 workers, torchdata without workers at two (time budget), and another number
+#: of processes / workers. One test function, so that each client's baseline runs once.
+CASES = ([('streaming-2-workers', m) for m in [*MOMENTS, 'one-process']]
+         + [('stateful-2-workers', m) for m in [*MOMENTS, 'one-process', 'one-worker']]
+         + [('stateful-0-workers', 'mid-epoch'), ('stateful-0-workers', 'epoch-end')])
 
 
-@pytest.fixture(scope='module', params=list(CLIENTS))
+@pytest.fixture(scope='module')
 def baseline(request, tmp_path_factory):
     """The client's uninterrupted run (torchrun, states saved at every step and epoch end) and its sample log."""
     loader, workers, _ = request.param.split('-')
@@ -49,34 +51,21 @@ def _resume(config, tmp_path, state, nproc=2, **changes):
     return harness.read_log(resumed['run'])
 
 
-@pytest.mark.parametrize('moment', list(MOMENTS))
-def test_resume_is_exact(baseline, moment, tmp_path):
+@pytest.mark.parametrize('baseline, case', CASES, indirect=['baseline'])
+def test_resume_is_exact(baseline, case, tmp_path):
+    """Fresh processes resumed from a saved state train on exactly what the baseline trained after it. Our loader's
+    state is global: 2 processes resume on 1 (same global batch). torchdata's is per worker of each rank: another
+    number of processes or of workers is refused with an error that says what to do."""
     name, config, log = baseline
-    if moment not in CLIENTS[name]:
-        pytest.skip(f'{name} is resumed at {CLIENTS[name]} only (time budget)')
-    state, step = MOMENTS[moment]
-    harness.assert_exact_resume(log, _resume(config, tmp_path, state), step, EPOCHS, f'{name} from {state}')
-
-
-def test_other_number_of_processes(baseline, tmp_path):
-    """Our loader's state is global: 2 processes resume on 1 exactly (same global batch). torchdata's state is per
-    worker of each rank: another number of processes is refused with an error that says what to do."""
-    name, config, log = baseline
-    state, step = MOMENTS['mid-epoch']
-    if name == 'streaming-2-workers':
-        resumed = _resume(config, tmp_path, state, nproc=1, batch=2 * harness.PER_DEVICE)
-        harness.assert_exact_resume(log, resumed, step, EPOCHS, 'StreamingDataLoader 2 processes -> 1')
-    elif name == 'stateful-2-workers':
+    state, step = MOMENTS['mid-epoch' if case in ('one-process', 'one-worker') else case]
+    if case == 'one-worker':
+        with pytest.raises(AssertionError, match='num_workers=2'):
+            _resume(config, tmp_path, state, workers=1)
+    elif case == 'one-process' and name.startswith('stateful'):
         with pytest.raises(AssertionError, match='saved by 2 ranks; this run has 1'):
             _resume(config, tmp_path, state, nproc=1, batch=2 * harness.PER_DEVICE)
+    elif case == 'one-process':
+        resumed = _resume(config, tmp_path, state, nproc=1, batch=2 * harness.PER_DEVICE)
+        harness.assert_exact_resume(log, resumed, step, EPOCHS, f'{name}: 2 processes -> 1')
     else:
-        pytest.skip('covered by the 2-worker clients')
-
-
-def test_other_number_of_workers_is_refused(baseline, tmp_path):
-    """torchdata's per-worker state with another num_workers: a clear error naming both worker counts."""
-    name, config, _ = baseline
-    if name != 'stateful-2-workers':
-        pytest.skip('torchdata with 2 workers only')
-    with pytest.raises(AssertionError, match='num_workers=2'):
-        _resume(config, tmp_path, MOMENTS['mid-epoch'][0], workers=1)
+        harness.assert_exact_resume(log, _resume(config, tmp_path, state), step, EPOCHS, f'{name} from {state}')
