@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import hashlib
 import logging
 import math
 import numbers
@@ -202,6 +203,7 @@ class StreamingDataset(IterableDataset):
         self.samples_per_stream = np.array([sum(r.samples for r in per) for per in readers], dtype=np.int64)
         self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)[:-1]]).astype(np.int64)
         self.num_samples = int(self.samples_per_shard.sum())
+        self.layout_identity = _layout_identity(self.samples_per_shard, self.shards_per_stream)
         self._shard_ends = np.cumsum(self.samples_per_shard).tolist()
         self.spanner = Spanner(self.samples_per_shard)
 
@@ -487,7 +489,7 @@ class StreamingDataset(IterableDataset):
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
         return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
                 'num_canonical_nodes': int(self.num_canonical_nodes), 'shuffle_seed': int(self.shuffle_seed),
-                'initial_physical_nodes': int(initial)}
+                'initial_physical_nodes': int(initial), 'dataset_layout': self.layout_identity}
 
     def _position_state(self, parallel: World) -> dict[str, Any]:
         position = self._position
@@ -519,6 +521,12 @@ class StreamingDataset(IterableDataset):
         if obj['epoch'] < -1 or obj['sample_in_epoch'] < 0 or obj['num_canonical_nodes'] < 1 \
                 or obj['shuffle_seed'] < 0:
             raise ValueError(f'State dict has out-of-range values: {dict(obj)}.')
+        layout = obj.get('dataset_layout')
+        if layout is not None and layout != self.layout_identity:
+            raise ValueError(f'This resumption state was saved for another version of the dataset (shard layout '
+                             f'{layout!r}; this dataset has {self.layout_identity!r}: its shards or their sample '
+                             f'counts changed), so its position would name other samples. Resume with the dataset '
+                             f'it was saved with, or start a new run (drop the state).')
         state: dict[str, Any] = {key: int(obj[key]) for key in _STATE_KEYS}
         if state['epoch'] == -1:  # the reference's state before its first iteration: nothing was consumed
             state['epoch'], state['sample_in_epoch'] = 0, 0
@@ -608,6 +616,15 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
+
+
+def _layout_identity(samples_per_shard: NDArray[np.int64], shards_per_stream: NDArray[np.int64]) -> str:
+    """A digest of what a position in the sample order depends on: every stream's shards and their sample counts
+    (the same on every machine, unlike the index files' stat identity)."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(np.ascontiguousarray(shards_per_stream, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(samples_per_shard, dtype=np.int64).tobytes())
+    return digest.hexdigest()
 
 
 @dataclass

@@ -63,6 +63,7 @@ class ShardManager:
         parts = []
         for stream, per in zip(self.streams, readers):
             parts.append(os.path.realpath(stream.local_dir))
+            parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
             parts.extend(reader.parts[0][0].basename for reader in per)
         self.key = cache_key(parts)
         self._init_process_state()

@@ -221,3 +221,19 @@ def test_a_torchdata_style_per_worker_state_resumes_each_worker(tmp_path):
     two_workers.load_state_dict(dict(state, worker_position=dict(state['worker_position'], num_workers=2)))
     with pytest.raises(ValueError, match='num_workers=2'):
         iter(two_workers)
+
+
+def test_a_state_from_another_version_of_the_dataset_is_refused(tmp_path):
+    """A position names samples of one shard layout: resuming on a rewritten dataset is an error, never silent."""
+    old = write_mds(str(tmp_path / 'old'), 50)
+    new = write_mds(str(tmp_path / 'new'), 60)
+    source = StreamingDataset(local=old, batch_size=5)
+    it = iter(source)
+    [next(it) for _ in range(10)]
+    state = source.state_dict(10, True)
+    target = StreamingDataset(local=new, batch_size=5)
+    with pytest.raises(ValueError, match='another version of the dataset'):
+        target.load_state_dict(state)
+    twin = StreamingDataset(local=write_mds(str(tmp_path / 'twin'), 50), batch_size=5)  # same layout elsewhere
+    twin.load_state_dict(state)
+    assert len(ids_of(twin)) == 40
