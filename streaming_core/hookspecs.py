@@ -23,22 +23,44 @@ hook, and an implementation may leave out arguments it does not use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import pluggy
 
 if TYPE_CHECKING:
     from streaming_core.name_registry import RegistryView
 
-#: The project name: pluggy's marker name and the entry-point group plugins are published in.
-PROJECT = 'streaming_core'
+__all__ = ['PROJECT', 'ENTRY_POINT_GROUP', 'CONVERTER_GROUP', 'hookspec', 'hookimpl', 'KINDS', 'KIND_WORDS',
+           'kinds_from_specs']
 
-hookspec = pluggy.HookspecMarker(PROJECT)
+#: The project name: pluggy's marker name, the entry-point group plugins are published in, and the prefix of every
+#: other name derived from it. The one place the project's name is spelled.
+PROJECT = 'streaming_core'
+#: The entry-point group of plugins.
+ENTRY_POINT_GROUP = PROJECT
+#: The deprecated entry-point group of ``streaming convert`` converters (use the ``register_converters`` hook).
+CONVERTER_GROUP = f'{PROJECT}.converters'
+
+_spec = pluggy.HookspecMarker(PROJECT)
 #: Decorate your hook implementations with this marker.
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+_F = TypeVar('_F', bound=Callable[..., None])
 
-@hookspec
+
+def hookspec(kind: str, word: str) -> Callable[[_F], _F]:
+    """Mark a registration hook specification for the registry ``kind``, described to users as ``word``.
+
+    The catalogue of kinds (:data:`KINDS`) is derived from the functions marked here, so a new hook is one function.
+    """
+    def mark(function: _F) -> _F:
+        function.streaming_kind = kind  # type: ignore[attr-defined]
+        function.streaming_word = word  # type: ignore[attr-defined]
+        return _spec(function)
+    return mark
+
+
+@hookspec('codec', 'column encoding')
 def register_codecs(registry: RegistryView) -> None:
     """Register MDS column encodings (codecs).
 
@@ -67,7 +89,7 @@ def register_codecs(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('compressor', 'compression')
 def register_compressors(registry: RegistryView) -> None:
     """Register compression families.
 
@@ -83,7 +105,7 @@ def register_compressors(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('hash', 'hash algorithm')
 def register_hashes(registry: RegistryView) -> None:
     """Register hash algorithms for shard integrity.
 
@@ -99,7 +121,7 @@ def register_hashes(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('storage', 'storage scheme')
 def register_storage_backends(registry: RegistryView) -> None:
     """Register storage backends by URL scheme.
 
@@ -117,7 +139,7 @@ def register_storage_backends(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('format', 'shard format')
 def register_shard_formats(registry: RegistryView) -> None:
     """Register shard formats by the name ``index.json`` uses in each shard entry's ``format`` field.
 
@@ -132,7 +154,7 @@ def register_shard_formats(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('shuffle', 'shuffle algorithm')
 def register_shuffle_algorithms(registry: RegistryView) -> None:
     """Register shuffle algorithms, selected with ``StreamingDataset(shuffle_algo=<name>)``.
 
@@ -149,7 +171,7 @@ def register_shuffle_algorithms(registry: RegistryView) -> None:
     """
 
 
-@hookspec
+@hookspec('batching', 'batching method')
 def register_batching_methods(registry: RegistryView) -> None:
     """Register batching methods, selected with ``StreamingDataset(batching_method=<name>)``.
 
@@ -169,3 +191,46 @@ def register_batching_methods(registry: RegistryView) -> None:
                 'orig', plan.epoch_size, plan.num_canonical_nodes, world.num_nodes, world.ranks_per_node,
                 world.workers_per_rank, plan.batch_size, done))
     """
+
+
+@hookspec('converter', 'converter')
+def register_converters(registry: RegistryView) -> None:
+    """Register converters, the subcommands of streaming convert.
+
+    Register one *converter* per subcommand name: a callable ``register(subparsers)`` that adds exactly that
+    subparser and sets its handler with ``parser.set_defaults(run=handler)``; ``handler(args)`` returns the exit
+    code (or None for 0). The converter module is imported when the plugin loads, so keep heavy imports (datasets,
+    image libraries) inside the handler. A converter that fails to register never breaks the ``streaming`` command:
+    running it reports the plugin and the cause.
+
+    Example::
+
+        def add_cifar10(subparsers):
+            parser = subparsers.add_parser('cifar10', help='CIFAR-10 from its python tarball')
+            parser.add_argument('src')
+            parser.add_argument('out')
+            parser.set_defaults(run=lambda args: convert_cifar10(args.src, args.out))
+
+        @hookimpl
+        def register_converters(registry):
+            registry.add('cifar10', add_cifar10)
+
+    The entry-point group ``streaming_core.converters`` (one ``register`` function per entry point) still works but
+    is deprecated: it warns with a :class:`DeprecationWarning` naming the entry point.
+    """
+
+
+def kinds_from_specs() -> dict[str, str]:
+    """``{kind: hook name}`` for every hook specification of this module, in the order they are defined."""
+    found = {}
+    for name, value in list(globals().items()):
+        kind = getattr(value, 'streaming_kind', None)
+        if callable(value) and isinstance(kind, str):
+            found[kind] = name
+    return found
+
+
+#: The kinds of implementation a plugin can register, with the hook that registers each (from the specs above).
+KINDS: dict[str, str] = kinds_from_specs()
+#: How each kind is named in messages to users (``Unknown shard format 'x'``).
+KIND_WORDS: dict[str, str] = {kind: globals()[hook].streaming_word for kind, hook in KINDS.items()}

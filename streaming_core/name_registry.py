@@ -4,9 +4,11 @@ A :class:`Registry` maps a name string (``'zstd'``, ``'s3'``, ``'py1e'``) to the
 for it, remembers which plugin registered it, and explains a miss: the names that are installed and, for a
 first-party name whose distribution is absent, the ``pip install`` that provides it.
 
-This module knows nothing of discovery: a registry is given a ``loader`` to call before lookups. The process-wide
-registries, filled by plugin discovery on first lookup, are in :mod:`streaming_core.plugins` (and re-exported by
-:mod:`streaming_core.registry`).
+This module knows nothing of discovery: a registry is given a ``loader`` (load everything) and optionally a
+``name_loader`` (load what provides one name) to call before lookups. The registries filled by plugin discovery
+belong to a :class:`~streaming_core.plugin_host.PluginHost`; the process-wide ones are reached through
+:func:`streaming_core.registry.get_registry`. The kinds are derived from the hook specifications
+(:data:`streaming_core.hookspecs.KINDS`).
 """
 
 from __future__ import annotations
@@ -17,19 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from streaming_core.errors import DuplicateNameError, UnknownNameError
+from streaming_core.hookspecs import KIND_WORDS, KINDS
 
 __all__ = ['KINDS', 'INSTALL_HINTS', 'Entry', 'Registry', 'RegistryView']
-
-#: The seven kinds of implementation a plugin can register, with the hook that registers each.
-KINDS: dict[str, str] = {
-    'codec': 'register_codecs',
-    'compressor': 'register_compressors',
-    'hash': 'register_hashes',
-    'storage': 'register_storage_backends',
-    'format': 'register_shard_formats',
-    'shuffle': 'register_shuffle_algorithms',
-    'batching': 'register_batching_methods',
-}
 
 _MDS_CODECS = ('bytes', 'str', 'int', 'ndarray', 'uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32',
                'int64', 'float16', 'float32', 'float64', 'str_int', 'str_float', 'str_decimal', 'pil', 'jpeg',
@@ -49,11 +41,10 @@ INSTALL_HINTS: dict[str, dict[str, str]] = {
                 'py1s': 'streaming-py1e', 'py2s': 'streaming-py1e', 'py1n': 'streaming-py1e'},
     'batching': {'stratified': 'streaming-stratified', 'per_stream': 'streaming-stratified',
                  'device_per_stream': 'streaming-stratified'},
+    'converter': {},
 }
 
-_KIND_WORDS = {'codec': 'column encoding', 'compressor': 'compression', 'hash': 'hash algorithm',
-               'storage': 'storage scheme', 'format': 'shard format', 'shuffle': 'shuffle algorithm',
-               'batching': 'batching method'}
+_KIND_WORDS = KIND_WORDS
 
 
 @dataclass(frozen=True)
@@ -70,17 +61,25 @@ class Registry:
 
     Args:
         kind: One of :data:`KINDS`.
-        loader: Called before every lookup to run plugin discovery if it has not run yet. It must be cheap once
-            discovery is done, thread-safe, and return only when discovery is complete (except when called again
-            by the discovering thread itself, from a hook).
+        loader: Called before a lookup that needs every name (listing, a miss) to run plugin discovery if it has
+            not run yet. It must be cheap once discovery is done, thread-safe, and return only when discovery is
+            complete (except when called again by the discovering thread itself, from a hook).
+        name_loader: Called with a name that is not registered yet (or while ``busy``), before falling back to
+            ``loader``: it loads only the plugin that provides that name (lazy loading by manifest). Same rules as
+            ``loader``.
+        busy: True while another thread loads plugins into this registry: a lookup then goes through
+            ``name_loader`` (which waits) even for a name already registered.
     """
 
-    def __init__(self, kind: str, loader: Callable[[], None] | None = None) -> None:
+    def __init__(self, kind: str, loader: Callable[[], None] | None = None,
+                 name_loader: Callable[[str], None] | None = None, busy: Callable[[], bool] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f'Unknown registry kind {kind!r}; expected one of {sorted(KINDS)}.')
         self.kind = kind
         self._entries: dict[str, Entry] = {}
         self._loader = loader
+        self._name_loader = name_loader
+        self._busy = busy
         self._lock = threading.RLock()
         #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
         self.generation = 0
@@ -92,6 +91,19 @@ class Registry:
             loader()
 
     _ensure_loaded = ensure_loaded
+
+    def _find(self, name: object) -> Entry | None:
+        """The entry of ``name``, loading the plugin that provides it, then everything, when it is not there yet."""
+        entry = self._entries.get(name)  # type: ignore[call-overload]
+        if entry is not None and (self._busy is None or not self._busy()):
+            return entry
+        if self._name_loader is not None and isinstance(name, str):
+            self._name_loader(name)
+            entry = self._entries.get(name)
+            if entry is not None:
+                return entry
+        self._ensure_loaded()
+        return self._entries.get(name)  # type: ignore[call-overload]
 
     def add(self, name: str, obj: Any, *, plugin: str = '<unknown>', override: bool = False) -> None:
         """Register ``obj`` under ``name``.
@@ -128,15 +140,13 @@ class Registry:
 
     def get(self, name: str) -> Any:
         """Return the object registered under ``name`` or raise :class:`UnknownNameError` with a hint."""
-        self._ensure_loaded()
-        entry = self._entries.get(name)
+        entry = self._find(name)
         if entry is None:
             raise UnknownNameError(self.describe_miss(name))
         return entry.obj
 
     def __contains__(self, name: object) -> bool:
-        self._ensure_loaded()
-        return name in self._entries
+        return self._find(name) is not None
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
@@ -145,8 +155,7 @@ class Registry:
 
     def origin(self, name: str) -> str:
         """The plugin that registered ``name``."""
-        self._ensure_loaded()
-        entry = self._entries.get(name)
+        entry = self._find(name)
         if entry is None:
             raise UnknownNameError(self.describe_miss(name))
         return entry.plugin
@@ -163,6 +172,7 @@ class Registry:
 
     def describe_miss(self, name: str) -> str:
         """The message for an unknown ``name``: installed names, an install hint, a close match."""
+        self._ensure_loaded()
         word = _KIND_WORDS[self.kind]
         installed = sorted(self._entries)
         lines = [f'Unknown {word} {name!r}.']

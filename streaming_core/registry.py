@@ -2,11 +2,12 @@
 
 ``get_registry('codec').get('int')`` returns what a plugin registered under that name, or raises
 :class:`~streaming_core.errors.UnknownNameError` listing the installed names and, for a first-party name whose
-distribution is absent, the ``pip install`` that provides it.
+distribution is absent, the ``pip install`` that provides it. ``get_registry(kind, host=...)`` looks in another
+:class:`~streaming_core.plugin_host.PluginHost` than the current one.
 
 The :class:`Registry` class and the catalogue of kinds are defined in :mod:`streaming_core.name_registry`; the
-process-wide registries belong to the plugin machinery (:mod:`streaming_core.plugins`), which fills them. This
-module is the stable import path for both.
+registries belong to a plugin host (:mod:`streaming_core.plugin_host`), which fills them. This module is the stable
+import path for both.
 """
 
 from __future__ import annotations

@@ -34,7 +34,10 @@ def collect() -> list[dict[str, Any]]:
     for record in by_dist.values():
         record['registered'] = {kind: sorted(record['registered'][kind]) for kind in KINDS
                                 if kind in record['registered']}
-    for name, dist, version in converter_names():
+    hooked = {name for record in by_dist.values() for name in record['registered'].get('converter', ())}
+    for name, dist, version in converter_names():  # the deprecated entry-point group, listed without importing
+        if name in hooked:
+            continue
         record = by_dist.setdefault(dist, {'distribution': dist, 'version': version, 'plugins': [],
                                            'registered': {}})
         record['registered'].setdefault('converter', []).append(name)
@@ -42,7 +45,7 @@ def collect() -> list[dict[str, Any]]:
 
 
 def converter_names() -> list[tuple[str, str, str]]:
-    """``(name, distribution, version)`` of every ``streaming convert`` entry point (not imported)."""
+    """``(name, distribution, version)`` of every converter entry point of the deprecated group (not imported)."""
     from streaming_core.convert.discovery import converter_entry_points
     result = []
     for ep in converter_entry_points():
