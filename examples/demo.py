@@ -17,7 +17,6 @@ import argparse
 import os
 import shutil
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -83,7 +82,6 @@ def main() -> None:
     parser.add_argument('--out', default='demo-output', help='working directory (recreated)')
     parser.add_argument('--epochs', type=int, default=6)
     args = parser.parse_args()
-    warnings.filterwarnings('ignore', message='The given NumPy array is not writable')
     shutil.rmtree(args.out, ignore_errors=True)
     bucket, cache = os.path.join(args.out, 'bucket'), os.path.join(args.out, 'cache')
     started = time.time()

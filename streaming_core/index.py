@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, UnsafePathError
+from streaming_core.errors import IndexFormatError, UnknownNameError, UnsafePathError
 from streaming_core.util import pyjson_sorted
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'check_basename', 'parse_index_text', 'load_index', 'shard_readers',
@@ -135,7 +135,11 @@ def shard_readers(index: Mapping[str, Any], path: str, *, allow_unsafe_types: bo
             raise IndexFormatError(f'{where}: missing or invalid "format" field: {name!r}.')
         if entry.get('version') != 2:
             raise IndexFormatError(f'{where}: unsupported shard version {entry.get("version")!r}; expected 2.')
-        readers.append(formats.get(name).reader(entry, allow_unsafe_types=allow_unsafe_types, where=where))
+        try:
+            shard_format = formats.get(name)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'{where}: {err}') from None
+        readers.append(shard_format.reader(entry, allow_unsafe_types=allow_unsafe_types, where=where))
     return readers
 
 

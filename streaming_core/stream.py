@@ -57,6 +57,16 @@ def _alive(pid: int) -> bool:
 StreamDefaults = Mapping[str, Any]
 
 
+def _check_validate_hash_name(name: str) -> None:
+    """Refuse an unknown ``validate_hash``, naming the argument."""
+    from streaming_core.errors import UnknownNameError
+    from streaming_core.hashing import get_hash
+    try:
+        get_hash(name)
+    except UnknownNameError as err:
+        raise type(err)(f'validate_hash={name!r}: {err}') from None
+
+
 class Stream:
     """One source of samples, optionally weighted against other streams.
 
@@ -122,8 +132,7 @@ class Stream:
         self.keep_zip = keep_zip
         self.storage_options = dict(storage_options or {})
         if validate_hash is not None:
-            from streaming_core.hashing import get_hash
-            get_hash(validate_hash)
+            _check_validate_hash_name(validate_hash)
 
     # ----------------------------------------------------------------------------------------------------------
     def apply_default(self, defaults: StreamDefaults) -> None:
@@ -144,8 +153,7 @@ class Stream:
         if self.keep_zip is None:
             self.keep_zip = False
         if self.validate_hash is not None:
-            from streaming_core.hashing import get_hash
-            get_hash(self.validate_hash)
+            _check_validate_hash_name(self.validate_hash)
 
     @property
     def local(self) -> str:
