@@ -329,8 +329,7 @@ class PluginHost:
         for info in new:
             self._run_hooks(pm, info)
         self._complete = True
-        if autoload and not blocked:
-            self._write_manifest()
+        self._write_manifest()  # names of blocked or not autoloaded plugins are absent: their lookups load all
 
     # The manifest.
     def _read_manifest(self) -> dict[str, Any] | None:
@@ -370,8 +369,7 @@ class PluginHost:
             return
         key = self._manifest_key or plugin_manifest.environment_key()
         if plugin_manifest.write_manifest(key, plugins, names, self.config.manifest_path) is not None:
-            self._manifest = {'version': plugin_manifest.MANIFEST_VERSION, 'key': key, 'plugins': plugins,
-                              'names': names}
+            self._manifest = {'plugins': plugins, 'names': names}
             self._manifest_key = key
             self._manifest_state = 'trusted'
 

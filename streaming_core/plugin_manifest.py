@@ -3,7 +3,9 @@
 A full plugin discovery (every builtin and entry point imported, every hook called) records, per kind, the plugin that
 registered each name, and where each plugin comes from (a builtin module, or an entry point's value and
 distribution). The record is written atomically to ``<cache root>/state/plugin-manifest-<environment>.json``
-(:func:`manifest_path`), keyed by the installed distributions (:func:`environment_key`).
+(:func:`manifest_path`, one file per Python environment), keyed by the installed distributions
+(:func:`environment_key`). The file keeps the records of the last :data:`MAX_KEYS` keys, so scripts run from
+directories that change what is importable (an in-tree ``*.egg-info`` on ``sys.path[0]``) do not rebuild it in turn.
 
 The key is computed without importing :mod:`importlib.metadata` or reading any entry-point file: it is a digest of
 every package-metadata entry on ``sys.path`` (``*.dist-info``, ``*.egg-info``, ``*.egg-link``, ``*.pth`` and the
@@ -25,7 +27,9 @@ from typing import Any
 __all__ = ['MANIFEST_VERSION', 'environment_key', 'manifest_path', 'read_manifest', 'write_manifest']
 
 #: The format version of the manifest file; another version is ignored.
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+#: How many environment keys one manifest file remembers (the least recently written are dropped).
+MAX_KEYS = 8
 _SUFFIXES = ('.dist-info', '.egg-info', '.egg-link', '.pth')
 
 
@@ -74,9 +78,9 @@ def manifest_path() -> str:
     return os.path.join(state_root(), f'plugin-manifest-{env}.json')
 
 
-def _valid(data: Any, key: str) -> bool:
-    """True when ``data`` is a manifest of this version and key with the expected shape."""
-    if not isinstance(data, dict) or data.get('version') != MANIFEST_VERSION or data.get('key') != key:
+def _valid(data: Any) -> bool:
+    """True when ``data`` is one key's record with the expected shape."""
+    if not isinstance(data, dict):
         return False
     plugins, names = data.get('plugins'), data.get('names')
     if not isinstance(plugins, dict) or not isinstance(names, dict):
@@ -90,30 +94,46 @@ def _valid(data: Any, key: str) -> bool:
     return True
 
 
-def read_manifest(key: str, path: str | None = None) -> dict[str, Any] | None:
-    """The manifest at ``path`` (default :func:`manifest_path`) when it is valid for ``key``, else None."""
+def _read_file(path: str) -> dict[str, Any]:
+    """The ``{key: record}`` table of the file, empty when it is missing, unreadable or of another version."""
     try:
-        with open(path or manifest_path(), encoding='utf-8') as f:
+        with open(path, encoding='utf-8') as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return None
-    return data if _valid(data, key) else None
+        return {}
+    if not isinstance(data, dict) or data.get('version') != MANIFEST_VERSION or \
+            not isinstance(data.get('manifests'), dict):
+        return {}
+    return data['manifests']
+
+
+def read_manifest(key: str, path: str | None = None) -> dict[str, Any] | None:
+    """The record (``{'plugins': ..., 'names': ...}``) for ``key`` in the file at ``path`` (default
+    :func:`manifest_path`) when it is there and well formed, else None."""
+    record = _read_file(path or manifest_path()).get(key)
+    return record if _valid(record) else None
 
 
 def write_manifest(key: str, plugins: dict[str, dict[str, str]], names: dict[str, dict[str, str]],
                    path: str | None = None) -> str | None:
-    """Write the manifest atomically (a unique temporary name, then a rename); return its path, or None when the
-    cache root is not writable (the manifest is an optimisation: failing to write it is not an error).
+    """Record ``key``'s manifest atomically (a unique temporary name, then a rename); return the file's path, or None
+    when the cache root is not writable (the manifest is an optimisation: failing to write it is not an error).
 
     Args:
         key: The :func:`environment_key` it is valid for.
-        plugins: ``{plugin name: {'module': ..., 'kind': 'builtin' | 'entry_point', 'distribution': ...,
+        plugins: ``{plugin name: {'module': ..., 'origin': 'builtin' | 'entry_point', 'distribution': ...,
             'version': ...}}``.
         names: ``{kind: {registered name: plugin name}}``.
         path: Where to write (default :func:`manifest_path`).
     """
+    import time
+
     path = path or manifest_path()
-    data = {'version': MANIFEST_VERSION, 'key': key, 'plugins': plugins, 'names': names}
+    table = {k: v for k, v in _read_file(path).items() if _valid(v) and k != key}
+    table[key] = {'plugins': plugins, 'names': names, 'written': time.time()}
+    keep = sorted(table, key=lambda k: table[k].get('written', 0) if isinstance(table[k].get('written'),
+                                                                                   (int, float)) else 0)[-MAX_KEYS:]
+    data = {'version': MANIFEST_VERSION, 'manifests': {k: table[k] for k in keep}}
     tmp = f'{path}.{os.getpid()}.{id(data):x}.tmp'
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
