@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
 import copy
-import hashlib
 import logging
 import math
 import numbers
@@ -17,7 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
-from streaming_core.errors import CacheLimitError, EmptyDatasetError
+from streaming_core.catalogue import ShardCatalogue
+from streaming_core.errors import CacheLimitError
 from streaming_core.indexing import getitem
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
@@ -186,26 +185,8 @@ class StreamingDataset(IterableDataset):
         for stream in self.streams:
             stream.apply_default(defaults)
         self.num_streams = len(self.streams)
-        readers = []
-        for stream in self.streams:
-            with gc_paused():  # thousands of small reader objects: collections would only walk them
-                shards = stream.get_shards(self.allow_unsafe_types)
-            if sum(reader.samples for reader in shards) == 0:
-                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
-            readers.append(shards)
-        self.shards = [reader for per in readers for reader in per]
-        self.num_shards = len(self.shards)
-        self.shards_per_stream = np.array([len(per) for per in readers], dtype=np.int64)
-        self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
-        self.stream_per_shard = np.repeat(np.arange(self.num_streams, dtype=np.int64), self.shards_per_stream)
-        self.samples_per_shard = np.array([reader.samples for reader in self.shards], dtype=np.int64)
-        self.sample_offset_per_shard = np.concatenate([[0], np.cumsum(self.samples_per_shard)[:-1]]).astype(np.int64)
-        self.samples_per_stream = np.array([sum(r.samples for r in per) for per in readers], dtype=np.int64)
-        self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)[:-1]]).astype(np.int64)
-        self.num_samples = int(self.samples_per_shard.sum())
-        self.layout_identity = _layout_identity(self.samples_per_shard, self.shards_per_stream)
-        self._shard_ends = np.cumsum(self.samples_per_shard).tolist()
-        self.spanner = Spanner(self.samples_per_shard)
+        self.catalogue = ShardCatalogue.load(self.streams, self.allow_unsafe_types)
+        self.layout_identity = self.catalogue.layout_identity()
 
         # Cache limit.
         self.cache_limit = bytes_to_int(cache_limit) if cache_limit else None
@@ -222,13 +203,75 @@ class StreamingDataset(IterableDataset):
 
         self._index_bytes = sum(_file_size(stream.index_path()) for stream in self.streams)
         shard_budget = None if self.cache_limit is None else self.cache_limit - self._index_bytes
-        self._shards_manager = ShardManager(self.streams, readers, shard_budget, max_open=max_open_shards)
+        self._shards_manager = ShardManager(self.catalogue, shard_budget, max_open=max_open_shards)
         self._state = SharedState()
         if world is None:
             register_node()
         self._position: _Position | None = None
         self._worker_resume: dict[str, Any] | None = None
         self._epoch_totals: dict[tuple[Any, ...], int] = {}
+
+    # ----------------------------------------------------------------------------------------------------------
+    # The catalogue's tables, under the reference's attribute names.
+    @property
+    def shards(self) -> list[Any]:
+        """One reader per shard, in global shard order."""
+        return self.catalogue.readers
+
+    @property
+    def num_shards(self) -> int:
+        """The number of shards of all streams."""
+        return self.catalogue.num_shards
+
+    @property
+    def shards_per_stream(self) -> NDArray[np.int64]:
+        """Shards per stream."""
+        return self.catalogue.shards_per_stream
+
+    @property
+    def shard_offset_per_stream(self) -> NDArray[np.int64]:
+        """The first global shard id of each stream."""
+        return self.catalogue.shard_offset_per_stream
+
+    @property
+    def stream_per_shard(self) -> NDArray[np.int64]:
+        """The stream of each shard."""
+        return self.catalogue.stream_per_shard
+
+    @property
+    def samples_per_shard(self) -> NDArray[np.int64]:
+        """Samples per shard."""
+        return self.catalogue.samples_per_shard
+
+    @property
+    def sample_offset_per_shard(self) -> NDArray[np.int64]:
+        """The first global sample id of each shard."""
+        return self.catalogue.sample_offset_per_shard
+
+    @property
+    def samples_per_stream(self) -> NDArray[np.int64]:
+        """Samples per stream."""
+        return self.catalogue.samples_per_stream
+
+    @property
+    def sample_offset_per_stream(self) -> NDArray[np.int64]:
+        """The first global sample id of each stream."""
+        return self.catalogue.sample_offset_per_stream
+
+    @property
+    def num_samples(self) -> int:
+        """The number of underlying samples."""
+        return self.catalogue.num_samples
+
+    @property
+    def spanner(self) -> Spanner:
+        """The sample id -> ``(shard, row)`` map."""
+        return self.catalogue.spanner
+
+    @property
+    def shard_manager(self) -> ShardManager:
+        """This dataset's shard manager (preparation, open views, eviction)."""
+        return self._shards_manager
 
     # ----------------------------------------------------------------------------------------------------------
     def _check_cache_limit(self) -> None:
@@ -574,17 +617,12 @@ class StreamingDataset(IterableDataset):
 
     # ----------------------------------------------------------------------------------------------------------
     # Random access.
-    def _locate(self, sample_id: int) -> tuple[int, int]:
-        shard = bisect.bisect_right(self._shard_ends, sample_id)
-        start = self._shard_ends[shard - 1] if shard else 0
-        return shard, sample_id - start
-
     def get_item(self, sample_id: int, retry: int = 7) -> Any:
         """The sample with this global id, downloading its shard if needed (``retry`` is accepted for compatibility;
         preparation already retries downloads)."""
         if not 0 <= sample_id < self.num_samples:
             raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
-        shard, index = self._locate(sample_id)
+        shard, index = self.catalogue.locate(sample_id)
         return self._shards_manager.sample(shard, index)
 
     def __getitem__(self, at: Any) -> Any:
@@ -616,15 +654,6 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
-
-
-def _layout_identity(samples_per_shard: NDArray[np.int64], shards_per_stream: NDArray[np.int64]) -> str:
-    """A digest of what a position in the sample order depends on: every stream's shards and their sample counts
-    (the same on every machine, unlike the index files' stat identity)."""
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(np.ascontiguousarray(shards_per_stream, dtype=np.int64).tobytes())
-    digest.update(np.ascontiguousarray(samples_per_shard, dtype=np.int64).tobytes())
-    return digest.hexdigest()
 
 
 @dataclass

@@ -96,12 +96,12 @@ class EpochIterator:
         self._transform = None if read is not None else transform
         self._cursor: tuple[int, Any] = (0, iter(()))  # (end, iterator of positions): see `yielded`
         self._extra = 0  # samples handed out beyond their positions (replacements of bad samples)
-        self.manager = dataset._shards_manager
-        self.manager._check_pid()  # in a forked worker: take this process's views before the loop captures them
+        self.manager = dataset.shard_manager
+        self.manager.adopt_process()  # in a forked worker: take this process's views before the loop captures them
         self.epoch = epoch
         self.count = len(sample_ids)
         self.predownload = max(int(dataset.predownload), 1)
-        shards, indices = dataset.spanner.locate(sample_ids)
+        shards, indices = dataset.catalogue.locate_many(sample_ids)
         self._ids = None if read is None else sample_ids.tolist()
         self._shards = shards.tolist()
         self._indices = indices.tolist()
@@ -212,7 +212,7 @@ class EpochIterator:
                 error = self._errors.pop(shard, None)
                 if error is not None:
                     raise error
-                view = self.manager._views.get(shard)
+                view = self.manager.open_views.get(shard)
                 if view is not None and shard in self._open_until:
                     return view
                 if self._ready > ordinal or self._thread is None or not self._thread.is_alive():
@@ -287,7 +287,7 @@ class EpochIterator:
         """The hot loop (one generator: no ``yield from`` layers between it and the training loop, except a view's
         own tight loop over a long stretch of one shard)."""
         shards, indices, ids = self._shards, self._indices, self._ids
-        views = self.manager._views
+        views = self.manager.open_views
         step = max(self.predownload // 4, 1)
         checkpoint = step
         read, transform = self._read, self._transform
@@ -343,7 +343,7 @@ class EpochIterator:
         try:
             for pos in positions:
                 shard = shards[pos]
-                view = self.manager._views.get(shard)
+                view = self.manager.open_views.get(shard)
                 if view is None:
                     view = self._wait_for(shard, pos)
                 try:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
-import numpy as np
 from torch.utils.data import Dataset
 
+from streaming_core.catalogue import ShardCatalogue
 from streaming_core.indexing import getitem
 from streaming_core.shards import ShardManager
 from streaming_core.stream import Stream
@@ -29,14 +28,13 @@ class LocalDataset(Dataset):
                  max_open_shards: int = 64) -> None:
         stream = Stream(local=local, split=split)
         stream.apply_default({})
-        readers = stream.get_shards(allow_unsafe_types)
         self.local = local
         self.split = split
-        self.shards = readers
-        self.samples_per_shard = np.array([r.samples for r in readers], dtype=np.int64)
-        self.num_samples = int(self.samples_per_shard.sum())
-        self._ends = np.cumsum(self.samples_per_shard).tolist()
-        self._manager = ShardManager([stream], [readers], None, max_open=max_open_shards)
+        self.catalogue = ShardCatalogue([stream], [stream.get_shards(allow_unsafe_types)])
+        self.shards = self.catalogue.readers
+        self.samples_per_shard = self.catalogue.samples_per_shard
+        self.num_samples = self.catalogue.num_samples
+        self._manager = ShardManager(self.catalogue, None, max_open=max_open_shards)
 
     @property
     def size(self) -> int:
@@ -50,9 +48,7 @@ class LocalDataset(Dataset):
         """The sample with this id."""
         if not 0 <= sample_id < self.num_samples:
             raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
-        shard = bisect.bisect_right(self._ends, sample_id)
-        index = sample_id - (self._ends[shard - 1] if shard else 0)
-        return self._manager.sample(shard, index)
+        return self._manager.sample(*self.catalogue.locate(sample_id))
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: int (negative from the end), slice, list or array."""

@@ -19,9 +19,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from streaming_core.cache import CacheHooks, CacheState, cache_key
+from streaming_core.catalogue import ShardCatalogue
 from streaming_core.errors import ShardCorruptError, StreamingError
 from streaming_core.locking import RangeLocks
 from streaming_core.stream import Stream
@@ -44,27 +43,28 @@ class ShardManager:
     """Every shard of a dataset, with per-process open views and node-wide coordination.
 
     Args:
-        streams: The dataset's streams (already defaulted).
-        readers: Per stream, its shard readers.
+        catalogue: The dataset's shard catalogue (streams, readers, and which stream each shard belongs to).
         cache_limit: The node-wide cache limit in bytes, or None.
         max_open: How many shard views a process keeps open for random access.
     """
 
-    def __init__(self, streams: Sequence[Stream], readers: Sequence[Sequence[Any]], cache_limit: int | None,
-                 max_open: int = 64) -> None:
-        self.streams = list(streams)
-        self.readers: list[Any] = [reader for per_stream in readers for reader in per_stream]
-        self.stream_per_shard = np.array([i for i, per in enumerate(readers) for _ in per], dtype=np.int64)
-        self.local_index = [j for per in readers for j in range(len(per))]
+    def __init__(self, catalogue: ShardCatalogue, cache_limit: int | None, max_open: int = 64) -> None:
+        self.catalogue = catalogue
+        self.streams = catalogue.streams
+        self.readers = catalogue.readers
+        self.stream_per_shard = catalogue.stream_per_shard
+        self.local_index = catalogue.shard_in_stream.tolist()
         self.cache_limit = cache_limit
         self.max_open = max_open
         self._evictable = [self.streams[s].has_remote_copy and cache_limit is not None
                            for s in self.stream_per_shard.tolist()]
         parts = []
-        for stream, per in zip(self.streams, readers):
+        for index, stream in enumerate(self.streams):
+            first = int(catalogue.shard_offset_per_stream[index])
             parts.append(os.path.realpath(stream.local_dir))
             parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
-            parts.extend(reader.parts[0][0].basename for reader in per)
+            parts.extend(reader.parts[0][0].basename
+                         for reader in self.readers[first:first + int(catalogue.shards_per_stream[index])])
         self.key = cache_key(parts)
         self._init_process_state()
 
@@ -90,6 +90,15 @@ class ShardManager:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._init_process_state()
+
+    def adopt_process(self) -> None:
+        """In a forked process (a DataLoader worker): drop the parent's views, locks and threads, once."""
+        self._check_pid()
+
+    @property
+    def open_views(self) -> dict[int, Any]:
+        """This process's open shard views by shard id (read-only for callers: the hot loop looks views up here)."""
+        return self._views
 
     def _check_pid(self) -> None:
         if self._pid != os.getpid():  # forked: views, locks and threads belong to the parent
