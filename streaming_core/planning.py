@@ -255,14 +255,16 @@ class EpochPlanner:
 
     def plan_node(self, world: 'World', epoch: int, sample_in_epoch: int, node: int) -> NDArray[np.int64]:
         """Node ``node``'s slice of :meth:`plan`: ``(R, Wk, batches, B)``, computing only what that node reads when
-        possible (``random`` batching, ``orig``-compatible partition, a shuffle with ``node_share``).
+        the batching method offers a ``plan_node`` attribute (``random`` does, for an ``orig``-compatible partition
+        and a shuffle with ``node_share``; it returns None when it cannot).
         """
         self._check_call(world, epoch, sample_in_epoch)
         if not 0 <= node < world.num_nodes:
             raise ValueError(f'node {node} is out of range for a world of {world.num_nodes} nodes.')
         method = get_registry('batching').get(self.batching_method)
-        if method is random_batching:
-            fast = _random_node_plan(self, world, epoch, sample_in_epoch, node)
+        node_plan = getattr(method, 'plan_node', None)
+        if node_plan is not None:
+            fast = node_plan(self, world, epoch, sample_in_epoch, node)
             if fast is not None:
                 return fast
         return np.ascontiguousarray(method(self, world, epoch, sample_in_epoch)[node])
@@ -351,3 +353,6 @@ def _random_node_plan(planner: EpochPlanner, world: 'World', epoch: int, sample_
         view[:, j0:j1] = vals.reshape(j1 - j0, group, ranks).transpose(2, 0, 1).reshape(ranks, j1 - j0, workers,
                                                                                        batch)
     return out
+
+
+random_batching.plan_node = _random_node_plan  # the node-level fast path a batching method may declare
