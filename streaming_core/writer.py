@@ -123,14 +123,17 @@ class ShardWriter:
         hashes: Hash names recorded per file; must be in sorted order.
         size_limit: The shard size at which a new shard starts: an int, a string like ``'64mb'``, or ``None`` for
             no limit (a shard must still stay below 4 GiB, else :class:`ShardTooLargeError`).
-        progress_bar: Show a tqdm bar of samples written.
-        max_workers: Upload threads (default: Python's executor default).
-        retry: Attempts per remote request (each upload, and the checks of the remote output), as in the reference
+        **kwargs: The options below (any other name is refused).
+
+    Keyword Args:
+        progress_bar (bool): Show a tqdm bar of samples written.
+        max_workers (int): Upload threads (default: Python's executor default).
+        retry (int): Attempts per remote request (each upload, and the checks of the remote output), as in the reference
             (at least 1).
-        exist_ok: Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
+        exist_ok (bool): Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
             directory, or a remote that already holds an ``index.json``, is refused.
-        storage_options: Options passed to the remote's storage backend (endpoint, profile, ...).
-        upload_timeout: The timeout of each attempt of each remote request, in seconds (default 60). A request to an
+        storage_options (Mapping[str, Any]): Options passed to the remote's storage backend (endpoint, profile, ...).
+        upload_timeout (float): The timeout of each attempt of each remote request, in seconds (default 60). A request to an
             endpoint that never answers fails after about ``retry * upload_timeout`` seconds plus the backoff
             between attempts; the error says the time spent, the attempts and this timeout.
     """

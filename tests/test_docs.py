@@ -53,6 +53,14 @@ def test_every_hook_is_exercised_by_a_test():
         assert re.search(rf'\b{hook}\b\s*=', text), f'no test implements {hook}'
 
 
+def test_api_reference_is_rendered_from_the_docstrings(site):
+    page = (site / 'reference' / 'api' / 'index.html').read_text()
+    for name in ('StreamingDataset', 'Stream', 'StreamingDataLoader', 'LocalDataset', 'World', 'merge_index',
+                 'ShardCatalogue'):
+        assert name in page, f'{name} missing from the API reference'
+    assert 'Make the next iteration start' in page and 'Every shard of' in page  # docstrings, not only names
+
+
 def test_readme_shows_the_two_commands():
     readme = open(os.path.join(ROOT, 'README.md')).read()
     head = readme[:400]
