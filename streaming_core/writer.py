@@ -133,9 +133,9 @@ class ShardWriter:
         exist_ok (bool): Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
             directory, or a remote that already holds an ``index.json``, is refused.
         storage_options (Mapping[str, Any]): Options passed to the remote's storage backend (endpoint, profile, ...).
-        upload_timeout (float): The timeout of each attempt of each remote request, in seconds (default 60). A request to an
-            endpoint that never answers fails after about ``retry * upload_timeout`` seconds plus the backoff
-            between attempts; the error says the time spent, the attempts and this timeout.
+        upload_timeout (float): The timeout of each attempt of each remote request, in seconds (default 60). A
+            request to an endpoint that never answers fails after about ``retry * upload_timeout`` seconds plus the
+            backoff between attempts; the error says the time spent, the attempts and this timeout.
     """
 
     format: str = ''
