@@ -1,0 +1,326 @@
+"""The ``dbfs:`` storage backend on ``databricks-sdk``: Unity Catalog Volumes and DBFS.
+
+URL forms:
+
+* ``dbfs:/Volumes/<catalog>/<schema>/<volume>/<path>``: read, written, listed and checked through the Unity
+  Catalog **Files API** (``/api/2.0/fs/files``, ``/api/2.0/fs/directories``). Files from ``multipart_threshold``
+  bytes up (50 MiB by default) are uploaded in parts through presigned URLs when the workspace allows them; the
+  SDK falls back to one ``PUT`` when it does not.
+* ``dbfs:/<path>`` (the DBFS root): read through the Files API, as the reference does; written, listed and checked
+  through the **DBFS API** (``/api/2.0/dbfs/create``/``add-block``/``close``, ``list``, ``get-status``);
+  ranged reads use ``/api/2.0/dbfs/read``.
+
+``dbfs:///...`` is the same URL. Authentication is the SDK's own (``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN``,
+``~/.databrickscfg`` profiles, OAuth, the Azure and Google methods, notebook context), plus the ``host``,
+``token``, ``profile``, ``config_file`` and ``auth_type`` options. The SDK's own retries are off (every request
+is one attempt) so that the core's retries, with backoff, govern throttling and transient failures alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from streaming_core.errors import PermanentStorageError, StorageError, TruncatedDownloadError
+from streaming_core.storage import ProcessLocal, check_options
+from streaming_databricks.errors import translate
+from streaming_databricks.urls import DbfsUrl, parse_dbfs_url
+
+__all__ = ['DatabricksBackend', 'OPTIONS']
+
+T = TypeVar('T')
+
+#: Every option ``DatabricksBackend`` accepts (``storage_options`` keys).
+OPTIONS = frozenset({'host', 'token', 'profile', 'config_file', 'auth_type', 'multipart_threshold', 'part_size'})
+
+_CHUNK = 64 << 10
+_DBFS_READ_MAX = 1 << 20
+_MAX_RESUMES = 5
+
+
+class _SingleAttemptClock:
+    """A clock for the SDK under which every request is tried once: the first "sleep" between the SDK's own retry
+    attempts moves this thread's time past any deadline, so the SDK gives up at once and the core retries."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def time(self) -> float:
+        return time.time() + getattr(self._local, 'skew', 0.0)
+
+    def sleep(self, seconds: float) -> None:
+        self._local.skew = getattr(self._local, 'skew', 0.0) + 1e9
+
+
+class DatabricksBackend(ProcessLocal):
+    """``dbfs:/Volumes/...`` and ``dbfs:/...`` storage through the Databricks SDK.
+
+    Args:
+        host: The workspace URL (default: the SDK's, e.g. ``$DATABRICKS_HOST`` or the profile's).
+        token: A personal access token (default: the SDK's, e.g. ``$DATABRICKS_TOKEN``); never shown.
+        profile: A ``~/.databrickscfg`` profile (default ``$DATABRICKS_CONFIG_PROFILE``, else ``DEFAULT``).
+        config_file: The config file holding the profiles (default ``$DATABRICKS_CONFIG_FILE`` or
+            ``~/.databrickscfg``).
+        auth_type: Force one SDK authentication method (``pat``, ``oauth-m2m``, ``azure-cli``...).
+        multipart_threshold: Volume uploads of at least this many bytes go in parts (default 50 MiB, the SDK's).
+        part_size: The part size of those uploads (default: the SDK's choice for the file size).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        check_options('dbfs', options, OPTIONS)
+        self.host = options.get('host') or None
+        self._token = options.get('token') or None
+        self.profile = options.get('profile') or None
+        self.config_file = options.get('config_file') or None
+        self.auth_type = options.get('auth_type') or None
+        self.multipart_threshold = _positive('multipart_threshold', options.get('multipart_threshold'))
+        self.part_size = _positive('part_size', options.get('part_size'))
+        from streaming_core.redact import register_secret
+        register_secret(self._token)
+        register_secret(os.environ.get('DATABRICKS_TOKEN'))
+        self._init_runtime()
+
+    _process_local = ('_clients',)
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._clients: dict[float, Any] = {}
+
+    def __repr__(self) -> str:
+        return f'DatabricksBackend(host={self.host!r}, profile={self.profile!r}, auth_type={self.auth_type!r})'
+
+    def reset(self) -> None:
+        """Drop the clients (the core calls this between retries)."""
+        with self._lock:
+            self._clients = {}
+
+    # Clients.
+    def _client(self, timeout: float) -> Any:
+        self._check_process()
+        client = self._clients.get(float(timeout))
+        if client is None:
+            with self._lock:
+                client = self._clients.get(float(timeout))
+                if client is None:
+                    client = self._make_client(float(timeout))
+                    self._clients[float(timeout)] = client
+        return client
+
+    def _make_client(self, timeout: float) -> Any:
+        from databricks.sdk import WorkspaceClient
+        from databricks.sdk.config import Config
+
+        from streaming_core.redact import install_log_redaction, register_secret
+        install_log_redaction('databricks', 'urllib3')
+        settings = {'host': self.host, 'token': self._token, 'profile': self.profile,
+                    'config_file': self.config_file, 'auth_type': self.auth_type}
+        config = Config(clock=_SingleAttemptClock(), http_timeout_seconds=timeout,
+                        retry_timeout_seconds=max(int(math.ceil(timeout)), 1),
+                        **{k: v for k, v in settings.items() if v is not None})
+        for secret in ('token', 'client_secret', 'password', 'azure_client_secret'):
+            register_secret(getattr(config, secret, None))
+        if self.multipart_threshold is not None:
+            config.files_ext_multipart_upload_min_stream_size = self.multipart_threshold
+        return WorkspaceClient(config=config)
+
+    def _run(self, target: DbfsUrl, action: str, timeout: float, operation: Callable[[Any], T]) -> T:
+        try:
+            return operation(self._client(timeout))
+        except Exception as err:
+            raise translate(err, target, action) from None
+
+    # The StorageBackend protocol.
+    def download(self, url: str, path: str, *, timeout: float) -> None:
+        """Stream the file into ``path`` through the Files API; a connection lost mid-body resumes from the bytes
+        already written (``Range``, guarded by ``If-Unmodified-Since``), and a short body is an error."""
+        target = parse_dbfs_url(url, need_key=True)
+
+        def operation(client: Any) -> None:
+            with open(path, 'wb') as out:
+                written, declared, modified, resumes = 0, None, None, 0
+                while True:
+                    headers = {'Accept': 'application/octet-stream'}
+                    if written:
+                        headers['Range'] = f'bytes={written}-'
+                        if modified:
+                            headers['If-Unmodified-Since'] = modified
+                    response = self._get(client, target, headers)
+                    if declared is None:
+                        declared = _int(response.get('content-length'))
+                        modified = response.get('last-modified')
+                    elif not str(response.get('content-range') or '').startswith(f'bytes {written}-'):
+                        response['contents'].close()
+                        raise StorageError(f'Resuming {target.shown} at byte {written} gave another range '
+                                           f'({response.get("content-range")!r}); the download starts again.')
+                    body = response['contents']
+                    body.set_chunk_size(_CHUNK)
+                    progress = written
+                    try:
+                        while True:
+                            chunk = body.read(_CHUNK)
+                            if not chunk:
+                                break
+                            out.write(chunk)
+                            written += len(chunk)
+                        break
+                    except Exception as err:
+                        if not _is_transfer_error(err) or written == progress or resumes >= _MAX_RESUMES:
+                            raise
+                        resumes += 1
+                    finally:
+                        body.close()
+            if declared is not None and written != declared:
+                raise TruncatedDownloadError(f'GET {target.shown} returned {written} of {declared} bytes.')
+
+        self._run(target, 'Download', timeout, operation)
+
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """Bytes ``[start, start + length)`` of the file (fewer at its end): an HTTP ``Range`` request for a
+        volume, ``/api/2.0/dbfs/read`` (1 MiB at a time) for DBFS."""
+        target = parse_dbfs_url(url, need_key=True)
+        if start < 0 or length < 0:
+            raise ValueError(f'read_range needs start >= 0 and length >= 0, got start={start}, length={length}.')
+        if length == 0:
+            return b''
+
+        def operation(client: Any) -> bytes:
+            if not target.volume:
+                return _dbfs_read(client, target.path, start, length)
+            from databricks.sdk.errors import DatabricksError
+            try:
+                response = self._get(client, target, {'Accept': 'application/octet-stream',
+                                                        'Range': f'bytes={start}-{start + length - 1}'})
+            except DatabricksError as err:
+                if 'range' in str(err).lower():
+                    return b''  # 416: the range starts at or after the end of the file
+                raise
+            body = response['contents']
+            try:
+                data = body.read()
+            finally:
+                body.close()
+            if not response.get('content-range') and len(data) > length:  # a server that ignored the Range
+                data = data[start:start + length]
+            return data
+
+        return self._run(target, 'Ranged read', timeout, operation)
+
+    def upload(self, path: str, url: str, *, timeout: float) -> None:
+        """Upload ``path`` (volumes: the Files API, in parts above ``multipart_threshold``; DBFS: the DBFS API),
+        then check the stored size, as the reference does (the upload API can fail silently)."""
+        target = parse_dbfs_url(url, need_key=True)
+        size = os.path.getsize(path)
+
+        def operation(client: Any) -> None:
+            if target.volume:
+                kwargs = {'part_size': self.part_size} if self.part_size else {}
+                client.files.upload_from(target.path, path, overwrite=True, use_parallel=False, **kwargs)
+                stored = client.files.get_metadata(target.path).content_length
+            else:
+                with open(path, 'rb') as source:
+                    client.dbfs.upload(target.path, source, overwrite=True)
+                stored = client.dbfs.get_status(target.path).file_size
+            if stored is not None and int(stored) != size:
+                raise StorageError(f'Upload of {target.shown} stored {stored} bytes instead of {size}.')
+
+        self._run(target, 'Upload', timeout, operation)
+
+    def exists(self, url: str, *, timeout: float) -> bool:
+        """Whether a file exists (``HEAD`` on the Files API for a volume, ``get-status`` for DBFS)."""
+        return self.stat(url, timeout=timeout) is not None
+
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any] | None:
+        """``{'size', 'mtime'}`` of the file, or ``None`` when there is none (or only a directory)."""
+        target = parse_dbfs_url(url, need_key=True)
+
+        def operation(client: Any) -> dict[str, Any] | None:
+            from databricks.sdk.errors import NotFound
+            try:
+                if target.volume:
+                    meta = client.files.get_metadata(target.path)
+                    return {'size': _int(meta.content_length), 'mtime': meta.last_modified}
+                status = client.dbfs.get_status(target.path)
+            except NotFound:
+                return None
+            if status.is_dir:
+                return None
+            return {'size': _int(status.file_size), 'mtime': status.modification_time}
+
+        return self._run(target, 'Existence check', timeout, operation)
+
+    def list(self, url: str, *, timeout: float) -> list[str]:
+        """Every file whose path starts with the URL's path, as URLs in the input's form (Files API listings are
+        followed page by page)."""
+        target = parse_dbfs_url(url, need_key=False)
+        prefix = target.path
+        start = prefix if prefix.endswith('/') else prefix.rsplit('/', 1)[0] + '/'
+
+        def operation(client: Any) -> list[str]:
+            found: list[str] = []
+            pending = [start]
+            while pending:
+                directory = pending.pop()
+                for path, is_dir in self._entries(client, target, directory):
+                    if is_dir:
+                        if (path.rstrip('/') + '/').startswith(prefix) or prefix.startswith(path.rstrip('/') + '/'):
+                            pending.append(path.rstrip('/') + '/')
+                    elif path.startswith(prefix):
+                        found.append(target.child_url(path))
+            return sorted(found)
+
+        return self._run(target, 'Listing', timeout, operation)
+
+    # Helpers.
+    def _entries(self, client: Any, target: DbfsUrl, directory: str) -> list[tuple[str, bool]]:
+        from databricks.sdk.errors import NotFound
+        try:
+            if target.volume:
+                return [(e.path, bool(e.is_directory)) for e in client.files.list_directory_contents(directory)]
+            listing = client.api_client.do('GET', '/api/2.0/dbfs/list', query={'path': directory.rstrip('/') or '/'})
+            return [(f['path'], bool(f.get('is_dir'))) for f in listing.get('files', [])]
+        except NotFound:
+            return []
+
+    @staticmethod
+    def _get(client: Any, target: DbfsUrl, headers: dict[str, str]) -> dict[str, Any]:
+        return client.api_client.do('GET', f'/api/2.0/fs/files{quote(target.path)}', headers=headers,
+                                    response_headers=['content-length', 'last-modified', 'content-range'], raw=True)
+
+
+def _dbfs_read(client: Any, path: str, start: int, length: int) -> bytes:
+    import base64
+    chunks, offset, end = [], start, start + length
+    while offset < end:
+        response = client.dbfs.read(path, offset=offset, length=min(_DBFS_READ_MAX, end - offset))
+        if not response.bytes_read:
+            break
+        chunk = base64.b64decode(response.data or '')
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b''.join(chunks)
+
+
+def _is_transfer_error(err: BaseException) -> bool:
+    import requests
+    import urllib3
+    return isinstance(err, (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, ConnectionError))
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _positive(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PermanentStorageError(f'Invalid dbfs option {name}={value!r}: give a positive number of bytes.')
+    return value
