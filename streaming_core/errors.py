@@ -1,11 +1,18 @@
 """Exceptions raised by streaming-core and its plugins.
 
 Every error the library raises on purpose derives from :class:`StreamingError`. Most also derive from the
-builtin exception the reference system (mosaicml-streaming) raised in the same situation, so code written
-against it (``except ValueError``, ``except FileNotFoundError``) keeps working.
+exception type the reference system (mosaicml-streaming 0.13) raised in the same situation, so handlers written
+against it (``except ValueError``, ``except RuntimeError``, ``except json.JSONDecodeError``) keep matching. A class
+derives from a reference type only where the reference raises that type, so ``hasattr()`` (which swallows
+``AttributeError``) and broad handlers elsewhere are not fooled.
+
+Every class can be built from one message string: torch's DataLoader re-raises an error from a worker as
+``type(err)(message)``, and a class that cannot be built that way would come back as a plain ``RuntimeError``.
 """
 
 from __future__ import annotations
+
+import json
 
 
 class StreamingError(Exception):
@@ -29,6 +36,41 @@ class PluginLoadError(StreamingError, ImportError):
 
 class IndexFormatError(StreamingError, ValueError):
     """An ``index.json`` is missing fields, has the wrong version or types, or is not valid JSON."""
+
+
+class IndexJSONError(IndexFormatError, json.JSONDecodeError):
+    """An ``index.json`` is empty or not valid JSON (``json.JSONDecodeError``, as in the reference).
+
+    Unlike :class:`json.JSONDecodeError`, it is built from one message (``doc`` and ``pos`` are optional), so it
+    survives torch's re-raise from a DataLoader worker and pickling.
+
+    Args:
+        message: The whole message (it names the file).
+        doc: The text that failed to parse, if known.
+        pos: The position of the error in ``doc``.
+    """
+
+    def __init__(self, message: str, doc: str = '', pos: int = 0) -> None:
+        ValueError.__init__(self, message)
+        self.msg = message
+        self.doc = doc
+        self.pos = pos
+        self.lineno = doc.count('\n', 0, pos) + 1
+        self.colno = pos - doc.rfind('\n', 0, pos)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int]]:
+        return type(self), (self.msg, self.doc, self.pos)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class IndexNotFoundError(StreamingError, FileNotFoundError, RuntimeError):
+    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from.
+
+    The reference raises ``RuntimeError`` for this case in ``StreamingDataset`` and ``FileNotFoundError`` from its
+    readers and local downloads, so both kinds of handler match.
+    """
 
 
 class EmptyDatasetError(StreamingError, RuntimeError):
@@ -75,12 +117,47 @@ class CacheLimitError(StreamingError, ValueError):
     """The cache limit is too small for the dataset or cannot be honoured."""
 
 
-class WaitTimeoutError(StreamingError, TimeoutError):
-    """A wait for another process (a download, a lock, an epoch plan) exceeded its timeout."""
+class WaitTimeoutError(StreamingError, TimeoutError, RuntimeError):
+    """A wait for another process (a download, a lock, an epoch plan) exceeded its timeout.
+
+    Also a ``RuntimeError``: the reference's bounded waits (``index.json`` from the local leader,
+    ``wait_for_file_to_exist``) raise that type.
+    """
 
 
 class CodecError(StreamingError, ValueError):
     """A value cannot be encoded or decoded with the requested column encoding."""
+
+
+class ColumnTypeError(CodecError, TypeError, AttributeError):
+    """A column value has a type its encoding does not take (MDS, JSON or XSV writers).
+
+    Also an ``AttributeError``, the type the reference's encoders raise for a wrong value type. Raised only by
+    encoding a value (never from an attribute lookup), so ``hasattr()`` is not affected.
+    """
+
+
+class SampleSizeError(CodecError, KeyError):
+    """A pre-encoded value of a fixed-size column has the wrong length (``KeyError``, as in the reference)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ''
+
+
+class UnknownSchemeError(UnknownNameError, ValueError):
+    """No storage backend is registered for a URL scheme (``ValueError``, as the reference's unsupported remote)."""
+
+
+class NotSupportedError(StreamingError, NotImplementedError):
+    """A feature of the reference that streaming-core does not provide (the message says what to use instead)."""
+
+
+class DirectoryNotEmptyError(StreamingError, FileExistsError):
+    """A writer's output directory is not empty and ``exist_ok`` is false (``FileExistsError``, as the reference)."""
+
+
+class SampleAccessError(StreamingError, RuntimeError):
+    """A sample could not be read after its shard was prepared again (``RuntimeError``, as in the reference)."""
 
 
 class WorkerDiedError(StreamingError, RuntimeError):

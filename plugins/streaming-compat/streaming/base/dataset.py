@@ -1,0 +1,61 @@
+"""``streaming.base.dataset``: :class:`StreamingDataset`, streaming-core's dataset with the reference's extras.
+
+It *is* a :class:`streaming_core.StreamingDataset` (a subclass), so ``isinstance`` checks in our loader, our
+trainer integrations and users' code hold; it is also a :class:`streaming.base.array.Array`, as in the reference.
+What it adds is the reference's custom-stream selection: without ``streams``, ``stream_name`` picks a class from
+:data:`streaming.base.stream.streams_registry` and ``stream_config`` gives its extra arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from streaming.base.array import Array
+from streaming.base.registry_utils import construct_from_registry
+from streaming.base.stream import Stream, streams_registry
+from streaming_core.dataset import StreamingDataset as _CoreDataset
+
+__all__ = ['StreamingDataset']
+
+#: The dataset arguments that become the single stream's arguments when ``streams`` is not given.
+_STREAM_DEFAULTS = ('remote', 'local', 'split', 'download_retry', 'download_timeout', 'validate_hash', 'keep_zip')
+
+
+class StreamingDataset(_CoreDataset, Array):
+    """The reference's ``StreamingDataset`` on streaming-core: every argument of
+    :class:`streaming_core.StreamingDataset`, keyword-only, with the same defaults.
+
+    Args:
+        stream_name: Without ``streams``: the name of the stream class in
+            :data:`~streaming.base.stream.streams_registry` to build the single stream with (default ``'stream'``,
+            :class:`~streaming.base.stream.Stream`). Ignored when ``streams`` is given, as in the reference.
+        stream_config: Extra keyword arguments of that stream class.
+        **kwargs: Every other :class:`streaming_core.StreamingDataset` argument.
+    """
+
+    def __init__(self, *, stream_name: str = 'stream', stream_config: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        if stream_config is not None and not isinstance(stream_config, Mapping):
+            raise TypeError(f'`stream_config` must be a dict of the stream class\'s arguments, got '
+                            f'{type(stream_config).__name__}.')
+        if not kwargs.get('streams') and (kwargs.get('remote') or kwargs.get('local')) \
+                and streams_registry.get(stream_name) is not Stream:
+            kwargs['streams'] = [build_stream(stream_name, stream_config, kwargs)]
+            kwargs.pop('remote', None)
+            kwargs.pop('local', None)
+            stream_config = None
+        super().__init__(stream_config=stream_config, **kwargs)
+
+
+def build_stream(stream_name: str, stream_config: Mapping[str, Any] | None, dataset_kwargs: Mapping[str, Any]) -> Any:
+    """The single stream of a dataset built without ``streams``: the registered class of ``stream_name`` called with
+    the dataset's stream arguments (``remote``, ``local``, ``split``, ``download_retry`` ...) and ``stream_config``."""
+    registered = streams_registry.get(stream_name)
+    if not (inspect.isclass(registered) and issubclass(registered, Stream)):
+        raise TypeError(f'stream_name={stream_name!r} names {registered!r} in streams_registry, which is not a '
+                        f'subclass of streaming.Stream; register a Stream subclass.')
+    defaults = {name: dataset_kwargs[name] for name in _STREAM_DEFAULTS if dataset_kwargs.get(name) is not None}
+    return construct_from_registry(stream_name, streams_registry, partial_function=False,
+                                   kwargs={**defaults, **dict(stream_config or {})})

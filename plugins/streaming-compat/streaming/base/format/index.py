@@ -1,0 +1,7 @@
+"""``streaming.base.format.index``: the index file's name."""
+
+from __future__ import annotations
+
+from streaming_core.index import get_index_basename
+
+__all__ = ['get_index_basename']

@@ -1,0 +1,7 @@
+"""``streaming.base.partition``: the reference's partition functions, streaming-core's implementations."""
+
+from __future__ import annotations
+
+from streaming_core.partition import get_partitions, get_partitions_orig, get_partitions_relaxed
+
+__all__ = ['get_partitions', 'get_partitions_orig', 'get_partitions_relaxed']
