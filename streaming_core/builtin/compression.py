@@ -16,7 +16,7 @@ from streaming_core.errors import ShardCorruptError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.registry import RegistryView
 
-__all__ = ['Gzip', 'Bzip2', 'bounded_stream', 'require_bytes']
+__all__ = ['Gzip', 'Bzip2', 'bounded_stream', 'require_bytes', 'expansion_error']
 
 _CHUNK = 1 << 24
 
@@ -28,9 +28,16 @@ def require_bytes(data: object, family: str) -> memoryview:
     return memoryview(data)
 
 
-def _too_big(family: str, max_size: int) -> ShardCorruptError:
+def expansion_error(family: str, max_size: int, declared: int | None = None) -> ShardCorruptError:
+    """The error for ``family`` data that expands past ``max_size`` bytes (or whose header ``declared`` more)."""
+    if declared is not None:
+        return ShardCorruptError(f'{family} data declares {declared} bytes, more than the declared size of {max_size} '
+                                 f'bytes; refusing to decompress it (a corrupt or hostile file).')
     return ShardCorruptError(f'{family} data expands past the declared size of {max_size} bytes; refusing to '
                              f'decompress further (a corrupt or hostile file).')
+
+
+_too_big = expansion_error
 
 
 def bounded_stream(make: Callable[[], 'zlib._Decompress | bz2.BZ2Decompressor'], data: bytes | memoryview,

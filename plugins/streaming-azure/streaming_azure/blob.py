@@ -14,9 +14,7 @@ from typing import Any, TypeVar
 
 from streaming_azure.config import AzureSettings, translate
 from streaming_azure.urls import AzureLocation, parse_blob_url
-from streaming_core.errors import TruncatedDownloadError
-from streaming_core.storage import ProcessLocal
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import ClientCache, ProcessLocal, TruncatedDownloadError, redact_url
 
 __all__ = ['AzureBlobBackend', 'AzureBackendBase']
 
@@ -37,30 +35,25 @@ class AzureBackendBase(ProcessLocal):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._clients: dict[tuple[str, float], Any] = {}
+        self._clients: ClientCache[Any] = ClientCache()
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(account={self.settings.account!r}, account_url={self.settings.account_url!r})'
 
     def reset(self) -> None:
         """Drop every client (the core calls this between retries)."""
-        with self._lock:
-            self._clients = {}
+        self._clients.clear()
 
     def _service(self, account: str, timeout: float) -> Any:
         self._check_process()
-        key = (account, float(timeout))
-        client = self._clients.get(key)
-        if client is None:
-            with self._lock:
-                client = self._clients.get(key)
-                if client is None:
-                    client = self.settings.make_service_client(account, self.service_kind, timeout)
-                    from streaming_core.redact import install_log_redaction, register_secret
-                    for secret in self.settings.secrets():
-                        register_secret(secret)
-                    install_log_redaction('azure', 'urllib3')
-                    self._clients[key] = client
+        return self._clients.get((account, float(timeout)), lambda: self._make_service(account, timeout))
+
+    def _make_service(self, account: str, timeout: float) -> Any:
+        from streaming_core.plugin_api import install_log_redaction, register_secret
+        client = self.settings.make_service_client(account, self.service_kind, timeout)
+        for secret in self.settings.secrets():
+            register_secret(secret)
+        install_log_redaction('azure', 'urllib3')
         return client
 
     def _run(self, url: str, action: str, operation: Callable[[], T]) -> T:

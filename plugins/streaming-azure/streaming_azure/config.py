@@ -17,9 +17,14 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS, check_options
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    check_options,
+    redact_url,
+)
 
 __all__ = ['AzureSettings', 'OPTIONS', 'translate']
 

@@ -16,8 +16,7 @@ from typing import Any
 
 from streaming_azure.blob import AzureBackendBase
 from streaming_azure.urls import AzureLocation, parse_datalake_url
-from streaming_core.errors import TruncatedDownloadError
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import TruncatedDownloadError, redact_url
 
 __all__ = ['AzureDataLakeBackend']
 

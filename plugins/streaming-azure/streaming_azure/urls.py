@@ -19,10 +19,8 @@ the same objects. ``azure-dl://<filesystem>/<path>`` has one form (plus ``azure-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
 
-from streaming_core.errors import PermanentStorageError
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import PermanentStorageError, StorageURL, redact_url
 
 __all__ = ['AzureLocation', 'parse_blob_url', 'parse_datalake_url', 'URL_FORMS']
 
@@ -44,12 +42,8 @@ class AzureLocation:
 
 
 def _parts(url: str, scheme: str) -> tuple[str, str]:
-    parsed = urlparse(url)
-    if parsed.scheme.lower() != scheme:
-        raise PermanentStorageError(f'Expected an {scheme}:// URL, got {redact_url(url)}.')
-    if not parsed.netloc:
-        raise PermanentStorageError(f'Invalid {scheme} URL {redact_url(url)}: it names no container or account.')
-    return parsed.netloc, unquote(parsed.path).lstrip('/')
+    where = StorageURL.parse(url, scheme=scheme, bucket_word='container or account', usage='', unquote_key=True)
+    return where.netloc, where.key
 
 
 def parse_blob_url(url: str, *, account: str | None, url_form: str = 'auto', need_path: bool) -> AzureLocation:

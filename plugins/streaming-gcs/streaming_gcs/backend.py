@@ -22,9 +22,17 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal, check_options, split_bucket_url
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    ClientCache,
+    PermanentStorageError,
+    ProcessLocal,
+    RemoteNotFoundError,
+    StorageError,
+    StorageURL,
+    check_options,
+    redact_url,
+)
 from streaming_gcs.hmac import GcsHmacClient
 
 __all__ = ['GcsBackend', 'OPTIONS', 'NO_CREDENTIALS_MESSAGE']
@@ -87,29 +95,24 @@ class GcsBackend(ProcessLocal):
             return 'service_account'
         return 'anonymous' if self.anonymous else 'adc'
 
-    _process_local = ('_client_obj',)
+    _process_local = ('_clients',)
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._client_obj: Any = None
+        self._clients: ClientCache[Any] = ClientCache()
 
     def __repr__(self) -> str:
         return f'GcsBackend(mode={self.mode!r}, endpoint={self.endpoint!r})'
 
     def reset(self) -> None:
         """Drop the client (the core calls this between retries)."""
-        with self._lock:
-            self._client_obj = None
+        self._clients.clear()
         if self._hmac is not None:
             self._hmac.reset()
 
     def _client(self) -> Any:
         self._check_process()
-        if self._client_obj is None:
-            with self._lock:
-                if self._client_obj is None:
-                    self._client_obj = self._make_client()
-        return self._client_obj
+        return self._clients.get(None, self._make_client)
 
     def _make_client(self) -> Any:
         from google.cloud import storage
@@ -154,7 +157,8 @@ class GcsBackend(ProcessLocal):
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
         """Download the object (checksums verified by the client when the server sends them)."""
-        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.download(bucket, key, path, url, timeout)
         self._run(url, 'Download', lambda client: client.bucket(bucket).blob(key).download_to_filename(
@@ -163,7 +167,8 @@ class GcsBackend(ProcessLocal):
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """Upload ``path`` (one multipart request, or a resumable upload above 8 MiB)."""
-        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.upload(path, bucket, key, url, timeout)
         self._run(url, 'Upload', lambda client: client.bucket(bucket).blob(key).upload_from_filename(
@@ -172,7 +177,8 @@ class GcsBackend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """Whether the object exists."""
-        bucket, key = split_bucket_url(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.exists(bucket, key, url, timeout)
         return self._run(url, 'Existence check',
@@ -180,7 +186,8 @@ class GcsBackend(ProcessLocal):
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object under the prefix, as ``gs://bucket/name`` URLs, sorted."""
-        bucket, prefix = split_bucket_url(url, scheme='gs', need_key=False)
+        where = StorageURL.parse(url, scheme='gs')
+        bucket, prefix = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.list(bucket, prefix, url, timeout)
         return self._run(url, 'Listing', lambda client: sorted(

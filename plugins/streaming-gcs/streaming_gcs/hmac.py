@@ -12,9 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    ClientCache,
+    PermanentStorageError,
+    ProcessLocal,
+    RemoteNotFoundError,
+    StorageError,
+    redact_url,
+)
 
 __all__ = ['GcsHmacClient', 'GCS_S3_ENDPOINT']
 
@@ -40,36 +46,33 @@ class GcsHmacClient(ProcessLocal):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._clients: dict[float, Any] = {}
+        self._clients: ClientCache[Any] = ClientCache()
 
     def __repr__(self) -> str:
         return f'GcsHmacClient(endpoint={self.endpoint!r})'
 
     def reset(self) -> None:
         """Drop the clients."""
-        with self._lock:
-            self._clients = {}
+        self._clients.clear()
 
     def _client(self, timeout: float) -> Any:
         self._check_process()
-        client = self._clients.get(float(timeout))
-        if client is None:
-            with self._lock:
-                client = self._clients.get(float(timeout))
-                if client is None:
-                    import boto3
-                    from botocore.config import Config
-                    config = Config(connect_timeout=min(float(timeout), 10.0), read_timeout=float(timeout),
-                                    retries={'total_max_attempts': 1, 'mode': 'standard'},
-                                    request_checksum_calculation='when_required',
-                                    response_checksum_validation='when_required', signature_version='s3v4')
-                    session = boto3.session.Session(aws_access_key_id=self._key, aws_secret_access_key=self._secret,
-                                                    region_name='auto')
-                    client = session.client('s3', endpoint_url=self.endpoint, config=config)
-                    from streaming_core.redact import install_log_redaction, register_secret
-                    register_secret(self._secret)
-                    install_log_redaction('botocore', 'boto3', 'urllib3')
-                    self._clients[float(timeout)] = client
+        return self._clients.get(float(timeout), lambda: self._make_client(timeout))
+
+    def _make_client(self, timeout: float) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        from streaming_core.plugin_api import install_log_redaction, register_secret
+        config = Config(connect_timeout=min(float(timeout), 10.0), read_timeout=float(timeout),
+                        retries={'total_max_attempts': 1, 'mode': 'standard'},
+                        request_checksum_calculation='when_required',
+                        response_checksum_validation='when_required', signature_version='s3v4')
+        session = boto3.session.Session(aws_access_key_id=self._key, aws_secret_access_key=self._secret,
+                                        region_name='auto')
+        client = session.client('s3', endpoint_url=self.endpoint, config=config)
+        register_secret(self._secret)
+        install_log_redaction('botocore', 'boto3', 'urllib3')
         return client
 
     def _run(self, url: str, action: str, timeout: float, operation: Callable[[Any], T]) -> T:

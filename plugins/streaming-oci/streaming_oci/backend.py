@@ -24,11 +24,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
-from streaming_core.storage import LOCAL_FILE_ERRORS, ProcessLocal, check_options
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    ClientCache,
+    PermanentStorageError,
+    ProcessLocal,
+    RemoteNotFoundError,
+    StorageError,
+    StorageURL,
+    TruncatedDownloadError,
+    check_options,
+    redact_url,
+)
 
 __all__ = ['OciBackend', 'OPTIONS', 'parse_oci_url']
 
@@ -48,17 +56,9 @@ def parse_oci_url(url: str, *, need_key: bool) -> tuple[str, str | None, str]:
     Raises:
         PermanentStorageError: for another scheme, a missing bucket, or (with ``need_key``) a missing object.
     """
-    parsed = urlparse(url)
-    shown = redact_url(url)
-    if parsed.scheme.lower() != 'oci':
-        raise PermanentStorageError(f'Expected an oci:// URL, got {shown}.')
-    bucket, _, namespace = parsed.netloc.partition('@')
-    if not bucket:
-        raise PermanentStorageError(f'Invalid OCI URL {shown}: it names no bucket. Use oci://BUCKET@NAMESPACE/PATH.')
-    key = parsed.path.lstrip('/')
-    if need_key and (not key or key.endswith('/')):
-        raise PermanentStorageError(f'Invalid OCI URL {shown}: it names no object. Use oci://BUCKET@NAMESPACE/PATH.')
-    return bucket, namespace or None, key
+    where = StorageURL.parse(url, scheme='oci', need_key=need_key, label='OCI', usage='oci://BUCKET@NAMESPACE/PATH',
+                             namespace=True)
+    return where.bucket, where.namespace or None, where.key
 
 
 class OciBackend(ProcessLocal):
@@ -92,7 +92,7 @@ class OciBackend(ProcessLocal):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._clients: dict[float, Any] = {}
+        self._clients: ClientCache[Any] = ClientCache()
         self._namespace: str | None = None
 
     def __repr__(self) -> str:
@@ -101,8 +101,7 @@ class OciBackend(ProcessLocal):
 
     def reset(self) -> None:
         """Drop the clients (the core calls this between retries)."""
-        with self._lock:
-            self._clients = {}
+        self._clients.clear()
 
     # Configuration and clients.
     def _load_config(self) -> tuple[dict[str, Any], Any]:
@@ -134,22 +133,18 @@ class OciBackend(ProcessLocal):
 
     def _client(self, timeout: float) -> Any:
         self._check_process()
-        client = self._clients.get(float(timeout))
-        if client is None:
-            with self._lock:
-                client = self._clients.get(float(timeout))
-                if client is None:
-                    import oci
-                    config, signer = self._load_config()
-                    kwargs: dict[str, Any] = {'retry_strategy': oci.retry.NoneRetryStrategy(),
-                                              'timeout': (min(float(timeout), 10.0), float(timeout))}
-                    if self.service_endpoint:
-                        kwargs['service_endpoint'] = self.service_endpoint
-                    if signer is not None:
-                        kwargs['signer'] = signer
-                    client = oci.object_storage.ObjectStorageClient(config, **kwargs)
-                    self._clients[float(timeout)] = client
-        return client
+        return self._clients.get(float(timeout), lambda: self._make_client(timeout))
+
+    def _make_client(self, timeout: float) -> Any:
+        import oci
+        config, signer = self._load_config()
+        kwargs: dict[str, Any] = {'retry_strategy': oci.retry.NoneRetryStrategy(),
+                                  'timeout': (min(float(timeout), 10.0), float(timeout))}
+        if self.service_endpoint:
+            kwargs['service_endpoint'] = self.service_endpoint
+        if signer is not None:
+            kwargs['signer'] = signer
+        return oci.object_storage.ObjectStorageClient(config, **kwargs)
 
     def _run(self, url: str, action: str, timeout: float, operation: Callable[[Any, str], T],
              namespace: str | None) -> T:
@@ -218,8 +213,7 @@ class OciBackend(ProcessLocal):
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object under the prefix (following ``nextStartWith`` pages), as URLs in the input's form."""
         bucket, namespace, prefix = parse_oci_url(url, need_key=False)
-        parsed = urlparse(url)
-        base = f'oci://{parsed.netloc}/'
+        base = StorageURL.parse(url, scheme='oci').base
 
         def operation(client: Any, ns: str) -> list[str]:
             found: list[str] = []

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.spans import Spans, check_shuffle_args, py1_spans
 from streaming_py1e.replay import Scratch, skip_uniform
+from streaming_py1e.spans import Spans, check_shuffle_args, py1_spans
 
 __all__ = ['NodeWalkShuffle', 'Py1s', 'Py1b', 'Py1br', 'Py1e', 'BLOCK_WARNING', 'py1br_blocks']
 

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.spans import Spans, check_shuffle_args, py1_spans
 from streaming_py1e.py1 import BLOCK_WARNING
+from streaming_py1e.spans import Spans, check_shuffle_args, py1_spans
 
 __all__ = ['Py1n', 'TAG', 'node_rng']
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.spans import check_shuffle_args, divide_spans, unit_spans
+from streaming_py1e.spans import check_shuffle_args, divide_spans, unit_spans
 
 __all__ = ['Py2s']
 

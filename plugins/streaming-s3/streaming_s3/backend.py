@@ -17,9 +17,15 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streaming_core.errors import PermanentStorageError
-from streaming_core.storage import ProcessLocal, check_options, split_bucket_url
-from streaming_core.util import get_list_arg, redact_url
+from streaming_core.plugin_api import (
+    ClientCache,
+    PermanentStorageError,
+    ProcessLocal,
+    StorageURL,
+    check_options,
+    get_list_arg,
+    redact_url,
+)
 from streaming_s3.errors import is_unsigned_retry_candidate, translate
 
 __all__ = ['S3Backend', 'OPTIONS']
@@ -96,7 +102,7 @@ class S3Backend(ProcessLocal):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._clients: dict[tuple[float, bool], Any] = {}
+        self._clients: ClientCache[Any] = ClientCache()
         self._session: Any = None  # kept across resets: its loaded service models make new clients cheap
         self._fell_back = False
 
@@ -105,21 +111,12 @@ class S3Backend(ProcessLocal):
 
     def reset(self) -> None:
         """Drop every client; the next request creates a fresh one (called by the core between retries)."""
-        with self._lock:
-            self._clients = {}
+        self._clients.clear()
 
     # Clients.
     def _client(self, timeout: float, unsigned: bool) -> Any:
         self._check_process()
-        key = (float(timeout), unsigned)
-        client = self._clients.get(key)
-        if client is None:
-            with self._lock:
-                client = self._clients.get(key)
-                if client is None:
-                    client = self._make_client(timeout, unsigned)
-                    self._clients[key] = client
-        return client
+        return self._clients.get((float(timeout), unsigned), lambda: self._make_client(timeout, unsigned))
 
     def _make_client(self, timeout: float, unsigned: bool) -> Any:
         import boto3
@@ -178,7 +175,8 @@ class S3Backend(ProcessLocal):
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
         """Stream the object at ``url`` into ``path`` (one GET; a short body raises a retryable error)."""
-        bucket, key = split_bucket_url(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
 
         def operation(client: Any) -> None:
@@ -195,7 +193,8 @@ class S3Backend(ProcessLocal):
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """Upload ``path`` to ``url`` (one PUT, or multipart above ``multipart_threshold``)."""
-        bucket, key = split_bucket_url(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
         acl = self.canned_acl
         if acl:
@@ -217,7 +216,8 @@ class S3Backend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """HEAD the object: ``True`` if present, ``False`` on a 404."""
-        bucket, key = split_bucket_url(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
 
         def operation(client: Any) -> bool:
@@ -235,7 +235,8 @@ class S3Backend(ProcessLocal):
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object whose key starts with the URL's key, as ``s3://bucket/key`` URLs, sorted."""
-        bucket, prefix = split_bucket_url(url, scheme='s3', need_key=False)
+        where = StorageURL.parse(url, scheme='s3')
+        bucket, prefix = where.bucket, where.key
         extra = self._extra(bucket)
 
         def operation(client: Any) -> list[str]:
@@ -267,7 +268,7 @@ def _pays(setting: bool | frozenset[str], bucket: str) -> bool:
 
 def _mask_credentials(session: Any) -> None:
     """Keep the session's credentials out of botocore's DEBUG logs (it logs signed request headers)."""
-    from streaming_core.redact import install_log_redaction, register_secret
+    from streaming_core.plugin_api import install_log_redaction, register_secret
     try:
         credentials = session.get_credentials()
     except Exception:  # no credentials resolvable yet: nothing to mask

@@ -11,9 +11,13 @@ Messages carry the error code and the server's message, never credentials.
 
 from __future__ import annotations
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import LOCAL_FILE_ERRORS
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    redact_url,
+)
 
 __all__ = ['translate', 'error_code', 'is_unsigned_retry_candidate']
 

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.partition import get_partitions
+from streaming_core.plugin_api import get_partitions
 
 if TYPE_CHECKING:
-    from streaming_core.planning import EpochPlanner
-    from streaming_core.world import World
+    from streaming_core.plugin_api import EpochPlanner, World
 
 __all__ = ['stream_partition', 'leading_full_rows', 'finish_global_batches', 'place_by_origin', 'origin_rng']
 

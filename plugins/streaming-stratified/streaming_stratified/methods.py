@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.partition import traversal_order
+from streaming_core.plugin_api import traversal_order
 from streaming_stratified.common import (
     finish_global_batches,
     leading_full_rows,
@@ -30,8 +30,7 @@ from streaming_stratified.common import (
 )
 
 if TYPE_CHECKING:
-    from streaming_core.planning import EpochPlanner
-    from streaming_core.world import World
+    from streaming_core.plugin_api import EpochPlanner, World
 
 __all__ = ['stratified', 'per_stream', 'device_per_stream', 'batch_parts']
 
