@@ -11,6 +11,9 @@ import pytest
 
 from tests.trainers import harness
 
+pytestmark = pytest.mark.slow  # real trainers in fresh processes
+
+
 
 @pytest.fixture(scope='module')
 def data(tmp_path_factory):

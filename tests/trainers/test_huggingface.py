@@ -18,6 +18,9 @@ import pytest
 from conftest import require
 from tests.trainers import harness
 
+pytestmark = pytest.mark.slow  # real trainers in fresh processes
+
+
 ACCUMULATE = 2
 STEPS = harness.STEPS_PER_EPOCH // ACCUMULATE  # optimizer steps per epoch
 MAX_STEPS = STEPS + STEPS // 2

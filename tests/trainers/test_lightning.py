@@ -16,6 +16,9 @@ import pytest
 from conftest import require
 from tests.trainers import harness
 
+pytestmark = pytest.mark.slow  # real trainers in fresh processes
+
+
 EPOCHS = 2
 STEPS = harness.STEPS_PER_EPOCH
 #: name -> (checkpoint file under the baseline's run directory, optimizer steps done when it was taken)

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import require
 from tests.test_docs_examples import python_blocks
 from tests.trainers import harness
+
+pytestmark = pytest.mark.slow  # real trainers in fresh processes
+
 
 
 def test_lightning_page_runs(tmp_path):

@@ -14,6 +14,9 @@ import pytest
 from conftest import require
 from tests.trainers import harness
 
+pytestmark = pytest.mark.slow  # real trainers in fresh processes
+
+
 EPOCHS = 2
 STEPS = harness.STEPS_PER_EPOCH
 CLIENT = 'tests.trainers.torch_client'
