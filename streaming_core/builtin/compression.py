@@ -13,8 +13,7 @@ import zlib
 from collections.abc import Callable
 
 from streaming_core.errors import ShardCorruptError
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 
 __all__ = ['Gzip', 'Bzip2', 'bounded_stream', 'require_bytes', 'expansion_error']
 

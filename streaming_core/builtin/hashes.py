@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import xxhash
 
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 
 HASHLIB_NAMES = ('md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512', 'sha3_224', 'sha3_256', 'sha3_384',
                  'sha3_512', 'blake2b', 'blake2s')

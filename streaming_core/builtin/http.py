@@ -17,8 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_core.storage import check_options
 from streaming_core.util import redact_url
 

@@ -7,8 +7,7 @@ import shutil
 from typing import Any
 
 from streaming_core.errors import RemoteNotFoundError
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_core.storage import local_path, temp_name
 
 

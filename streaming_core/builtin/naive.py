@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 
 
 def naive_shuffle(shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,
