@@ -42,8 +42,6 @@ print(json.dumps({'loaded': sorted(host.loaded_plugins()), 'complete': host.comp
 def _child(code: str, cache: str, *paths: str, env: dict[str, str] | None = None) -> dict:
     environ = {k: v for k, v in os.environ.items() if k not in (BLOCK, 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD')}
     environ.update({'PYTHONPATH': os.pathsep.join([*paths, ROOT]), 'STREAMING_CORE_CACHE_DIR': cache, **(env or {})})
-    # Plugins other engineers may be adding to the shared environment are not part of these tests.
-    environ.setdefault(BLOCK, 'databricks,sftp')
     script = 'import json\n' + textwrap.dedent(code) + REPORT
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=environ, timeout=300,
                             cwd=ROOT)
