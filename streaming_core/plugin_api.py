@@ -29,6 +29,10 @@ Groups (see ``docs/plugins/api.md``):
 * **Hashing**: :func:`get_hash`.
 * **Ordering building blocks** (shuffles and batching methods): :func:`get_partitions`, :func:`traversal_order`,
   :class:`EpochPlanner`, :class:`World`.
+* **Converters and recipes**: ``storage`` (the storage facade module: ``storage.exists(url)``,
+  ``storage.join(root, name)``, ``storage.is_remote(url)``, ``storage.local_path(url)``, downloads and uploads with
+  retries), :func:`storage_options` (the ``--storage-option KEY=VALUE`` values of a parsed command line as a dict),
+  :func:`getitem` (NumPy-style indexing over a sized sequence).
 """
 
 from __future__ import annotations
@@ -91,7 +95,13 @@ _LAZY: dict[str, str] = {
     'traversal_order': 'streaming_core.partition',
     'EpochPlanner': 'streaming_core.planning',
     'World': 'streaming_core.world',
+    # Converters and recipes.
+    'storage': 'streaming_core.storage',
+    'storage_options': 'streaming_core.commands._common',
+    'getitem': 'streaming_core.indexing',
 }
+#: Names that are whole modules (resolved to the module itself).
+_MODULES = {'storage'}
 
 __all__ = sorted(['hookimpl', 'RegistryView', 'KINDS', *_LAZY])
 
@@ -101,7 +111,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}; the plugin-author API is '
                              f'{", ".join(__all__)}')
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    value = imported if name in _MODULES else getattr(imported, name)
     globals()[name] = value
     return value
 
