@@ -12,15 +12,19 @@ NAMES = ['ade20k', 'c4', 'cifar10', 'coco', 'enwiki', 'imagenet', 'laion400m', '
          'webvid']
 
 
-def test_every_converter_is_an_entry_point_adding_its_subcommand():
-    eps = {ep.name: ep for ep in md.entry_points(group='streaming_core.converters')
-           if ep.value.startswith('streaming_datasets.')}
-    assert sorted(eps) == NAMES
+def test_every_converter_is_registered_by_the_plugin_and_adds_its_subcommand():
+    from streaming_core.registry import get_registry
+    plugins = {ep.value for ep in md.entry_points(group='streaming_core')}
+    assert 'streaming_datasets.plugin' in plugins
+    assert not [ep for ep in md.entry_points(group='streaming_core.converters')
+                if ep.value.startswith('streaming_datasets.')]  # not on the deprecated group any more
+    converters = get_registry('converter')
+    assert sorted(name for name in converters.names() if converters.origin(name) == 'datasets') == NAMES
     parser = argparse.ArgumentParser(prog='streaming convert')
     subparsers = parser.add_subparsers(dest='converter')
     for name in NAMES:
         before = set(subparsers.choices)
-        eps[name].load()(subparsers)
+        converters.get(name)(subparsers)
         assert set(subparsers.choices) - before == {name}
         sub = subparsers.choices[name]
         assert callable(sub.get_default('run'))

@@ -31,7 +31,7 @@ def get_codec(encoding: str) -> Codec:
         raise CodecError(f'An MDS encoding must be a non-empty string such as "bytes" or "ndarray:uint8", got '
                          f'{encoding!r}.')
     registry = get_registry('codec')
-    registry.ensure_loaded()  # discovery first, so the generation below is the settled one
+    _ = encoding.partition(':')[0] in registry  # loads the plugin providing it, so the generation below is settled
     return _resolve(encoding, registry.generation)
 
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streaming_py1e.py1n as py1n_module
-from streaming_core.spans import py1_spans
 from streaming_py1e.py1 import Py1e
 from streaming_py1e.py1n import Py1n, node_rng
+from streaming_py1e.spans import py1_spans
 
 ALGO = Py1n()
 
