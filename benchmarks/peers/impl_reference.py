@@ -7,9 +7,18 @@ and each dataset is preceded by ``clean_stale_shared_memory()``.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 NAME = 'reference'
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+from compat.reference_guard import assert_reference_streaming  # noqa: E402
+
+# A benchmark "against the reference" must measure mosaicml-streaming, never our streaming-compat package.
+REFERENCE_PATH = assert_reference_streaming()
 
 
 def _clean() -> None:

@@ -24,6 +24,11 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from compat import tagged  # noqa: E402
+from compat.reference_guard import assert_reference_streaming  # noqa: E402
+
+# Every script compares against the reference: refuse to run on anything else (streaming-compat provides a
+# `streaming` package too).
+REFERENCE_PATH = assert_reference_streaming()
 
 __all__ = ['ROOT', 'tagged', 'fresh', 'read_with_dataset', 'read_with_readers', 'load_request', 'dump_result',
            'versions', 'writer_class', 'make_dataset', 'error_text', 'run_isolated', 'run_forked']

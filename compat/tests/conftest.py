@@ -58,6 +58,13 @@ def ref_python() -> str:
         if _in_ci():
             pytest.fail(message)
         pytest.skip(message)
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV')}
+    check = subprocess.run([REF_PYTHON, '-c', 'from compat.reference_guard import assert_reference_streaming; '
+                            'print(assert_reference_streaming())'], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=REF_TIMEOUT)
+    if check.returncode != 0:
+        pytest.fail(f'{REF_PYTHON} does not import mosaicml-streaming 0.13 as `streaming`; the comparisons would '
+                    f'not be against the reference:\n{check.stderr[-4000:]}')
     return REF_PYTHON
 
 
