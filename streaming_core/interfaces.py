@@ -86,6 +86,17 @@ class StorageBackend(Protocol):
     :class:`~streaming_core.errors.RemoteNotFoundError`) naming the URL, and is never retried. Any other
     exception is treated as transient and retried by the core with backoff and jitter, unless it is a
     :class:`~streaming_core.errors.PermanentStorageError`. Never put credentials in exception messages.
+
+    Optional methods the core uses when a backend has them (it falls back otherwise):
+
+    * ``read_range(url, start, length, *, timeout) -> bytes``: ``length`` bytes from byte ``start`` in one ranged
+      request (fewer at the end of the object, ``b''`` past it). Index builders read file footers with it
+      (:func:`streaming_core.storage.read_range`); without it the whole object is downloaded and sliced.
+    * ``stat(url, *, timeout) -> Mapping``: ``etag`` / ``size`` / ``mtime`` of one object without reading it
+      (:func:`streaming_core.storage.stat_object`).
+    * ``list_stats(url, *, timeout) -> list[(url, Mapping)]``: :meth:`list` with each object's ``etag`` / ``size`` /
+      ``mtime`` (:func:`streaming_core.storage.list_with_stats`); without it, :meth:`list` then ``stat`` per object.
+    * ``reset()``: drop clients between retries.
     """
 
     def download(self, url: str, path: str, *, timeout: float) -> None:

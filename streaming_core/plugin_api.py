@@ -22,7 +22,8 @@ Groups (see ``docs/plugins/api.md``):
   :class:`MissingColumnError`, :func:`parse_size_limit`, :func:`pyjson_sorted`.
 * **Storage backends**: :class:`StorageURL` (a URL parsed once), :class:`ClientCache` (per-process SDK clients),
   :class:`ProcessLocal` (per-process state dropped on pickling and after a fork), :func:`check_options`,
-  :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`.
+  :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`, :func:`read_range` (ranged reads with retries),
+  :func:`list_with_stats`, :class:`ListedObject`, :class:`ObjectStat`.
 * **Redaction**: :func:`redact_url`, :func:`redact_text`, :func:`register_secret`, :func:`install_log_redaction`.
 * **Compression**: :func:`decompress` (bounded by ``max_size``), :func:`compress`, :func:`parse_compression`,
   :func:`bounded_stream`, :func:`require_bytes`, :func:`expansion_error`.
@@ -31,8 +32,8 @@ Groups (see ``docs/plugins/api.md``):
   :class:`EpochPlanner`, :class:`World`.
 * **Converters and recipes**: ``storage`` (the storage facade module: ``storage.exists(url)``,
   ``storage.join(root, name)``, ``storage.is_remote(url)``, ``storage.local_path(url)``, downloads and uploads with
-  retries), :func:`storage_options` (the ``--storage-option KEY=VALUE`` values of a parsed command line as a dict),
-  :func:`getitem` (NumPy-style indexing over a sized sequence).
+  retries, ``storage.read_range(url, start, length)``), :func:`storage_options` (the ``--storage-option
+  KEY=VALUE`` values of a parsed command line as a dict), :func:`getitem` (NumPy-style indexing over a sized sequence).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ _LAZY: dict[str, str] = {
     'check_options': 'streaming_core.storage',
     'LOCAL_FILE_ERRORS': 'streaming_core.storage',
     'get_list_arg': 'streaming_core.util',
+    'read_range': 'streaming_core.storage',
+    'list_with_stats': 'streaming_core.storage',
+    'ListedObject': 'streaming_core.storage',
+    'ObjectStat': 'streaming_core.storage',
     # Redaction.
     'redact_url': 'streaming_core.util',
     'redact_text': 'streaming_core.redact',

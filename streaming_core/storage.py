@@ -26,7 +26,8 @@ from streaming_core.util import backoff_delays, redact_url
 
 __all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
            'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
-           'split_bucket_url', 'LOCAL_FILE_ERRORS', 'ObjectStat', 'stat_object']
+           'split_bucket_url', 'LOCAL_FILE_ERRORS', 'ObjectStat', 'stat_object', 'read_range', 'ListedObject',
+           'list_with_stats']
 
 logger = logging.getLogger('streaming_core.storage')
 
@@ -360,6 +361,143 @@ def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] |
                         mtime=str(found['mtime']) if found.get('mtime') is not None else None,
                         etag=str(found['etag']) if found.get('etag') else None)
     return result if result.etag or (result.size is not None and result.mtime) else None
+
+
+def read_range(url: str, start: int, length: int, *, timeout: float = 60.0, retries: int = 2,
+               options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5) -> bytes:
+    """Read ``length`` bytes of the object at ``url`` from byte ``start`` (fewer at the end of the object).
+
+    Uses the backend's optional ``read_range(url, start, length, *, timeout) -> bytes`` (one ranged request); a
+    backend without it downloads the whole object to a temporary file and slices it. Local paths and ``file://``
+    URLs are read directly. Transient failures are retried like downloads.
+
+    Args:
+        url: The remote URL or local path.
+        start: The first byte (``>= 0``).
+        length: How many bytes (``>= 0``); a range past the end gives the bytes that exist (possibly none).
+        timeout: Per-request timeout in seconds.
+        retries: Retries after the first attempt.
+        options: Backend options.
+        initial_backoff: The first retry's delay in seconds.
+
+    Raises:
+        ValueError: a negative ``start`` or ``length``.
+        RemoteNotFoundError: the object does not exist.
+        StorageError: every attempt failed (naming the URL, the range and the cause).
+    """
+    if isinstance(start, bool) or isinstance(length, bool) or int(start) != start or int(length) != length \
+            or start < 0 or length < 0:
+        raise ValueError(f'read_range of {redact_url(url)} needs integers start >= 0 and length >= 0, got '
+                         f'start={start!r}, length={length!r}.')
+    start, length = int(start), int(length)
+    shown = redact_url(url)
+    if length == 0:
+        return b''
+    if not is_remote(url):
+        path = local_path(url)
+        try:
+            with open(path, 'rb') as handle:
+                handle.seek(start)
+                return handle.read(length)
+        except FileNotFoundError as err:
+            raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
+    backend = get_backend(url, options)
+    ranged = getattr(backend, 'read_range', None)
+
+    def attempt() -> bytes:
+        try:
+            if callable(ranged):
+                data = bytes(ranged(url, start, length, timeout=timeout))
+            else:
+                data = _read_range_by_download(backend, url, start, length, timeout)
+        except FileNotFoundError as err:
+            if isinstance(err, RemoteNotFoundError):
+                raise
+            raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
+        if len(data) > length:
+            raise PermanentStorageError(f'Ranged read of {shown} returned {len(data)} bytes for {length} asked: the '
+                                        f'backend ignored the range.')
+        return data
+
+    what = f'Ranged read of {shown} (bytes {start}-{start + length - 1})'
+    try:
+        return with_retries(attempt, what=what, attempts=retries + 1, initial_backoff=initial_backoff,
+                            on_failure=_reset_hook(backend))
+    except (StorageError, FileNotFoundError):
+        raise
+    except Exception as err:
+        raise StorageError(f'{what} failed after {retries + 1} attempt(s): {type(err).__name__}: {err}') from err
+
+
+def _read_range_by_download(backend: StorageBackend, url: str, start: int, length: int, timeout: float) -> bytes:
+    """The fallback of :func:`read_range`: the whole object into a temporary file, then the slice."""
+    import tempfile
+    handle, tmp = tempfile.mkstemp(prefix='streaming-range-', suffix='.tmp')
+    os.close(handle)
+    try:
+        backend.download(url, tmp, timeout=timeout)
+        with open(tmp, 'rb') as source:
+            source.seek(start)
+            return source.read(length)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One object found under a prefix, with what identifies its version.
+
+    Attributes:
+        url: Its full URL (or local path).
+        stat: Its size, etag and modification time as far as the store reports them in a listing.
+    """
+
+    url: str
+    stat: ObjectStat
+
+
+def list_with_stats(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,
+                    initial_backoff: float = 0.5) -> list[ListedObject]:
+    """The objects under the prefix ``url`` with their sizes and etags / modification times, sorted by URL.
+
+    Uses the backend's optional ``list_stats(url, *, timeout) -> list[(url, {'size', 'etag', 'mtime'})]`` (one
+    listing gives everything, as S3's does); without it, :meth:`list` and then :func:`stat_object` per object (an
+    object whose backend cannot stat it gets an empty :class:`ObjectStat`). Local paths are walked directly.
+    """
+    if not is_remote(url):
+        found = []
+        for path in get_backend(url, options).list(url, timeout=timeout):
+            try:
+                info = os.stat(local_path(path))
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            found.append(ListedObject(path, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns),
+                                                       inode=info.st_ino)))
+        return sorted(found, key=lambda item: item.url)
+    backend = get_backend(url, options)
+    detailed = getattr(backend, 'list_stats', None)
+    if callable(detailed):
+        rows = with_retries(lambda: detailed(url, timeout=timeout), what=f'Listing of {redact_url(url)}',
+                            attempts=retries + 1, initial_backoff=initial_backoff, on_failure=_reset_hook(backend))
+        out = []
+        for item_url, info in rows:
+            size = info.get('size')
+            out.append(ListedObject(item_url, ObjectStat(
+                size=int(size) if size is not None else None,
+                mtime=str(info['mtime']) if info.get('mtime') is not None else None,
+                etag=str(info['etag']) if info.get('etag') else None)))
+        return sorted(out, key=lambda item: item.url)
+    out = []
+    for item_url in list_objects(url, timeout=timeout, options=options, retries=retries,
+                                 initial_backoff=initial_backoff):
+        try:
+            stat = stat_object(item_url, timeout=timeout, options=options, retries=retries,
+                               initial_backoff=initial_backoff)
+        except RemoteNotFoundError:  # removed meanwhile
+            continue
+        out.append(ListedObject(item_url, stat or ObjectStat()))
+    return out
 
 
 class ProcessLocal:

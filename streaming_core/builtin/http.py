@@ -1,4 +1,4 @@
-"""Builtin read-only HTTP(S) storage: whole-file GETs with timeouts, so any web server can serve a dataset.
+"""Builtin read-only HTTP(S) storage: whole-file and ranged GETs with timeouts, so any web server can serve a dataset.
 
 Uses only the standard library (``urllib``). Every request carries the caller's timeout. Status codes map to
 the core's errors: 404 and 410 are :class:`RemoteNotFoundError` (never retried); 401, 403 and other 4xx are
@@ -127,6 +127,37 @@ class HttpBackend:
                     written += len(chunk)
         if declared is not None and declared.isdigit() and int(declared) != written:
             raise TruncatedDownloadError(f'GET {shown} returned {written} of {declared} bytes.')
+
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """GET ``url`` with ``Range: bytes=start-end``: the bytes that exist in that range (fewer at the end of the
+        object; none past it). A server that ignores the range (``200``) is read up to the range's end only."""
+        shown = redact_url(url)
+        if length <= 0:
+            return b''
+        end = start + length - 1
+        try:
+            response = self._open(self._request(url, 'GET', {'Range': f'bytes={start}-{end}'}), timeout)
+        except urllib.error.HTTPError as err:
+            if err.code == 416:  # the range starts at or past the end of the object
+                return b''
+            raise _http_error(err.code, err.reason, 'GET', url) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise _transport_error(err, 'GET', url) from None
+        with response:
+            try:
+                if response.status == 206:
+                    declared = response.headers.get('Content-Length')
+                    data = response.read()
+                    if declared is not None and declared.isdigit() and int(declared) != len(data):
+                        raise TruncatedDownloadError(f'GET {shown} (range {start}-{end}) returned {len(data)} of '
+                                                     f'{declared} bytes.')
+                    return data[:length]
+                data = response.read(end + 1)  # the whole object from byte 0: keep what the range covers
+            except http.client.IncompleteRead as err:
+                raise TruncatedDownloadError(f'GET {shown} (range {start}-{end}) ended early: {err}') from None
+            except (http.client.HTTPException, OSError) as err:
+                raise _transport_error(err, 'GET', url) from None
+        return data[start:end + 1]
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """HTTP storage is read-only."""

@@ -42,6 +42,24 @@ class LocalBackend:
         """Whether the file exists."""
         return os.path.isfile(local_path(url))
 
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """``length`` bytes of the file from ``start`` (fewer at its end)."""
+        source = local_path(url)
+        try:
+            with open(source, 'rb') as handle:
+                handle.seek(start)
+                return handle.read(length)
+        except (FileNotFoundError, IsADirectoryError):
+            raise RemoteNotFoundError(f'Remote object not found: {url}') from None
+
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """Size and modification time (nanoseconds) of the file."""
+        try:
+            info = os.stat(local_path(url))
+        except FileNotFoundError:
+            raise RemoteNotFoundError(f'Remote object not found: {url}') from None
+        return {'size': info.st_size, 'mtime': info.st_mtime_ns}
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every file whose path starts with ``url``, sorted (``file://`` prefixes give ``file://`` URLs)."""
         prefix = local_path(url)

@@ -248,6 +248,53 @@ class S3Backend(ProcessLocal):
         return self._call(url, 'Listing', timeout, operation)
 
 
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """GET ``Range=bytes=start-end`` of the object: the bytes that exist there (none past its end)."""
+        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        bucket, key = where.bucket, where.key
+        extra = self._extra(bucket)
+        if length <= 0:
+            return b''
+
+        def operation(client: Any) -> bytes:
+            from botocore.exceptions import ClientError
+            try:
+                response = client.get_object(Bucket=bucket, Key=key, Range=f'bytes={start}-{start + length - 1}',
+                                             **extra)
+            except ClientError as err:
+                if (err.response.get('Error') or {}).get('Code') == 'InvalidRange':
+                    return b''
+                raise
+            body = response['Body']
+            try:
+                data = body.read()
+            finally:
+                body.close()
+            if response.get('ContentRange') is None and len(data) > length:  # a store that ignored the range
+                data = data[start:start + length]
+            return data
+
+        return self._call(url, 'Ranged read', timeout, operation)
+
+    def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every object under the prefix with its etag, size and modification time (one paginated listing)."""
+        where = StorageURL.parse(url, scheme='s3')
+        bucket, prefix = where.bucket, where.key
+        extra = self._extra(bucket)
+
+        def operation(client: Any) -> list[tuple[str, dict[str, Any]]]:
+            found = []
+            for page in client.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix=prefix, **extra):
+                for item in page.get('Contents', ()):
+                    modified = item.get('LastModified')
+                    found.append((f's3://{bucket}/{item["Key"]}', {
+                        'etag': item.get('ETag'), 'size': item.get('Size'),
+                        'mtime': modified.isoformat() if modified is not None else None}))
+            return sorted(found)
+
+        return self._call(url, 'Listing', timeout, operation)
+
+
 def _requester_pays(option: Any) -> bool | frozenset[str]:
     if option is None:
         return frozenset(get_list_arg(os.environ.get('MOSAICML_STREAMING_AWS_REQUESTER_PAYS')))
