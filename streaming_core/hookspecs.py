@@ -154,6 +154,46 @@ def register_shard_formats(registry: RegistryView) -> None:
     """
 
 
+@hookspec('index_builder', 'index builder')
+def register_index_builders(registry: RegistryView) -> None:
+    r"""Register index builders: formats whose files index themselves, read with no ``index.json``.
+
+    Register one :class:`~streaming_core.interfaces.IndexBuilder` per name (the name users pass as ``format=``).
+    When a stream's directory has no ``index.json``, the core lists it (names, sizes, etags or modification times)
+    and, when ``format=`` names a builder or exactly one builder's ``patterns`` match the listing, calls
+    ``builder.build(files, read, where=...)`` once per node: ``files`` are the matching
+    :class:`~streaming_core.derived_index.SourceFile` objects sorted by name, ``read(name, start, length)`` reads a
+    byte range of one of them (one ranged request; read footers, never whole files). The builder returns the same
+    index the runtime consumes, ``{'shards': [...], 'version': 2}``, whose entries a registered shard format reads
+    (its ``raw_data`` basenames are the listed names, so each file is downloaded as a shard). The result is kept
+    in the state directory, keyed by the listing, and rebuilt when the listing changes; an ``index.json`` in the
+    directory always wins. Raise :class:`~streaming_core.errors.IndexFormatError` naming the file (and the column)
+    for files that cannot be read together, and ``ShardCorruptError`` for a damaged file.
+
+    Example (a format of text files, one sample per line, that a shard format ``lines`` reads)::
+
+        class LinesIndexBuilder:
+            name = 'lines'
+            patterns = ('*.lines',)
+
+            def build(self, files, read, *, where):
+                shards = []
+                for item in files:
+                    count = read(item.name, 0, item.size).count(b'\n')  # tiny files: read them whole
+                    shards.append({'format': 'lines', 'version': 2, 'samples': count, 'compression': None,
+                                   'hashes': [], 'size_limit': None, 'zip_data': None,
+                                   'raw_data': {'basename': item.name, 'bytes': item.size, 'hashes': {}}})
+                return {'shards': shards, 'version': 2}
+
+        @hookimpl
+        def register_index_builders(registry):
+            registry.add('lines', LinesIndexBuilder())
+
+    Then ``Stream(remote='s3://bucket/texts', format='lines')`` (or no ``format=``: the ``*.lines`` files are
+    detected) streams the directory.
+    """
+
+
 @hookspec('shuffle', 'shuffle algorithm')
 def register_shuffle_algorithms(registry: RegistryView) -> None:
     """Register shuffle algorithms, selected with ``StreamingDataset(shuffle_algo=<name>)``.

@@ -16,6 +16,11 @@ directory's state directory), so the processes of a node never race:
    is kept only when both versions of the index record the same size and the same hash for it, so nothing stale is
    ever served (a crash at any point leaves a state the next check repairs).
 
+A directory (remote, in place or local) without ``index.json`` whose files index themselves (``*.parquet``, or the
+stream's ``format`` names an index builder) is read through an index derived from its files, built once per node
+under the same lock and kept in the state directory (:mod:`streaming_core.derived_index`); an ``index.json`` always
+wins.
+
 A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
 remote reads its local index; its identity is the file's ``(size, mtime_ns, inode)``.
@@ -40,10 +45,16 @@ from streaming_core.cache_record import (
     sha256_hex,
     write_record,
 )
-from streaming_core.errors import IndexFormatError, StorageError, StreamingError, UnsafePathError
+from streaming_core.errors import (
+    IndexFormatError,
+    RemoteNotFoundError,
+    StorageError,
+    StreamingError,
+    UnsafePathError,
+)
 from streaming_core.index import INDEX_BASENAME, check_basename, parse_index_text, resolve_inside
 from streaming_core.paths import COORD_NAME, state_dir
-from streaming_core.storage import download_file, join, stat_object, temp_name
+from streaming_core.storage import download_file, is_remote, join, local_path, stat_object, temp_name
 from streaming_core.util import redact_url
 
 __all__ = ['SyncedIndex', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
@@ -104,6 +115,8 @@ def sync_index(stream: Any) -> SyncedIndex:
         try:
             data, ident = _read(path)
         except FileNotFoundError:
+            if _derivable(stream.local_dir):
+                return _derived_locked(stream, stream.local_dir, copies=False)
             raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
         return SyncedIndex(path, data, _file_id_text(ident))
     local_dir = stream.local_dir
@@ -118,10 +131,57 @@ def sync_index(stream: Any) -> SyncedIndex:
     locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {path}')
     try:
         if in_place:
-            return _in_place(stream, path, sdir)
-        return _Refresh(stream, path, sdir, probe, request_time).run()
+            try:
+                return _in_place(stream, path, sdir)
+            except MissingIndexError:
+                if not _derivable(stream.local_dir):
+                    raise
+                return _derived(stream, stream.local_dir, sdir, copies=False)
+        try:
+            return _Refresh(stream, path, sdir, probe, request_time).run()
+        except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
+            if not _derivable(remote, err):
+                raise
+            return _derived(stream, remote, sdir, copies=True)
     finally:
         locks.release(INDEX_LOCK_BYTE)
+
+
+def _derivable(source: str, err: BaseException | None = None) -> bool:
+    """Whether a directory without ``index.json`` should be indexed from its files: the missing object is the index
+    itself (not its bucket or a credentials problem) and the directory can be listed."""
+    if err is not None and INDEX_BASENAME not in str(err):
+        return False
+    if not is_remote(source):
+        return os.path.isdir(local_path(source))
+    return True
+
+
+def _derived_locked(stream: Any, source: str, *, copies: bool) -> SyncedIndex:
+    """:func:`_derived` under the stream's index lock (a stream without a remote)."""
+    sdir = state_dir(stream.local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
+    try:
+        return _derived(stream, source, sdir, copies=copies)
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
+def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex:
+    """The index derived from the files of ``source`` (see :mod:`streaming_core.derived_index`), recorded like a
+    remote index so that another remote is refused later."""
+    from streaming_core.derived_index import derive_index
+    record = read_record(sdir)
+    if copies and record is not None and record.remote_key != remote_key(stream.remote_dir):
+        present = [name for name in os.listdir(stream.local_dir)] if os.path.isdir(stream.local_dir) else []
+        if present:
+            raise _Refresh(stream, stream.index_path(), sdir, None, 0.0)._mismatch(record)
+    path, data, identity = derive_index(stream, source, sdir, copies=copies)
+    if stream.remote_dir and (record is None or record.source_identity != identity
+                              or record.remote_key != remote_key(stream.remote_dir)):
+        write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), None, time.time()))
+    return SyncedIndex(path, data, identity)
 
 
 def _probe(stream: Any, url: str) -> str | None:

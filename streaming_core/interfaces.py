@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from streaming_core.world import World
 
 __all__ = ['Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
-           'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod']
+           'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder']
 
 
 @runtime_checkable
@@ -178,6 +178,27 @@ class ShardFormat(Protocol):
         """Validate one index entry (exact key set and types) and return its reader. Raises
         ``IndexFormatError`` (its message starting with ``where``) for a malformed entry and ``UnsafeTypeError``
         for refused column types."""
+        ...
+
+
+@runtime_checkable
+class IndexBuilder(Protocol):
+    """Builds the index of a directory of files that index themselves (Parquet...), registered under the name
+    users pass as ``format=``.
+
+    Attributes:
+        name: The format name.
+        patterns: ``fnmatch`` patterns of the file names it indexes (``('*.parquet',)``), matched against each
+            file's path relative to the directory and its base name.
+    """
+
+    name: str
+    patterns: Sequence[str]
+
+    def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
+        """Return ``{'shards': [...], 'version': 2}`` for ``files`` (:class:`~streaming_core.derived_index.SourceFile`
+        objects sorted by name), reading their metadata with ``read(name, start, length)``. ``where`` names the
+        directory for messages. Must be a pure function of the files' contents."""
         ...
 
 

@@ -36,12 +36,13 @@ INSTALL_HINTS: dict[str, dict[str, str]] = {
     'storage': {'s3': 'streaming-s3', 'gs': 'streaming-gcs', 'oci': 'streaming-oci', 'azure': 'streaming-azure',
                 'azure-dl': 'streaming-azure'},
     'format': {'mds': 'streaming-mds', 'json': 'streaming-jsonl', 'csv': 'streaming-csv', 'tsv': 'streaming-csv',
-               'xsv': 'streaming-csv'},
+               'xsv': 'streaming-csv', 'parquet': 'streaming-parquet'},
     'shuffle': {'py1e': 'streaming-py1e', 'py1b': 'streaming-py1e', 'py1br': 'streaming-py1e',
                 'py1s': 'streaming-py1e', 'py2s': 'streaming-py1e', 'py1n': 'streaming-py1e'},
     'batching': {'stratified': 'streaming-stratified', 'per_stream': 'streaming-stratified',
                  'device_per_stream': 'streaming-stratified'},
     'converter': {},
+    'index_builder': {'parquet': 'streaming-parquet'},
 }
 
 _KIND_WORDS = KIND_WORDS

@@ -15,7 +15,8 @@ Groups (see ``docs/plugins/api.md``):
   (look another plugin's name up), :class:`PluginHost`, :data:`KINDS`.
 * **Protocols** (:mod:`streaming_core.interfaces`): :class:`Codec`, :class:`Compressor`, :class:`Hasher`,
   :class:`StorageBackend`, :class:`ShardFormat`, :class:`ShardReader`, :class:`ShardView`, :class:`ShuffleAlgorithm`,
-  :class:`BatchingMethod` and the factory aliases.
+  :class:`BatchingMethod`, :class:`IndexBuilder` (with :class:`SourceFile`, what it is given) and the factory
+  aliases.
 * **Errors** (:mod:`streaming_core.errors`): raise these so users get one kind of error whatever the plugin.
 * **Readers and writers**: :class:`ShardReaderBase`, :class:`SplitShardView`, :func:`map_file`, :func:`read_offsets`,
   :func:`require_type`, :data:`MAX_SHARD_BYTES`, :class:`FileInfo`, :class:`ShardWriter`,
@@ -50,7 +51,7 @@ _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLo
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
            'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'WorkerDiedError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
-              'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod')
+              'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 
 #: ``{name: module}`` of every lazily resolved name.
 _LAZY: dict[str, str] = {
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
     'LOCAL_FILE_ERRORS': 'streaming_core.storage',
     'get_list_arg': 'streaming_core.util',
     'read_range': 'streaming_core.storage',
+    'SourceFile': 'streaming_core.derived_index',
     'list_with_stats': 'streaming_core.storage',
     'ListedObject': 'streaming_core.storage',
     'ObjectStat': 'streaming_core.storage',

@@ -1,0 +1,201 @@
+"""The ``parquet`` shard format: an index entry per file (:class:`ParquetReader`) and an opened file
+(:class:`ParquetView`) that decodes one row group (or one slice of a huge row group) to columns once, then indexes.
+
+Values come back as users expect: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` for nulls, lists of
+numbers as NumPy arrays (a fresh writable array per sample), other lists as lists, structs as dicts (a Hugging Face
+image column stays its ``{'bytes', 'path'}`` dict).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase
+
+__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'CACHED_SLICES']
+
+#: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
+SLICE_ROWS = 32768
+#: Decoded slices kept per opened file (a small LRU).
+CACHED_SLICES = 2
+
+
+class ParquetReader(ShardReaderBase):
+    """One ``parquet`` index entry: one Parquet file, its columns (name and Arrow type) and row-group sizes."""
+
+    format_name = 'parquet'
+    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'row_groups', 'samples',
+                            'size_limit', 'version', 'zip_data'})
+    part_names = ('data',)
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate ``columns`` (``[[name, type], ...]``) and ``row_groups`` (row counts summing to ``samples``)."""
+        columns = entry['columns']
+        if not isinstance(columns, list) or not all(
+                isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c) for c in columns):
+            raise IndexFormatError(f'{where}: "columns" must be a list of [name, type] pairs, got {columns!r}.')
+        groups = entry['row_groups']
+        if not isinstance(groups, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0
+                                                   for g in groups):
+            raise IndexFormatError(f'{where}: "row_groups" must be a list of row counts, got {groups!r}.')
+        if sum(groups) != self.samples:
+            raise IndexFormatError(f'{where}: the row groups hold {sum(groups)} rows but "samples" is '
+                                   f'{self.samples}.')
+        if self.compression is not None:
+            raise IndexFormatError(f'{where}: a parquet entry has no file-level compression (Parquet compresses '
+                                   f'its pages), got {self.compression!r}.')
+        self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
+        self.row_groups: list[int] = list(groups)
+
+    def open(self, paths: Sequence[str]) -> ParquetView:
+        """Open the local file and check it against the entry."""
+        if len(paths) != 1:
+            raise ValueError(f'{self.where}: a parquet shard is one file, got {len(paths)} paths.')
+        return ParquetView(self, paths[0])
+
+
+def _numeric_list(kind: Any) -> bool:
+    import pyarrow as pa
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        return False
+    value = kind.value_type
+    return pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_boolean(value)
+
+
+def _column_values(array: Any) -> list[Any]:
+    """One decoded column of a slice as Python values (lists of numbers as NumPy arrays)."""
+    if not _numeric_list(array.type):
+        return array.to_pylist()
+    dtype = array.type.value_type.to_pandas_dtype()
+    out: list[Any] = []
+    for value in array.to_pylist():
+        out.append(None if value is None else np.array(value, dtype=dtype))
+    return out
+
+
+class ParquetView:
+    """An opened Parquet file: ``view[i]`` is row ``i`` as a dict of the entry's columns.
+
+    Raises:
+        ShardCorruptError: naming the file, when it cannot be read or disagrees with its index entry.
+    """
+
+    def __init__(self, reader: ParquetReader, path: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        self.path = path
+        self._reader = reader
+        size = os.path.getsize(path)
+        expected = reader.parts[0][0].bytes
+        if size != expected:
+            raise ShardCorruptError(f'{path}: the file has {size} bytes but the index declares {expected} (truncated '
+                                    f'or replaced); delete it so it is fetched again.')
+        try:
+            self._file = pq.ParquetFile(path, memory_map=True)
+            metadata = self._file.metadata
+        except (pa.ArrowException, OSError, ValueError) as err:
+            raise ShardCorruptError(f'{path}: not a readable Parquet file ({type(err).__name__}: {err}).') from None
+        groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        if groups != reader.row_groups:
+            raise ShardCorruptError(f'{path}: its row groups hold {groups} rows, but the index records '
+                                    f'{reader.row_groups} (the file was replaced or is corrupt).')
+        self._names = [name for name, _ in reader.columns]
+        have = {field.name for field in metadata.schema.to_arrow_schema()}
+        missing = [name for name in self._names if name not in have]
+        if missing:
+            raise ShardCorruptError(f'{path}: columns {missing} recorded in the index are missing from the file.')
+        self._starts = [0]
+        for count in groups:
+            self._starts.append(self._starts[-1] + count)
+        self._count = self._starts[-1]
+        self._cache: OrderedDict[tuple[int, int], tuple[int, list[list[Any]]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _slice(self, group: int, part: int) -> tuple[int, list[list[Any]]]:
+        """``(first row, decoded columns)`` of slice ``part`` of row group ``group`` (cached)."""
+        key = (group, part)
+        found = self._cache.get(key)
+        if found is not None:
+            self._cache.move_to_end(key)
+            return found
+        import pyarrow as pa
+        try:
+            if self._reader.row_groups[group] <= SLICE_ROWS:
+                table = self._file.read_row_group(group, columns=self._names)
+            else:
+                batches = self._file.iter_batches(batch_size=SLICE_ROWS, row_groups=[group], columns=self._names)
+                for i, batch in enumerate(batches):
+                    if i == part:
+                        table = pa.Table.from_batches([batch])
+                        break
+                else:
+                    raise ShardCorruptError(f'{self.path}: row group {group} ended before slice {part}.')
+        except (pa.ArrowException, OSError) as err:
+            raise ShardCorruptError(f'{self.path}: row group {group} cannot be decoded ({type(err).__name__}: '
+                                    f'{err}); the file is corrupt.') from None
+        columns = [_column_values(table.column(name).combine_chunks()) for name in self._names]
+        found = (self._starts[group] + part * SLICE_ROWS, columns)
+        self._cache[key] = found
+        while len(self._cache) > CACHED_SLICES:
+            self._cache.popitem(last=False)
+        return found
+
+    def _locate(self, index: int) -> tuple[int, list[list[Any]]]:
+        if not 0 <= index < self._count:
+            raise IndexError(f'{self.path}: sample {index} is out of range for a file of {self._count} rows.')
+        group = bisect.bisect_right(self._starts, index) - 1
+        part = (index - self._starts[group]) // SLICE_ROWS
+        first, columns = self._slice(group, part)
+        return index - first, columns
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        row, columns = self._locate(index)
+        return {name: values[row] for name, values in zip(self._names, columns)}
+
+    def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The rows at ``positions`` in order (the runtime's fast path over a stretch of one file)."""
+        names = self._names
+        for index in positions:
+            row, columns = self._locate(index)
+            yield {name: values[row] for name, values in zip(names, columns)}
+
+    def close(self) -> None:
+        """Drop the decoded slices and the file."""
+        self._cache.clear()
+        handle = getattr(self, '_file', None)
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # already closed
+                pass
+
+    def __enter__(self) -> 'ParquetView':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ParquetFormat:
+    """The ``parquet`` shard format (read-only: Parquet files are written by the tools that make them)."""
+
+    name = 'parquet'
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False,
+               where: str = '') -> ParquetReader:
+        """Validate one index entry and return its reader."""
+        return ParquetReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """Parquet has no writer here: write the files with pyarrow, pandas, Spark..., then stream the directory."""
+        raise NotImplementedError('streaming-parquet reads Parquet files; write them with pyarrow, pandas or Spark '
+                                  '(no index.json is needed), or convert to MDS with MDSWriter.')

@@ -1,0 +1,287 @@
+"""Indexes derived from the data: a stream whose directory has no ``index.json`` but holds files an *index builder*
+can index (``*.parquet``) is read through an index built from the files themselves.
+
+Called by :mod:`streaming_core.index_sync` under the stream's index lock, so one process per node builds it. The
+derived index is a pure function of the builder and the sorted listing of the directory (names, sizes, etags /
+modification times): its identity is the digest of that listing (``derived:<builder>:<sha256>``). It is kept in the
+local directory's state directory (:func:`streaming_core.paths.state_dir`), never in the user's directory, next to
+the listing it was built from, and rebuilt when the listing changes. When the stream copies files from a remote,
+every local copy of a file whose listing entry changed or disappeared is removed before the new index is installed,
+so a replaced remote file is never served from a stale copy.
+
+Choosing the builder: ``format=`` names one (its files are selected by its patterns; other files are ignored);
+otherwise the builders whose patterns match the listing are found and exactly one must match. An empty directory,
+a directory with no file any builder indexes, or one with files of several builders is an error saying what was
+found and what to pass.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, StreamingError, UnknownNameError, UnsafePathError
+from streaming_core.index import check_basename, index_text, parse_index_text, resolve_inside
+from streaming_core.storage import is_remote, join, list_with_stats, local_path, read_range, temp_name
+from streaming_core.util import redact_url
+
+__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME',
+           'list_source', 'choose_builder', 'listing_identity', 'derive_index', 'builder_matches']
+
+logger = logging.getLogger('streaming_core.derived_index')
+
+#: The derived index's file name in the state directory.
+DERIVED_INDEX_NAME = 'derived-index.json'
+#: The listing the derived index was built from (identity, builder, files), in the state directory.
+DERIVED_LISTING_NAME = 'derived-listing.json'
+
+#: ``read(name, start, length) -> bytes``: a ranged read of one listed file (``name`` relative to the directory).
+RangeReader = Callable[[str, int, int], bytes]
+
+
+class DerivedIndexError(StreamingError, ValueError):
+    """A directory without ``index.json`` cannot be indexed from its files (empty, no indexable files, several
+    formats, or a builder refused the files)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a stream's directory, as listed.
+
+    Attributes:
+        name: Its path relative to the directory, ``/``-separated (``data/train-00000.parquet``).
+        size: Its size in bytes.
+        etag: The store's entity tag, when the listing reports one.
+        mtime: Its modification time as the store reports it (nanoseconds for local files), when known.
+    """
+
+    name: str
+    size: int
+    etag: str | None = None
+    mtime: str | None = None
+
+    def key(self) -> list[Any]:
+        """What identifies this version of the file in a listing."""
+        return [self.name, self.size, self.etag or '', self.mtime or '']
+
+
+def _hidden(name: str) -> bool:
+    return any(part.startswith('.') for part in name.split('/')) or name.endswith('.tmp')
+
+
+def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
+                options: dict[str, Any] | None = None) -> list[SourceFile]:
+    """The files under the directory ``root`` (a local path or URL), sorted by name, with sizes and etags / mtimes.
+
+    Hidden files (a path component starting with ``.``) and temporary files (``*.tmp``) are left out.
+
+    Raises:
+        DerivedIndexError: the store's listing gives no size for a file.
+    """
+    if not is_remote(root):
+        path = local_path(root)
+        if not os.path.isdir(path):
+            return []
+        prefix = path.rstrip(os.sep) + os.sep
+    else:
+        prefix = root.rstrip('/') + '/'
+    found = []
+    for item in list_with_stats(prefix, timeout=timeout, retries=retries, options=options):
+        url = local_path(item.url) if not is_remote(root) else item.url
+        if not url.startswith(prefix):
+            continue
+        name = url[len(prefix):]
+        if not is_remote(root):
+            name = name.replace(os.sep, '/')
+        if not name or _hidden(name):
+            continue
+        if item.stat.size is None:
+            raise DerivedIndexError(f'The listing of {redact_url(root)} gives no size for {name}; its storage backend '
+                                    f'cannot describe files for a derived index. Write an index.json instead.')
+        found.append(SourceFile(name, int(item.stat.size), item.stat.etag, item.stat.mtime))
+    return sorted(found, key=lambda item: item.name)
+
+
+def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
+    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name)."""
+    patterns = tuple(builder.patterns)
+    return [item for item in files
+            if any(fnmatch.fnmatchcase(item.name, p) or fnmatch.fnmatchcase(item.name.rsplit('/', 1)[-1], p)
+                   for p in patterns)]
+
+
+def _summary(files: Sequence[SourceFile], limit: int = 5) -> str:
+    names = [item.name for item in files[:limit]]
+    more = f' and {len(files) - limit} more' if len(files) > limit else ''
+    return ', '.join(names) + more
+
+
+def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> tuple[str, Any, list[SourceFile]]:
+    """Pick the index builder for a directory without ``index.json``.
+
+    Args:
+        fmt: The ``format=`` the user gave (``None``: detect from the files).
+        files: The directory's listing.
+        where: The directory, for messages.
+
+    Returns:
+        ``(builder name, builder, the files it indexes)``.
+
+    Raises:
+        UnknownNameError: ``fmt`` names no index builder (listing the installed ones).
+        DerivedIndexError: nothing to index, or several formats and no ``format=``.
+    """
+    from streaming_core.registry import get_registry
+    registry = get_registry('index_builder')
+    if fmt is not None:
+        try:
+            builder = registry.get(fmt)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'format={fmt!r} for {where}: {err}') from None
+        selected = builder_matches(builder, files)
+        if not selected:
+            found = f'found {len(files)} other file(s): {_summary(files)}' if files else 'it is empty'
+            raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(builder.patterns)} file for '
+                                    f'format={fmt!r} ({found}). Point `remote`/`local` at the directory holding the '
+                                    f'files.')
+        return fmt, builder, selected
+    if not files:
+        raise DerivedIndexError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
+                                f'directory (an index.json, or data files such as *.parquet with format=...).')
+    matches = []
+    for entry in registry.entries():
+        selected = builder_matches(entry.obj, files)
+        if selected:
+            matches.append((entry.name, entry.obj, selected))
+    if len(matches) == 1:
+        return matches[0]
+    installed = ', '.join(registry.names()) or '(none)'
+    if not matches:
+        raise DerivedIndexError(f'{where} has no index.json and none of its {len(files)} file(s) ({_summary(files)}) '
+                                f'is of a format that indexes itself (installed index builders: {installed}). Write '
+                                f'an index.json (streaming convert), or install the plugin of the format and pass '
+                                f'format=NAME.')
+    found = '; '.join(f'{len(sel)} {name} file(s) ({_summary(sel, 2)})' for name, _, sel in matches)
+    raise DerivedIndexError(f'{where} has no index.json and holds files of several formats: {found}. Pass format= '
+                            f'one of {[name for name, _, _ in matches]} to choose.')
+
+
+def listing_identity(builder_name: str, files: Sequence[SourceFile]) -> str:
+    """The identity of a derived index: its builder and the digest of the sorted listing."""
+    text = json.dumps([builder_name, [item.key() for item in sorted(files, key=lambda f: f.name)]],
+                      separators=(',', ':'))
+    return f'derived:{builder_name}:{hashlib.sha256(text.encode()).hexdigest()}'
+
+
+def _read_listing(sdir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(sdir, DERIVED_LISTING_NAME), 'rb') as handle:
+            obj = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
+    """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
+    present copy of a listed name when the previous listing is unknown)."""
+    new = {item.name: item.key() for item in files}
+    previous = {}
+    if old is not None:
+        previous = {row[0]: row for row in old['files'] if isinstance(row, list) and row and isinstance(row[0], str)}
+    real_root = os.path.realpath(local_dir)
+    stale = []
+    for name in sorted(set(new) | set(previous)):
+        if old is not None and name in new and previous.get(name) == new[name]:
+            continue
+        try:
+            check_basename(name, 'listing')
+            path = resolve_inside(local_dir, name, 'listing', real_root)
+        except (IndexFormatError, UnsafePathError):
+            continue
+        if os.path.lexists(path):
+            stale.append(path)
+    return stale
+
+
+def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[str, bytes, str]:
+    """The derived index of ``stream``'s directory ``source``, built when its listing changed (caller holds the
+    stream's index lock).
+
+    Args:
+        stream: The stream (``format``, ``download_timeout``, ``download_retry``, ``storage_options``,
+            ``local_dir``).
+        source: The directory holding the data files (the remote directory, or the local one without a remote).
+        sdir: The local directory's state directory.
+        copies: Whether ``stream.local_dir`` holds copies of the files (then stale copies are removed).
+
+    Returns:
+        ``(path of the derived index, its bytes, its identity)``.
+
+    Raises:
+        DerivedIndexError: see :func:`choose_builder`, or the builder's result is not a valid index.
+    """
+    timeout = float(stream.download_timeout or 60.0)
+    retries = int(stream.download_retry or 0)
+    options = stream.storage_options
+    where = redact_url(source)
+    files = list_source(source, timeout=timeout, retries=retries, options=options)
+    name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
+    identity = listing_identity(name, selected)
+    path = os.path.join(sdir, DERIVED_INDEX_NAME)
+    old = _read_listing(sdir)
+    if old is not None and old.get('identity') == identity:
+        try:
+            with open(path, 'rb') as handle:
+                data = handle.read()
+            if hashlib.sha256(data).hexdigest() == old.get('index_sha256'):
+                return path, data, identity
+        except OSError:
+            pass
+
+    def read(file_name: str, start: int, length: int) -> bytes:
+        return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
+
+    logger.info('building the %s index of %s (%d files)', name, where, len(selected))
+    index = builder.build(selected, read, where=where)
+    shards = index.get('shards') if isinstance(index, dict) else None
+    if not isinstance(shards, list):
+        raise DerivedIndexError(f'The {name} index builder returned no {{"shards": [...]}} index for {where}.')
+    data = index_text(shards).encode('utf-8')
+    parsed = parse_index_text(data, f'the {name} index derived from {where}')
+    from streaming_core.index import shard_readers
+    shard_readers(parsed, f'the {name} index derived from {where}')  # every entry readable by its format
+    if copies:
+        for stale in _stale_copies(old, selected, stream.local_dir):
+            try:
+                os.remove(stale)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
+                                     f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
+                                     f'use another `local`.') from err
+    _write_atomic(path, data)
+    listing = {'identity': identity, 'builder': name, 'source': where, 'index_sha256': hashlib.sha256(data).hexdigest(),
+               'files': [item.key() for item in selected]}
+    _write_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    return path, data, identity
