@@ -214,8 +214,8 @@ class StreamingDataset(IterableDataset):
     # ----------------------------------------------------------------------------------------------------------
     # The catalogue's tables, under the reference's attribute names.
     @property
-    def shards(self) -> list[Any]:
-        """One reader per shard, in global shard order."""
+    def shards(self) -> Sequence[Any]:
+        """One reader per shard, in global shard order (a lazy sequence: a reader is created when first indexed)."""
         return self.catalogue.readers
 
     @property
@@ -280,9 +280,10 @@ class StreamingDataset(IterableDataset):
         if limit <= index_bytes:
             raise CacheLimitError(f'Minimum cache usage ({index_bytes} bytes) is larger than the cache limit '
                                   f'({limit} bytes). Please increase the `cache_limit`.')
-        largest = max(reader.max_size for reader in self.shards)
-        pinned = sum(reader.max_size for reader, stream in zip(self.shards, self.stream_per_shard.tolist())
-                     if not self.streams[stream].has_remote_copy)
+        sizes = self.catalogue.max_size_per_shard  # arrays: no reader is created
+        largest = int(sizes.max(initial=0))
+        local_only = np.array([not stream.has_remote_copy for stream in self.streams], dtype=bool)
+        pinned = int(sizes[local_only[self.stream_per_shard]].sum())
         need = index_bytes + pinned + largest
         if limit < need:
             raise CacheLimitError(

@@ -30,7 +30,7 @@ class LocalDataset(Dataset):
         stream.apply_default({})
         self.local = local
         self.split = split
-        self.catalogue = ShardCatalogue([stream], [stream.get_shards(allow_unsafe_types)])
+        self.catalogue = ShardCatalogue([stream], [stream.shard_table(allow_unsafe_types)])
         self.shards = self.catalogue.readers
         self.samples_per_shard = self.catalogue.samples_per_shard
         self.num_samples = self.catalogue.num_samples

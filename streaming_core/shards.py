@@ -51,22 +51,32 @@ class ShardManager:
     def __init__(self, catalogue: ShardCatalogue, cache_limit: int | None, max_open: int = 64) -> None:
         self.catalogue = catalogue
         self.streams = catalogue.streams
-        self.readers = catalogue.readers
-        self.stream_per_shard = catalogue.stream_per_shard
-        self.local_index = catalogue.shard_in_stream.tolist()
         self.cache_limit = cache_limit
         self.max_open = max_open
-        self._evictable = [self.streams[s].has_remote_copy and cache_limit is not None
-                           for s in self.stream_per_shard.tolist()]
+        self._stream_evictable = [stream.has_remote_copy and cache_limit is not None for stream in self.streams]
         parts = []
         for index, stream in enumerate(self.streams):
-            first = int(catalogue.shard_offset_per_stream[index])
             parts.append(os.path.realpath(stream.local_dir))
             parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
-            parts.extend(reader.parts[0][0].basename
-                         for reader in self.readers[first:first + int(catalogue.shards_per_stream[index])])
+            parts.append(catalogue.stream_layout(index))
         self.key = cache_key(parts)
         self._init_process_state()
+
+    # The catalogue's tables (properties, so a pickled manager carries none of them).
+    @property
+    def readers(self) -> Sequence[Any]:
+        """Every shard's reader (created on first touch)."""
+        return self.catalogue.readers
+
+    @property
+    def stream_per_shard(self) -> Any:
+        """The stream of each shard."""
+        return self.catalogue.stream_per_shard
+
+    @property
+    def local_index(self) -> Any:
+        """Each shard's position within its stream."""
+        return self.catalogue.shard_in_stream
 
     # ----------------------------------------------------------------------------------------------------------
     def _init_process_state(self) -> None:
@@ -123,14 +133,14 @@ class ShardManager:
         return self.streams[int(self.stream_per_shard[shard])].locks()
 
     def _use_byte(self, shard: int) -> int:
-        return 1 + 2 * self.local_index[shard]
+        return 1 + 2 * int(self.local_index[shard])
 
     def _prepare_byte(self, shard: int) -> int:
-        return 2 + 2 * self.local_index[shard]
+        return 2 + 2 * int(self.local_index[shard])
 
     def evictable(self, shard: int) -> bool:
         """Whether the shard may ever be evicted (a cache limit is set and its stream has a remote copy)."""
-        return self._evictable[shard]
+        return self._stream_evictable[int(self.stream_per_shard[shard])]
 
     def _try_lock_exclusive(self, shard: int) -> bool:
         locks = self._locks(shard)

@@ -9,6 +9,8 @@ from numpy.typing import NDArray
 
 __all__ = ['Spanner']
 
+_LIST_MAX = 1 << 16
+
 
 class Spanner:
     """Binary search over shard boundaries: O(num_shards) memory, O(log num_shards) per lookup.
@@ -18,19 +20,25 @@ class Spanner:
 
     def __init__(self, shard_sizes: NDArray[np.int64] | list[int], span_size: int = 1 << 10) -> None:
         self.shard_sizes = np.asarray(shard_sizes, dtype=np.int64)
-        self._ends = np.cumsum(self.shard_sizes).tolist()
-        self.num_samples = self._ends[-1] if self._ends else 0
+        self._ends = np.cumsum(self.shard_sizes)  # an array, not a list: nothing per shard at 10^6 shards
+        self.num_samples = int(self._ends[-1]) if self._ends.size else 0
+        # Small tables also as a list: bisect on a list beats numpy's per-call overhead for one id.
+        self._ends_list = self._ends.tolist() if self._ends.size <= _LIST_MAX else None
 
     def __getitem__(self, index: int) -> tuple[int, int]:
         """``(shard id, index within the shard)`` of a global sample id."""
         if not 0 <= index < self.num_samples:
             raise IndexError(f'Invalid sample index {index}: must be in [0, {self.num_samples}).')
-        shard = bisect.bisect_right(self._ends, index)
-        return shard, index - (self._ends[shard - 1] if shard else 0)
+        ends = self._ends_list
+        if ends is not None:
+            shard = bisect.bisect_right(ends, index)
+            return shard, index - (ends[shard - 1] if shard else 0)
+        shard = int(self._ends.searchsorted(index, 'right'))
+        return shard, index - (int(self._ends[shard - 1]) if shard else 0)
 
     def locate(self, ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Vectorised lookup of many ids: ``(shard ids, indices within shards)``."""
-        ends = np.asarray(self._ends, dtype=np.int64)
+        ends = self._ends
         shards = np.searchsorted(ends, ids, side='right')
         starts = np.concatenate([[0], ends[:-1]])
         return shards.astype(np.int64), (ids - starts[shards]).astype(np.int64)

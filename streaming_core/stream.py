@@ -14,8 +14,9 @@ import os
 import re
 from typing import Any, Mapping
 
+from streaming_core.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
 from streaming_core.errors import IndexFormatError, ShardCorruptError, StreamingError
-from streaming_core.index import INDEX_BASENAME, parse_index_text, resolve_inside, shard_readers
+from streaming_core.index import INDEX_BASENAME, resolve_inside
 from streaming_core.index_sync import MissingIndexError, sync_index
 from streaming_core.locking import RangeLocks
 from streaming_core.paths import LOCK_NAME, default_local, state_dir
@@ -212,44 +213,66 @@ class Stream:
         return sync_index(self).path
 
     def get_shards(self, allow_unsafe_types: bool = False) -> list[Any]:
-        """Bring the index up to date, load it and return one reader per shard (and clear temporary files of dead
-        processes). Sets :attr:`index_identity` to the version loaded.
+        """Like :meth:`shard_table`, but with every shard's reader created now (one object per shard: prefer
+        :meth:`shard_table` for big indexes)."""
+        return list(self.shard_table(allow_unsafe_types))
+
+    def shard_table(self, allow_unsafe_types: bool = False,
+                    expect: tuple[str, str] | None = None) -> ShardTable:
+        """Bring the index up to date and map its binary form (built once per node; see
+        :mod:`streaming_core.binary_index`): per-shard arrays, readers created on first touch. Clears temporary
+        files of dead processes. Sets :attr:`index_identity` to the version loaded.
+
+        Args:
+            allow_unsafe_types: Allow ``pkl`` columns.
+            expect: ``(identity, layout)`` of the version a pickled dataset holds: its binary index is mapped when
+                present; otherwise the index is synced and rebuilt, and must be that version (or, on another
+                machine, have the same layout).
 
         Raises:
             CacheRemoteMismatchError: the local directory holds another remote's data.
-            IndexFormatError: the index is invalid (naming the local copy, and the remote when there is one).
+            IndexFormatError: the index is invalid (naming the local copy, and the remote when there is one), or
+                is not the version ``expect`` names.
             ValueError: ``validate_hash`` names a hash the index does not record for the files to download.
         """
+        if expect is not None:
+            path = binary_path(state_dir(self.local_dir), expect[0])
+            try:
+                header, arrays, mapping = open_binary(path, expect[0])
+                return ShardTable(self, path, header, arrays, mapping, allow_unsafe_types)
+            except BinaryIndexError:
+                pass
         synced = sync_index(self)
         remove_dead_temp_files(self.local_dir)
         remove_dead_temp_files(state_dir(self.local_dir))
         try:
-            index = parse_index_text(synced.data, synced.path)
-            readers = shard_readers(index, synced.path, allow_unsafe_types=allow_unsafe_types)
+            table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:
             if self.remote_dir and hasattr(err, 'add_note'):
                 err.add_note(f'{synced.path} is the local copy of {redact_url(join(self.remote_dir, INDEX_BASENAME))}'
                              f' (compared with it at construction).')
             raise
-        for reader in readers:
-            reader.stream_dir = self.local_dir
-        self._check_validate_hash(readers)
+        if expect is not None:
+            if table.identity != expect[0] and table.layout != expect[1]:
+                raise IndexFormatError(
+                    f'{synced.path} of {self!r} changed since this dataset was created (index {expect[0]!r}, now '
+                    f'{table.identity!r}, with other shards): a dataset keeps one index version for its lifetime. '
+                    f'Create the dataset again to read the new version.')
+            return table
+        self._check_validate_hash(table)
         self.index_identity = synced.identity
-        return readers
+        return table
 
-    def _check_validate_hash(self, readers: list[Any]) -> None:
+    def _check_validate_hash(self, table: ShardTable) -> None:
         """Refuse a ``validate_hash`` the index does not record for a file this stream may download."""
         if not self.validate_hash or not self.remote_dir:
             return
-        for reader in readers:
-            for raw, zipped in reader.parts:
-                info = zipped if zipped is not None else raw
-                if self.validate_hash not in info.hashes:
-                    recorded = sorted(info.hashes)
-                    raise ValueError(
-                        f'Hash algorithm `{self.validate_hash}` chosen for data validation is not recorded in the '
-                        f'index of {self!r} (file {info.basename} records {recorded or "no hashes"}). Provide one of '
-                        f'those as `validate_hash`, or none.')
+        for basename, recorded in table.hash_algorithms():
+            if self.validate_hash not in recorded:
+                raise ValueError(
+                    f'Hash algorithm `{self.validate_hash}` chosen for data validation is not recorded in the '
+                    f'index of {self!r} (file {basename} records {sorted(recorded) or "no hashes"}). Provide one of '
+                    f'those as `validate_hash`, or none.')
 
     # ----------------------------------------------------------------------------------------------------------
     def raw_paths(self, reader: Any) -> list[str]:

@@ -1,0 +1,495 @@
+"""The binary, node-shared form of a stream's ``index.json``: built once per node, memory-mapped by every process.
+
+Parsing a big ``index.json`` and building one reader object per shard dominates start-up at 10^5-10^6 shards. The
+first process of a node that needs an index version converts it into a compact columnar file in the stream's state
+directory (:func:`streaming_core.paths.state_dir`), keyed by the index source identity
+(:class:`streaming_core.index_sync.SyncedIndex`); every other rank and DataLoader worker maps it read-only.
+
+The file holds, per shard, its sample count, its raw and compressed byte totals and a *template id*; per file of a
+shard, its size, its name and its hash values (offsets into one string table). A template is a shard entry minus its
+per-shard fields (``samples`` and the ``raw_*``/``zip_*`` file objects): format, column layout, compression...; an
+index usually has one. A shard's entry is rebuilt exactly (the dict :func:`streaming_core.index.shard_readers` would
+have used) from its template and its per-shard fields, so every format plugin reads it unchanged; the reader is
+created on first touch (:class:`ShardTable`).
+
+Layout: ``MAGIC``, a little-endian ``u64`` header length, the header (JSON: identity, templates, and each array's
+dtype, offset and length), the arrays (8-byte aligned), then a trailer: the ``xxh3_64`` of everything before it and
+``END_MAGIC``. A file of the wrong size, with a bad checksum, magic or identity, is never trusted: it is rebuilt.
+Files are written to a temporary name and renamed into place, so a process killed while writing leaves nothing a
+later process trusts; building takes an exclusive kernel-released lock, so the processes of a node build once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from streaming_core.errors import IndexFormatError, UnknownNameError
+from streaming_core.index import FileInfo, check_basename
+
+__all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
+           'write_binary', 'ShardTable', 'KEEP_VERSIONS']
+
+logger = logging.getLogger('streaming_core.binary_index')
+
+MAGIC = b'SCBINDX1'
+END_MAGIC = b'SCBIEND1'
+FORMAT_VERSION = 1
+#: How many binary index versions a state directory keeps (a job still running on an older index version may
+#: start workers that map it).
+KEEP_VERSIONS = 4
+_U64 = struct.Struct('<Q')
+_TRAILER = 16
+
+
+class BinaryIndexError(Exception):
+    """A binary index file is absent, truncated, corrupt or of another identity (callers rebuild it)."""
+
+
+def _is_file_slot(key: str, value: Any) -> bool:
+    return (key.startswith('raw_') or key.startswith('zip_')) and (value is None or isinstance(value, dict))
+
+
+def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
+    """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors)."""
+    if type(obj) is dict and len(obj) == 3:
+        name, size, hashes = obj.get('basename'), obj.get('bytes'), obj.get('hashes')
+        if type(name) is str and type(size) is int and size >= 0 and type(hashes) is dict and all(
+                type(k) is str and type(v) is str and _HEXCHARS.issuperset(v) for k, v in hashes.items()):
+            check_basename(name, where)
+            return name, size, hashes
+    info = FileInfo.from_json(obj, where)
+    return info.basename, info.bytes, dict(info.hashes)
+
+
+_HEXCHARS = frozenset('0123456789abcdef')
+
+
+def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
+    """The binary form of a parsed index (``parse_index_text``'s result) as bytes.
+
+    Args:
+        index: The parsed index.
+        path: The ``index.json`` it came from (named in errors).
+        identity: The index source identity recorded in the header.
+
+    Raises:
+        IndexFormatError: an entry is malformed (naming the file and the shard).
+    """
+    entries = index['shards']
+    n = len(entries)
+    samples = np.empty(n, dtype=np.int64)
+    template_ids = np.empty(n, dtype=np.int32)
+    raw_bytes = np.zeros(n, dtype=np.int64)
+    zip_bytes = np.zeros(n, dtype=np.int64)
+    file_start = np.empty(n + 1, dtype=np.int64)
+    file_bytes: list[int] = []
+    file_name: list[int] = []
+    hash_start: list[int] = [0]
+    hash_str: list[int] = []
+    strings: list[bytes] = []
+    templates: list[dict[str, Any]] = []
+    template_of: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        where = f'{path} shard {i}'
+        count = entry.get('samples')
+        if type(count) is not int or count < 0:
+            raise IndexFormatError(f'{where}: "samples" must be a non-negative integer, got {count!r}.')
+        samples[i] = count
+        rest: dict[str, Any] = {}
+        slots: list[list[Any]] = []
+        file_start[i] = len(file_bytes)
+        raw_total = zip_total = 0
+        for key in sorted(entry):
+            value = entry[key]
+            if key == 'samples':
+                continue
+            if not _is_file_slot(key, value):
+                rest[key] = value
+                continue
+            if value is None:
+                slots.append([key, None])
+                continue
+            name, size, hashes = _check_file(value, f'{where} {key}')
+            algos = sorted(hashes)
+            slots.append([key, algos])
+            file_bytes.append(size)
+            file_name.append(len(strings))
+            strings.append(name.encode('utf-8'))
+            for algo in algos:
+                hash_str.append(len(strings))
+                strings.append(hashes[algo].encode('ascii'))
+            hash_start.append(len(hash_str))
+            if key.startswith('raw_'):
+                raw_total += size
+            else:
+                zip_total += size
+        raw_bytes[i], zip_bytes[i] = raw_total, zip_total
+        try:
+            key_text = json.dumps([rest, slots], sort_keys=True)
+        except (TypeError, ValueError) as err:
+            raise IndexFormatError(f'{where}: the entry is not plain JSON ({err}).') from err
+        tid = template_of.get(key_text)
+        if tid is None:
+            tid = template_of[key_text] = len(templates)
+            templates.append({'entry': rest, 'slots': slots, 'first': i})
+        template_ids[i] = tid
+    file_start[n] = len(file_bytes)
+    lengths = np.fromiter((len(s) for s in strings), dtype=np.int64, count=len(strings))
+    str_off = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=str_off[1:])
+    arrays: dict[str, NDArray[Any]] = {
+        'samples': samples, 'template': template_ids, 'raw_bytes': raw_bytes, 'zip_bytes': zip_bytes,
+        'file_start': file_start, 'file_bytes': np.asarray(file_bytes, dtype=np.int64),
+        'file_name': np.asarray(file_name, dtype=np.int64), 'hash_start': np.asarray(hash_start, dtype=np.int64),
+        'hash_str': np.asarray(hash_str, dtype=np.int64), 'str_off': str_off,
+        'str_blob': np.frombuffer(b''.join(strings), dtype=np.uint8)}
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(samples.tobytes())
+    digest.update(arrays['str_blob'].tobytes())
+    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path, 'num_shards': n,
+                              'templates': templates, 'layout': digest.hexdigest(), 'arrays': {}}
+    # Offsets depend on the header length, which depends on the offsets: lay out relative to the data start.
+    relative = 0
+    for name, array in arrays.items():
+        header['arrays'][name] = [array.dtype.str, relative, int(array.size)]
+        relative += -(-array.nbytes // 8) * 8
+    header_bytes = json.dumps(header, sort_keys=True).encode('utf-8')
+    data_start = -(-(len(MAGIC) + 8 + len(header_bytes)) // 8) * 8
+    out = bytearray(data_start + relative + _TRAILER)
+    out[:8] = MAGIC
+    out[8:16] = _U64.pack(len(header_bytes))
+    out[16:16 + len(header_bytes)] = header_bytes
+    for name, array in arrays.items():
+        start = data_start + header['arrays'][name][1]
+        out[start:start + array.nbytes] = array.tobytes()
+    end = len(out) - _TRAILER
+    out[end:end + 8] = _U64.pack(xxhash.xxh3_64_intdigest(memoryview(out)[:end]))
+    out[end + 8:] = END_MAGIC
+    return bytes(out)
+
+
+def binary_path(state_directory: str, identity: str) -> str:
+    """Where the binary index of one index version lives in a state directory."""
+    key = hashlib.blake2s(identity.encode('utf-8'), digest_size=12).hexdigest()
+    return os.path.join(state_directory, f'index-{key}.bin')
+
+
+def write_binary(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary name, fsync, rename) and keep at most
+    :data:`KEEP_VERSIONS` binary indexes in its directory (the most recently written)."""
+    from streaming_core.storage import temp_name
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    directory = os.path.dirname(path)
+    versions = []
+    for name in os.listdir(directory):
+        if name.startswith('index-') and name.endswith('.bin'):
+            try:
+                versions.append((os.path.getmtime(os.path.join(directory, name)), name))
+            except OSError:
+                pass
+    for _, name in sorted(versions, reverse=True)[KEEP_VERSIONS:]:
+        if os.path.join(directory, name) != path:
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:
+    """Map a binary index read-only after checking its size, magic, checksum and identity.
+
+    Returns:
+        ``(header, arrays, mapping)``: the arrays are views of the mapping.
+
+    Raises:
+        BinaryIndexError: the file is absent, truncated, corrupt or of another identity.
+    """
+    try:
+        with open(path, 'rb') as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < len(MAGIC) + 8 + _TRAILER:
+                raise BinaryIndexError(f'{path}: {size} bytes, too short for a binary index (truncated).')
+            mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise BinaryIndexError(f'{path} does not exist.') from None
+    except OSError as err:
+        raise BinaryIndexError(f'{path}: {err}') from err
+    try:
+        end = size - _TRAILER
+        if mm[:8] != MAGIC or mm[end + 8:] != END_MAGIC:
+            raise BinaryIndexError(f'{path}: bad magic (not a binary index, or truncated).')
+        (stored,) = _U64.unpack_from(mm, end)
+        with memoryview(mm) as view:
+            actual = xxhash.xxh3_64_intdigest(view[:end])
+        if actual != stored:
+            raise BinaryIndexError(f'{path}: checksum mismatch (corrupt).')
+        (header_len,) = _U64.unpack_from(mm, 8)
+        header = json.loads(mm[16:16 + header_len])
+        if header.get('version') != FORMAT_VERSION:
+            raise BinaryIndexError(f'{path}: binary index version {header.get("version")!r}, expected '
+                                   f'{FORMAT_VERSION}.')
+        if identity is not None and header.get('identity') != identity:
+            raise BinaryIndexError(f'{path}: built for index {header.get("identity")!r}, not {identity!r}.')
+        data_start = -(-(16 + header_len) // 8) * 8
+        arrays = {}
+        for name, (dtype, offset, count) in header['arrays'].items():
+            arrays[name] = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=data_start + offset)
+    except BinaryIndexError:
+        mm.close()
+        raise
+    except (ValueError, KeyError, TypeError, struct.error) as err:
+        raise BinaryIndexError(f'{path}: unreadable header ({err}).') from err
+    return header, arrays, mm
+
+
+class ShardTable(Sequence[Any]):
+    """One stream's shards, from its mapped binary index: per-shard arrays, and readers created on first touch.
+
+    Indexing returns the shard's reader (built by its format plugin from exactly the entry ``index.json`` holds,
+    then kept); the arrays (:attr:`samples_per_shard`, :attr:`max_size_per_shard`...) never create readers.
+    Pickles as the stream, the index identity and the layout digest: the unpickled table maps the node's file,
+    rebuilding it where it is absent (see :meth:`streaming_core.stream.Stream.shard_table`).
+
+    Args:
+        stream: The stream (its ``local_dir`` is set on every reader as ``stream_dir``).
+        path: The binary index file.
+        header: Its header.
+        arrays: Its arrays.
+        mapping: The mapping the arrays view (kept open).
+        allow_unsafe_types: Passed to every reader.
+        built_here: Whether this process built the file.
+    """
+
+    def __init__(self, stream: Any, path: str, header: dict[str, Any], arrays: dict[str, NDArray[Any]],
+                 mapping: Any, allow_unsafe_types: bool, built_here: bool = False) -> None:
+        self.stream = stream
+        self.path = path
+        self.header = header
+        self.arrays = arrays
+        self._mapping = mapping
+        self.allow_unsafe_types = allow_unsafe_types
+        self.built_here = built_here
+        self._readers: dict[int, Any] = {}
+        self._template_text = [json.dumps(t['entry']) for t in header['templates']]
+        self._formats: list[Any] = []
+        self._check_templates()
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:
+        """The index source identity this table was built from."""
+        return self.header['identity']
+
+    @property
+    def layout(self) -> str:
+        """A digest of the shards' sample counts and file names and hashes (machine-independent)."""
+        return self.header['layout']
+
+    @property
+    def source(self) -> str:
+        """The ``index.json`` the table was built from."""
+        return self.header['source']
+
+    @property
+    def samples_per_shard(self) -> NDArray[np.int64]:
+        """Samples per shard (a view of the mapping)."""
+        return self.arrays['samples']
+
+    @property
+    def max_size_per_shard(self) -> NDArray[np.int64]:
+        """The most disk each shard occupies at once (raw plus compressed bytes)."""
+        return self.arrays['raw_bytes'] + self.arrays['zip_bytes']
+
+    def basename(self, shard: int) -> str:
+        """The name of the shard's first file (its raw data file, as ``reader.parts[0][0].basename``)."""
+        return self.entry(shard)[self._first_raw_key(int(self.arrays['template'][shard]))]['basename']
+
+    def _first_raw_key(self, tid: int) -> str:
+        slots = self.header['templates'][tid]['slots']
+        raws = [key for key, _ in slots if key.startswith('raw_')]
+        return 'raw_data' if 'raw_data' in raws else raws[0]
+
+    def __len__(self) -> int:
+        return int(self.header['num_shards'])
+
+    def _string(self, index: int) -> str:
+        off = self.arrays['str_off']
+        return bytes(self.arrays['str_blob'][int(off[index]):int(off[index + 1])]).decode('utf-8')
+
+    def entry(self, shard: int) -> dict[str, Any]:
+        """The shard's entry exactly as ``index.json`` holds it."""
+        if not 0 <= shard < len(self):
+            raise IndexError(f'shard {shard} out of range for {len(self)} shards of {self.source}.')
+        arrays = self.arrays
+        tid = int(arrays['template'][shard])
+        entry: dict[str, Any] = json.loads(self._template_text[tid])
+        entry['samples'] = int(arrays['samples'][shard])
+        row = int(arrays['file_start'][shard])
+        for key, algos in self.header['templates'][tid]['slots']:
+            if algos is None:
+                entry[key] = None
+                continue
+            first = int(arrays['hash_start'][row])
+            hashes = {algo: self._string(int(arrays['hash_str'][first + k])) for k, algo in enumerate(algos)}
+            entry[key] = {'basename': self._string(int(arrays['file_name'][row])),
+                          'bytes': int(arrays['file_bytes'][row]), 'hashes': hashes}
+            row += 1
+        return entry
+
+    def _make_reader(self, shard: int) -> Any:
+        where = f'{self.source} shard {shard}'
+        reader = self._formats[int(self.arrays['template'][shard])].reader(
+            self.entry(shard), allow_unsafe_types=self.allow_unsafe_types, where=where)
+        reader.stream_dir = self.stream.local_dir
+        return reader
+
+    def __getitem__(self, shard: Any) -> Any:  # type: ignore[override]
+        if isinstance(shard, slice):
+            return [self[i] for i in range(*shard.indices(len(self)))]
+        shard = int(shard)
+        if shard < 0:
+            shard += len(self)
+        reader = self._readers.get(shard)
+        if reader is None:
+            reader = self._readers[shard] = self._make_reader(shard)
+        return reader
+
+    def __iter__(self) -> Iterator[Any]:
+        for shard in range(len(self)):
+            yield self[shard]
+
+    @property
+    def created(self) -> int:
+        """How many readers this process has created (the shards it touched)."""
+        return len(self._readers)
+
+    def hash_algorithms(self) -> list[tuple[str, list[str]]]:
+        """Per file slot of every template in use: ``(file name of its first shard, hash names recorded)`` for
+        the files a download would fetch (the compressed file of a part when there is one, else the raw one)."""
+        out = []
+        for template in self.header['templates']:
+            slots = dict((key, algos) for key, algos in template['slots'])
+            first = self.entry(int(template['first']))
+            for key in slots:
+                if not key.startswith('raw_'):
+                    continue
+                zipped = 'zip_' + key[4:]
+                use = zipped if slots.get(zipped) is not None else key
+                out.append((first[use]['basename'], list(slots[use] or [])))
+        return out
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _check_templates(self) -> None:
+        """Validate every template through its format plugin (one reader per template, with this dataset's
+        ``allow_unsafe_types``), then the per-shard limits the format states, vectorised."""
+        from streaming_core.registry import get_registry
+        formats = get_registry('format')
+        self._formats = []
+        for template in self.header['templates']:
+            first = int(template['first'])
+            where = f'{self.source} shard {first}'
+            name = template['entry'].get('format')
+            if not isinstance(name, str):
+                raise IndexFormatError(f'{where}: missing or invalid "format" field: {name!r}.')
+            if template['entry'].get('version') != 2:
+                raise IndexFormatError(f'{where}: unsupported shard version {template["entry"].get("version")!r}; '
+                                       f'expected 2.')
+            try:
+                shard_format = formats.get(name)
+            except UnknownNameError as err:
+                raise UnknownNameError(f'{where}: {err}') from None
+            self._formats.append(shard_format)
+            reader = shard_format.reader(self.entry(first), allow_unsafe_types=self.allow_unsafe_types, where=where)
+            reader.stream_dir = self.stream.local_dir
+            self._readers[first] = reader
+            self._check_limits(type(reader), len(self._formats) - 1)
+
+    def _check_limits(self, cls: type, tid: int) -> None:
+        arrays = self.arrays
+        mine = np.flatnonzero(arrays['template'] == tid) if len(self.header['templates']) > 1 else None
+        raw = arrays['raw_bytes'] if mine is None else arrays['raw_bytes'][mine]
+        counts = arrays['samples'] if mine is None else arrays['samples'][mine]
+        per_sample = getattr(cls, 'min_bytes_per_sample', 0)
+        if per_sample:
+            bad = np.flatnonzero(counts * per_sample > raw)
+            if bad.size:
+                shard = int(bad[0]) if mine is None else int(mine[bad[0]])
+                self[shard]  # the format's own check names the shard and the sizes
+                raise IndexFormatError(f'{self.source} shard {shard}: {int(counts[bad[0]])} samples cannot fit in '
+                                       f'{int(raw[bad[0]])} bytes of shard files.')
+        limit = getattr(cls, 'max_file_bytes', None)
+        if limit is not None and int(arrays['file_bytes'].max(initial=0)) > limit:
+            rows = np.flatnonzero(arrays['file_bytes'] > limit)
+            shards = np.searchsorted(arrays['file_start'], rows, side='right') - 1
+            for shard in shards.tolist():
+                if mine is None or shard in set(mine.tolist()):
+                    self[shard]  # raises, naming the file
+
+    # ----------------------------------------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {'stream': self.stream, 'identity': self.identity, 'layout': self.layout,
+                'allow_unsafe_types': self.allow_unsafe_types}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        table = state['stream'].shard_table(state['allow_unsafe_types'], expect=(state['identity'], state['layout']))
+        self.__dict__.update(table.__dict__)
+
+
+def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: float) -> ShardTable:
+    """The mapped binary index of ``synced`` (a :class:`~streaming_core.index_sync.SyncedIndex`) for ``stream``,
+    built under the state directory's lock by the first process of the node that needs it.
+
+    Raises:
+        IndexFormatError: the index is invalid (naming the file and the shard).
+    """
+    from streaming_core.index import parse_index_text
+    from streaming_core.locking import RangeLocks
+    from streaming_core.paths import state_dir
+    sdir = state_dir(stream.local_dir)
+    path = binary_path(sdir, synced.identity)
+    try:
+        header, arrays, mm = open_binary(path, synced.identity)
+        return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types)
+    except BinaryIndexError as err:
+        logger.debug('binary index not usable: %s', err)
+    locks = RangeLocks.for_path(os.path.join(sdir, 'binary-index.lock'))
+    locks.acquire(0, True, timeout, f'the binary index build of {synced.path}')
+    built = False
+    try:
+        try:
+            header, arrays, mm = open_binary(path, synced.identity)
+        except BinaryIndexError as err:
+            if os.path.exists(path):
+                logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
+            start = time.perf_counter()
+            index = parse_index_text(synced.data, synced.path)
+            write_binary(path, build_binary(index, synced.path, synced.identity))
+            logger.info('built the binary index of %s (%d shards) in %.2f s', synced.path, len(index['shards']),
+                        time.perf_counter() - start)
+            del index
+            built = True
+            header, arrays, mm = open_binary(path, synced.identity)
+    finally:
+        locks.release(0)
+    return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types, built_here=built)
