@@ -1,0 +1,126 @@
+"""Bad input for Parquet streams (schema drift, corrupt files, empty or mixed directories, format=), the index
+builder hook for a third-party format, and the reader's bounded decoding of huge row groups."""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any
+
+import pytest
+from parquet_data import assert_row, write_parquet
+
+from streaming_core import Stream, StreamingDataset
+from streaming_core.derived_index import DerivedIndexError
+from streaming_core.errors import IndexFormatError, ShardCorruptError, UnknownNameError
+from streaming_core.hookspecs import hookimpl
+from streaming_core.testing import registered_plugin
+
+
+def _table(**columns: Any) -> Any:
+    import pyarrow as pa
+    return pa.table(columns)
+
+
+def test_schema_drift_names_the_file_and_the_column(tmp_path: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    data = str(tmp_path / 'drift')
+    os.makedirs(data)
+    pq.write_table(_table(a=pa.array([1, 2]), b=pa.array(['x', 'y'])), os.path.join(data, 'a.parquet'))
+    pq.write_table(_table(a=pa.array([1.5, 2.5]), b=pa.array(['x', 'y'])), os.path.join(data, 'b.parquet'))
+    with pytest.raises(IndexFormatError, match=r"column 'a' is double in b\.parquet but int64 in a\.parquet"):
+        StreamingDataset(local=data, batch_size=1)
+    pq.write_table(_table(a=pa.array([3])), os.path.join(data, 'b.parquet'))
+    with pytest.raises(IndexFormatError, match=r"b\.parquet has no column 'b'"):
+        StreamingDataset(local=data, batch_size=1)
+
+
+def test_corrupt_files_raise_shard_corrupt_naming_them(tmp_path: Any) -> None:
+    data = str(tmp_path / 'bad')
+    write_parquet(data, files=2, rows=20, row_group=10)
+    bad = os.path.join(data, 'part-00001.parquet')
+    with open(bad, 'r+b') as handle:  # truncated: the footer is gone
+        handle.truncate(os.path.getsize(bad) - 20)
+    with pytest.raises(ShardCorruptError, match='part-00001.parquet'):
+        StreamingDataset(local=data, batch_size=1)
+    # Footer intact, data pages overwritten: found when the row group is decoded.
+    write_parquet(data, files=2, rows=20, row_group=10)
+    with open(bad, 'r+b') as handle:
+        handle.seek(4)
+        handle.write(b'\xff' * 200)
+    dataset = StreamingDataset(local=data, batch_size=1)
+    assert_row(dataset[0])
+    with pytest.raises(ShardCorruptError, match='part-00001.parquet'):
+        dataset[25]
+
+
+def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> None:
+    empty = str(tmp_path / 'empty')
+    os.makedirs(empty)
+    with pytest.raises(DerivedIndexError, match='no index.json and no files'):
+        StreamingDataset(local=empty, batch_size=1)
+    other = str(tmp_path / 'other')
+    os.makedirs(other)
+    open(os.path.join(other, 'notes.txt'), 'w').write('hello')
+    with pytest.raises(DerivedIndexError, match=r'notes\.txt.*format=NAME'):
+        StreamingDataset(local=other, batch_size=1)
+
+
+class _LinesBuilder:
+    """A third-party index builder for ``*.lines`` files (only the choice between builders is tested here)."""
+
+    name = 'lines'
+    patterns = ('*.lines',)
+
+    def build(self, files: Any, read: Any, *, where: str) -> dict[str, Any]:
+        raise AssertionError('not reached in these tests')
+
+
+def _plugin(**hooks: Any) -> types.ModuleType:
+    module = types.ModuleType('lines_plugin')
+    for name, function in hooks.items():
+        setattr(module, name, hookimpl(function))
+    return module
+
+
+def test_mixed_formats_need_format_and_format_selects(tmp_path: Any) -> None:
+    data = str(tmp_path / 'mixed')
+    write_parquet(data, files=1, rows=12)
+    open(os.path.join(data, 'extra.lines'), 'w').write('a\nb\n')
+    plugin = _plugin(register_index_builders=lambda registry: registry.add('lines', _LinesBuilder()))
+    with registered_plugin(plugin, 'lines-plugin'):
+        with pytest.raises(DerivedIndexError, match=r"several formats: 1 lines file.*1 parquet file.*Pass format="):
+            StreamingDataset(local=data, batch_size=1)
+        stream = Stream(local=data)
+        stream.format = 'parquet'  # what Stream(format='parquet') sets
+        dataset = StreamingDataset(streams=[stream], batch_size=1)
+        assert len(dataset) == 12
+    stream = Stream(local=data)
+    stream.format = 'nope'
+    with pytest.raises(UnknownNameError, match="(?s)format='nope'.*Installed index builder names: parquet"):
+        StreamingDataset(streams=[stream], batch_size=1)
+
+
+def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import streaming_parquet.reader as reader_module
+    monkeypatch.setattr(reader_module, 'SLICE_ROWS', 16)
+    data = str(tmp_path / 'huge')
+    write_parquet(data, files=1, rows=100, row_group=100)
+    dataset = StreamingDataset(local=data, batch_size=1)
+    for i in (99, 0, 17, 50, 33, 98, 1):
+        assert_row(dataset[i])
+    assert [s['id'] for s in dataset] == list(range(100))
+    # The view itself: at most CACHED_SLICES decoded slices of at most SLICE_ROWS rows each.
+    import json
+
+    from streaming_core.derived_index import DERIVED_INDEX_NAME
+    from streaming_core.paths import state_dir
+    from streaming_parquet.reader import ParquetFormat
+    entry = json.loads(open(os.path.join(state_dir(data), DERIVED_INDEX_NAME)).read())['shards'][0]
+    view = ParquetFormat().reader(entry).open([os.path.join(data, 'part-00000.parquet')])
+    for i in (5, 40, 90, 20, 70):
+        assert view[i]['id'] == i
+    assert len(view._cache) == reader_module.CACHED_SLICES
+    assert all(len(columns[0]) <= 16 for _, columns in view._cache.values())
+    view.close()

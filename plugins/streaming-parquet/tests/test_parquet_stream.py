@@ -1,0 +1,181 @@
+"""Streaming Parquet directories with no index.json: local, copied from a local remote, over moto S3; shuffles with
+DataLoader workers, exact mid-epoch resumption in a fresh process, mixing with MDS, rebuilds on remote changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+from parquet_data import assert_row, row, write_parquet
+
+from streaming_core import Stream, StreamingDataLoader, StreamingDataset
+from streaming_core.derived_index import DERIVED_INDEX_NAME, DERIVED_LISTING_NAME
+from streaming_core.paths import state_dir
+from streaming_core.storage import clear_backend_cache
+from tests.fixtures.data import ids_of, write_mds
+from tests.fixtures.servers import RunningServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def test_local_directory_every_row_as_written(tmp_path: Any) -> None:
+    data = str(tmp_path / 'data')
+    ids = write_parquet(data, files=3, rows=100, row_group=30)
+    dataset = StreamingDataset(local=data, batch_size=4)
+    assert len(dataset) == 300
+    for i in (0, 29, 30, 31, 99, 100, 250, 299):
+        assert_row(dataset[i])
+    samples = list(dataset)
+    assert [s['id'] for s in samples] == ids
+    for sample in samples:
+        assert_row(sample)
+    # Nothing of ours in the user's directory; the derived index lives in the state directory.
+    assert sorted(os.listdir(data)) == ['part-00000.parquet', 'part-00001.parquet', 'part-00002.parquet']
+    sdir = state_dir(data)
+    assert os.path.isfile(os.path.join(sdir, DERIVED_INDEX_NAME))
+    index = json.loads(open(os.path.join(sdir, DERIVED_INDEX_NAME)).read())
+    assert [e['row_groups'] for e in index['shards']] == [[30, 30, 30, 10]] * 3
+    assert dataset.streams[0].index_identity.startswith('derived:parquet:')
+
+
+def test_copied_from_a_remote_directory_and_rebuilt_when_it_changes(tmp_path: Any) -> None:
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_parquet(remote, files=2, rows=50, row_group=20)
+    first = StreamingDataset(remote=remote, local=local, batch_size=2, shuffle=True, shuffle_seed=3)
+    assert sorted(ids_of(first)) == list(range(100))
+    assert not os.path.exists(os.path.join(local, 'index.json'))
+    identity = first.streams[0].index_identity
+    # Same listing: the derived index is reused (not rebuilt).
+    listing = os.path.join(state_dir(local), DERIVED_LISTING_NAME)
+    stamp = os.stat(listing).st_mtime_ns
+    again = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert again.streams[0].index_identity == identity and os.stat(listing).st_mtime_ns == stamp
+    # A file added on the remote: rebuilt, new samples served.
+    write_parquet(remote, files=1, rows=50, row_group=20, start=100)
+    grown = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert grown.streams[0].index_identity != identity
+    assert sorted(ids_of(grown)) == list(range(150))
+    # A file replaced on the remote (same name, other rows): the stale local copy is never served.
+    os.remove(os.path.join(remote, 'part-00000.parquet'))
+    write_parquet(remote, files=1, rows=10, row_group=5, start=1000)  # part-00100.parquet
+    os.replace(os.path.join(remote, 'part-00100.parquet'), os.path.join(remote, 'part-00000.parquet'))
+    replaced = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert sorted(ids_of(replaced)) == list(range(50, 150)) + list(range(1000, 1010))
+
+
+def test_index_json_present_wins(tmp_path: Any) -> None:
+    data = str(tmp_path / 'data')
+    write_mds(data, 7)  # an MDS dataset's index.json in the same directory as Parquet files
+    write_parquet(data, files=1, rows=10)
+    dataset = StreamingDataset(local=data, batch_size=1)
+    assert len(dataset) == 7
+    assert not dataset.streams[0].index_identity.startswith('derived:')
+
+
+def test_shuffle_with_two_dataloader_workers(tmp_path: Any) -> None:
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=4, rows=60, row_group=25)
+    dataset = StreamingDataset(remote=data, local=str(tmp_path / 'local'), batch_size=8, shuffle=True,
+                               shuffle_block_size=50)
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)
+    seen = [sample for batch in loader for sample in batch]
+    assert sorted(s['id'] for s in seen) == list(range(240))
+    assert [s['id'] for s in seen] != list(range(240))
+    for sample in seen[:50]:
+        assert_row(sample)
+
+
+def test_mid_epoch_resume_in_a_fresh_process_is_exact(tmp_path: Any) -> None:
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=3, rows=70, row_group=16)
+    args = dict(local=data, batch_size=4, shuffle=True, num_canonical_nodes=2, shuffle_block_size=40)
+    full = ids_of(StreamingDataset(**args))
+    dataset = StreamingDataset(**args)
+    seen = []
+    for item in dataset:
+        if len(seen) == 83:
+            break
+        seen.append(item['id'])
+    state_path = tmp_path / 'state.json'
+    state_path.write_text(json.dumps(dataset.state_dict(83, True)))
+    script = textwrap.dedent(f'''
+        import json
+        from streaming_core import StreamingDataset
+        dataset = StreamingDataset(**{args!r})
+        dataset.load_state_dict(json.load(open({str(state_path)!r})))
+        print(json.dumps([s['id'] for s in dataset]))
+    ''')
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    rest = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen + rest == full
+
+
+def test_mixing_mds_and_parquet_streams_with_proportions(tmp_path: Any) -> None:
+    pq_dir, mds_dir = str(tmp_path / 'pq'), str(tmp_path / 'mds')
+    write_parquet(pq_dir, files=2, rows=40, row_group=15, start=10_000)
+    write_mds(mds_dir, 60)
+    dataset = StreamingDataset(streams=[Stream(local=pq_dir, proportion=0.5), Stream(local=mds_dir, proportion=0.5)],
+                               batch_size=4, shuffle=True, epoch_size=100)
+    samples = list(dataset)
+    assert len(samples) == 100
+    from_pq = [s for s in samples if 'text' in s]
+    assert len(from_pq) == 50 and all(10_000 <= s['id'] < 10_080 for s in from_pq)
+    for sample in from_pq:
+        assert_row(sample)
+
+
+# S3 (moto on loopback): footers read with ranged requests, files downloaded once, a remote change rebuilds.
+BUCKET = 'streaming-parquet'
+
+
+@pytest.fixture
+def s3_env(moto_server: RunningServer, cloud_env: pytest.MonkeyPatch) -> Any:
+    import boto3
+    cloud_env.setenv('S3_ENDPOINT_URL', moto_server.url)
+    cloud_env.setenv('AWS_ACCESS_KEY_ID', 'testing')
+    cloud_env.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
+    cloud_env.setenv('AWS_DEFAULT_REGION', 'us-east-1')
+    clear_backend_cache()
+    client = boto3.client('s3', endpoint_url=moto_server.url, region_name='us-east-1')
+    try:
+        client.create_bucket(Bucket=BUCKET)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    yield client
+    clear_backend_cache()
+
+
+def _upload(client: Any, directory: str, prefix: str) -> None:
+    for name in sorted(os.listdir(directory)):
+        client.upload_file(os.path.join(directory, name), BUCKET, f'{prefix}/{name}')
+
+
+@pytest.mark.slow
+def test_over_s3_with_workers_and_a_rebuild(tmp_path: Any, s3_env: Any) -> None:
+    import uuid
+    prefix = f'ds-{uuid.uuid4().hex}'
+    staging = str(tmp_path / 'staging')
+    write_parquet(staging, files=3, rows=50, row_group=20)
+    _upload(s3_env, staging, prefix)
+    remote = f's3://{BUCKET}/{prefix}'
+    dataset = StreamingDataset(remote=remote, batch_size=5, shuffle=True)
+    assert len(dataset) == 150
+    loader = StreamingDataLoader(dataset, batch_size=5, num_workers=2, collate_fn=lambda batch: batch)
+    seen = [sample for batch in loader for sample in batch]
+    assert sorted(s['id'] for s in seen) == list(range(150))
+    for sample in seen:
+        assert_row(sample)
+    more = str(tmp_path / 'more')
+    write_parquet(more, files=1, rows=30, row_group=20, start=500)
+    _upload(s3_env, more, prefix)
+    grown = StreamingDataset(remote=remote, batch_size=5)
+    assert len(grown) == 180 and grown.streams[0].index_identity != dataset.streams[0].index_identity
+    assert_row(grown[170])
+    assert grown[170] == grown[170] and grown[170]['id'] == row(520)['id']
