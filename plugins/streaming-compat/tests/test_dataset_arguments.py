@@ -24,6 +24,16 @@ def test_defaults_are_the_references(int_dataset: str) -> None:
     assert StreamingDataset(local=int_dataset, batch_size=3).predownload == 24  # 8 * batch_size
 
 
+def test_the_signature_lists_every_argument() -> None:
+    """Frameworks filter config keys by ``inspect.signature(StreamingDataset)``."""
+    import inspect
+    parameters = inspect.signature(StreamingDataset).parameters
+    for name in [*REFERENCE_DEFAULTS, 'streams', 'remote', 'local', 'split', 'epoch_size', 'stream_name',
+                 'stream_config']:
+        assert name in parameters and parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+    assert parameters['stream_name'].default == 'stream' and parameters['shuffle_seed'].default == 9176
+
+
 @pytest.mark.parametrize('kwargs,match', [
     ({'sampling_method': 'x'}, 'Invalid sampling method'),
     ({'shuffle_seed': -1}, 'shuffle_seed'),

@@ -49,6 +49,10 @@ class StreamingDataset(_CoreDataset, Array):
         super().__init__(stream_config=stream_config, **kwargs)
 
 
+# Tools that filter keyword arguments by the constructor's signature (training frameworks do) see every argument.
+StreamingDataset.__init__.__signature__ = inspect.signature(_CoreDataset.__init__)  # type: ignore[attr-defined]
+
+
 def build_stream(stream_name: str, stream_config: Mapping[str, Any] | None, dataset_kwargs: Mapping[str, Any]) -> Any:
     """The single stream of a dataset built without ``streams``: the registered class of ``stream_name`` called with
     the dataset's stream arguments (``remote``, ``local``, ``split``, ``download_retry`` ...) and ``stream_config``."""
