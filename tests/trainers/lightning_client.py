@@ -2,7 +2,7 @@
 
 CONFIG (JSON): ``data`` (the MDS directory), ``run`` (where logs and checkpoints go), ``strategy``, ``devices``,
 ``epochs``, ``batch`` (per device), ``workers``, ``ckpt`` (a checkpoint to resume from, or null) and ``save`` (save a
-checkpoint after every step and at every epoch end). The DataModule is the one of ``docs/guide/lightning.md``.
+checkpoint every 5 steps and at every epoch end). The DataModule is the one of ``docs/guide/lightning.md``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main(config: dict) -> None:
     if config.get('save'):
         callbacks += [
             L.pytorch.callbacks.ModelCheckpoint(dirpath=os.path.join(run, 'steps'), filename='{step}',
-                                                every_n_train_steps=1, save_top_k=-1),
+                                                every_n_train_steps=5, save_top_k=-1),
             L.pytorch.callbacks.ModelCheckpoint(dirpath=os.path.join(run, 'epochs'), filename='{epoch}',
                                                 save_on_train_epoch_end=True, save_top_k=-1)]
     trainer = L.Trainer(accelerator='cpu', devices=config['devices'], strategy=config['strategy'],

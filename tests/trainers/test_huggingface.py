@@ -33,7 +33,6 @@ def baseline(tmp_path_factory):
     require('transformers')
     require('accelerate')
     root = str(tmp_path_factory.mktemp('huggingface'))
-    os.environ['STREAMING_CORE_CACHE_DIR'] = os.path.join(root, 'cache')
     config = dict(data=harness.make_dataset(root), run=os.path.join(root, 'baseline'), batch=harness.PER_DEVICE,
                   accumulate=ACCUMULATE, max_steps=MAX_STEPS, steps_per_epoch=STEPS, workers=1, save=True,
                   trainer='streaming')

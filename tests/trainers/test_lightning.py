@@ -23,10 +23,10 @@ EPOCHS = 2
 STEPS = harness.STEPS_PER_EPOCH
 #: name -> (checkpoint file under the baseline's run directory, optimizer steps done when it was taken)
 MOMENTS = {
-    'mid-epoch': ('steps/step=7.ckpt', 7),
+    'mid-epoch': ('steps/step=5.ckpt', 5),
     'last-step-of-epoch': (f'steps/step={STEPS}.ckpt', STEPS),
     'epoch-end': ('epochs/epoch=0.ckpt', STEPS),
-    'later-epoch': (f'steps/step={STEPS + 7}.ckpt', STEPS + 7),
+    'later-epoch': (f'steps/step={STEPS + 5}.ckpt', STEPS + 5),
 }
 
 
@@ -34,21 +34,29 @@ def _fit(config: dict) -> None:
     harness.run([sys.executable, '-m', 'tests.trainers.lightning_client', json.dumps(config)])
 
 
-@pytest.fixture(scope='module')
-def baseline(request, tmp_path_factory):
-    """The strategy's uninterrupted 2-epoch run (checkpoints at every step and epoch end) and its sample log."""
-    require('lightning')
-    root = str(tmp_path_factory.mktemp(f'lightning-{request.param}'))
-    os.environ['STREAMING_CORE_CACHE_DIR'] = os.path.join(root, 'cache')
-    data = harness.make_dataset(root)
-    config = dict(data=data, run=os.path.join(root, 'baseline'), strategy=request.param, devices=2, epochs=EPOCHS,
-                  batch=harness.PER_DEVICE, workers=1, save=True)
+def _baseline(strategy: str, root: str) -> tuple[dict, dict]:
+    """The strategy's uninterrupted 2-epoch run (checkpoints every 5 steps and at epoch ends) and its sample log."""
+    config = dict(data=harness.make_dataset(root), run=os.path.join(root, 'baseline'), strategy=strategy, devices=2,
+                  epochs=EPOCHS, batch=harness.PER_DEVICE, workers=1, save=True)
     _fit(config)
     log = harness.read_log(config['run'])
     harness.assert_full_epochs(log, EPOCHS)
     assert sorted(log) == [0, 1] and all(len(batches) == EPOCHS * STEPS for batches in log.values())
     _assert_torchrun_order(config, log)
     return config, log
+
+
+@pytest.fixture(scope='module')
+def baselines(tmp_path_factory):
+    """``baselines(strategy)``: that strategy's baseline, run once per module."""
+    require('lightning')
+    done: dict[str, tuple[dict, dict]] = {}
+
+    def get(strategy: str) -> tuple[dict, dict]:
+        if strategy not in done:
+            done[strategy] = _baseline(strategy, str(tmp_path_factory.mktemp(f'lightning-{strategy}')))
+        return done[strategy]
+    return get
 
 
 def _assert_torchrun_order(config: dict, log: dict) -> None:
@@ -66,16 +74,16 @@ def _assert_torchrun_order(config: dict, log: dict) -> None:
 
 
 #: ddp is resumed at every moment and on one process; ddp_spawn (3 processes to start per run) at two moments, for
-#: the time budget. One test function, so that each strategy's baseline runs once.
+#: the time budget.
 CASES = ([('ddp', moment) for moment in MOMENTS] + [('ddp', 'one-process')]
          + [('ddp_spawn', 'mid-epoch'), ('ddp_spawn', 'epoch-end')])
 
 
-@pytest.mark.parametrize('baseline, moment', CASES, indirect=['baseline'])
-def test_resume_is_exact(baseline, moment, tmp_path):
+@pytest.mark.parametrize('strategy, moment', CASES)
+def test_resume_is_exact(baselines, strategy, moment, tmp_path):
     """A fresh job resumed from the checkpoint trains on exactly what the baseline trained after that moment; on one
     process (the same global batch), on exactly the rest of each epoch."""
-    config, log = baseline
+    config, log = baselines(strategy)
     changes = {}
     if moment == 'one-process':
         changes = dict(devices=1, strategy='auto', batch=2 * harness.PER_DEVICE)

@@ -24,27 +24,36 @@ CLIENT = 'tests.trainers.torch_client'
 MOMENTS = {'mid-epoch': ('step-7', 7), 'last-step-of-epoch': (f'step-{STEPS}', STEPS),
            'epoch-end': ('epochend-0', STEPS), 'later-epoch': (f'step-{STEPS + 7}', STEPS + 7)}
 #: (client, case): every moment with 2 workers, torchdata without workers at two (time budget), and another number
-#: of processes / workers. One test function, so that each client's baseline runs once.
+#: of processes / workers.
 CASES = ([('streaming-2-workers', m) for m in [*MOMENTS, 'one-process']]
          + [('stateful-2-workers', m) for m in [*MOMENTS, 'one-process', 'one-worker']]
          + [('stateful-0-workers', 'mid-epoch'), ('stateful-0-workers', 'epoch-end')])
 
 
-@pytest.fixture(scope='module')
-def baseline(request, tmp_path_factory):
+def _baseline(name: str, root: str) -> tuple[str, dict, dict]:
     """The client's uninterrupted run (torchrun, states saved at every step and epoch end) and its sample log."""
-    loader, workers, _ = request.param.split('-')
-    if loader == 'stateful':
-        require('torchdata')
-    root = str(tmp_path_factory.mktemp(request.param))
-    os.environ['STREAMING_CORE_CACHE_DIR'] = os.path.join(root, 'cache')
+    loader, workers, _ = name.split('-')
     config = dict(data=harness.make_dataset(root), run=os.path.join(root, 'baseline'), loader=loader,
                   workers=int(workers), batch=harness.PER_DEVICE, epochs=EPOCHS, steps_per_epoch=STEPS,
                   tuples=loader == 'streaming', save=True)
     harness.torchrun(CLIENT, config)
     log = harness.read_log(config['run'])
     harness.assert_full_epochs(log, EPOCHS)
-    return request.param, config, log
+    return name, config, log
+
+
+@pytest.fixture(scope='module')
+def baselines(tmp_path_factory):
+    """``baselines(client)``: that client's baseline, run once per module."""
+    done: dict[str, tuple[str, dict, dict]] = {}
+
+    def get(name: str) -> tuple[str, dict, dict]:
+        if name.startswith('stateful'):
+            require('torchdata')
+        if name not in done:
+            done[name] = _baseline(name, str(tmp_path_factory.mktemp(name)))
+        return done[name]
+    return get
 
 
 def _resume(config, tmp_path, state, nproc=2, **changes):
@@ -54,12 +63,12 @@ def _resume(config, tmp_path, state, nproc=2, **changes):
     return harness.read_log(resumed['run'])
 
 
-@pytest.mark.parametrize('baseline, case', CASES, indirect=['baseline'])
-def test_resume_is_exact(baseline, case, tmp_path):
+@pytest.mark.parametrize('client, case', CASES)
+def test_resume_is_exact(baselines, client, case, tmp_path):
     """Fresh processes resumed from a saved state train on exactly what the baseline trained after it. Our loader's
     state is global: 2 processes resume on 1 (same global batch). torchdata's is per worker of each rank: another
     number of processes or of workers is refused with an error that says what to do."""
-    name, config, log = baseline
+    name, config, log = baselines(client)
     state, step = MOMENTS['mid-epoch' if case in ('one-process', 'one-worker') else case]
     if case == 'one-worker':
         with pytest.raises(AssertionError, match='num_workers=2'):
