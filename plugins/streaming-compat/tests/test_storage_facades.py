@@ -156,3 +156,42 @@ def test_unknown_scheme_is_a_value_error() -> None:
         CloudDownloader.get('nope://x')
     with pytest.raises(ValueError):
         CloudUploader.get('nope://x')
+
+
+@pytest.mark.slow
+def test_azure_upload_form_and_download_form(azurite: Any, cloud_env: pytest.MonkeyPatch, fresh: None,
+                                             tmp_path: Any) -> None:
+    """The reference uploads to ``azure://<container>/<path>`` but downloads ``azure://<account>/<container>/<path>``;
+    both forms reach the same blob here (Azurite, configured by ``AZURE_STORAGE_CONNECTION_STRING``)."""
+    from azure.storage.blob import BlobServiceClient
+    container = f'compat{uuid.uuid4().hex[:8]}'
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(container)
+    cloud_env.setenv('AZURE_STORAGE_CONNECTION_STRING', azurite.connection_string)
+    uploader = CloudUploader.get((str(tmp_path / 'up'), f'azure://{container}/ds'))
+    assert type(uploader).__name__ == 'AzureUploader'
+    (tmp_path / 'up' / 'x.bin').write_bytes(b'blob')
+    uploader.upload_file('x.bin')
+    downloader = CloudDownloader.get(f'azure://{azurite.account}/{container}/ds/x.bin')
+    assert type(downloader).__name__ == 'AzureDownloader'
+    downloader.download(f'azure://{azurite.account}/{container}/ds/x.bin', str(tmp_path / 'x.bin'))
+    assert (tmp_path / 'x.bin').read_bytes() == b'blob'
+
+
+@pytest.mark.slow
+def test_oci_through_the_config_file(oci_config: Any, cloud_env: pytest.MonkeyPatch, fresh: None,
+                                     tmp_path: Any) -> None:
+    """OCI the reference's way (a config file), with the endpoint of the loopback server."""
+    bucket = f'compat-{uuid.uuid4().hex[:8]}'
+    oci_config.server.create_bucket(bucket)
+    cloud_env.setenv('OCI_CONFIG_FILE', oci_config.config_file)
+    cloud_env.setenv('OCI_CONFIG_PROFILE', oci_config.profile)
+    cloud_env.setenv('OCI_SERVICE_ENDPOINT', oci_config.server.url)
+    remote = f'oci://{bucket}/ds'
+    with streaming.MDSWriter(out=remote, columns={'i': 'int'}) as writer:
+        for i in range(7):
+            writer.write({'i': i})
+    uploader = CloudUploader.get((str(tmp_path / 'up'), remote))
+    assert type(uploader).__name__ == 'OCIUploader'
+    assert sorted(uploader.list_objects()) == ['ds/index.json', 'ds/shard.00000.mds']
+    dataset = streaming.StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1)
+    assert [s['i'] for s in dataset] == list(range(7))
