@@ -32,7 +32,7 @@ from streaming_core.storage import is_remote, join, list_with_stats, local_path,
 from streaming_core.util import redact_url
 
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME',
-           'list_source', 'choose_builder', 'listing_identity', 'derive_index', 'builder_matches']
+           'list_source', 'choose_builder', 'listing_identity', 'derive_index', 'builder_matches', 'build_index']
 
 logger = logging.getLogger('streaming_core.derived_index')
 
@@ -223,6 +223,46 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     return stale
 
 
+def _build(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
+           options: dict[str, Any] | None) -> bytes:
+    """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable)."""
+    where = redact_url(source)
+
+    def read(file_name: str, start: int, length: int) -> bytes:
+        return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
+
+    index = builder.build(list(files), read, where=where)
+    shards = index.get('shards') if isinstance(index, dict) else None
+    if not isinstance(shards, list):
+        raise DerivedIndexError(f'The {name} index builder returned no {{"shards": [...]}} index for {where}.')
+    data = index_text(shards).encode('utf-8')
+    label = f'the {name} index derived from {where}'
+    from streaming_core.index import shard_readers
+    shard_readers(parse_index_text(data, label), label)  # every entry readable by its format
+    return data
+
+
+def build_index(source: str, *, fmt: str | None = None, timeout: float = 60.0, retries: int = 2,
+                options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index derived from the files of the directory ``source`` (no ``index.json``), built now and not kept
+    (for tools such as ``streaming inspect``; streams use the node's cached copy).
+
+    Args:
+        source: A local directory or a remote URL.
+        fmt: The index builder to use (``None``: detect it from the files).
+        timeout: Per-request timeout in seconds.
+        retries: Retries after the first attempt of each request.
+        options: Storage backend options.
+
+    Raises:
+        DerivedIndexError: nothing to index, several formats, or a builder's invalid result.
+    """
+    files = list_source(source, timeout=timeout, retries=retries, options=options)
+    name, builder, selected = choose_builder(fmt, files, redact_url(source))
+    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
+    return json.loads(data)
+
+
 def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[str, bytes, str]:
     """The derived index of ``stream``'s directory ``source``, built when its listing changed (caller holds the
     stream's index lock).
@@ -258,18 +298,8 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         except OSError:
             pass
 
-    def read(file_name: str, start: int, length: int) -> bytes:
-        return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
-
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
-    index = builder.build(selected, read, where=where)
-    shards = index.get('shards') if isinstance(index, dict) else None
-    if not isinstance(shards, list):
-        raise DerivedIndexError(f'The {name} index builder returned no {{"shards": [...]}} index for {where}.')
-    data = index_text(shards).encode('utf-8')
-    parsed = parse_index_text(data, f'the {name} index derived from {where}')
-    from streaming_core.index import shard_readers
-    shard_readers(parsed, f'the {name} index derived from {where}')  # every entry readable by its format
+    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         for stale in _stale_copies(old, selected, stream.local_dir):
             try:

@@ -179,3 +179,15 @@ def test_over_s3_with_workers_and_a_rebuild(tmp_path: Any, s3_env: Any) -> None:
     assert len(grown) == 180 and grown.streams[0].index_identity != dataset.streams[0].index_identity
     assert_row(grown[170])
     assert grown[170] == grown[170] and grown[170]['id'] == row(520)['id']
+
+
+def test_build_index_for_tools_equals_the_streams_derived_index(tmp_path: Any) -> None:
+    from streaming_core.derived_index import build_index
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=2, rows=30, row_group=7)
+    StreamingDataset(local=data, batch_size=1)
+    cached = json.loads(open(os.path.join(state_dir(data), DERIVED_INDEX_NAME)).read())
+    assert build_index(data) == cached
+    assert [entry['raw_data']['basename'] for entry in cached['shards']] == ['part-00000.parquet',
+                                                                             'part-00001.parquet']
+    assert cached['shards'][0]['columns'][:2] == [['id', 'int64'], ['text', 'string']]
