@@ -57,10 +57,6 @@ class BinaryIndexError(Exception):
     """A binary index file is absent, truncated, corrupt or of another identity (callers rebuild it)."""
 
 
-def _is_file_slot(key: str, value: Any) -> bool:
-    return (key.startswith('raw_') or key.startswith('zip_')) and (value is None or isinstance(value, dict))
-
-
 def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
     """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors)."""
     if type(obj) is dict and len(obj) == 3:
@@ -101,27 +97,29 @@ def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
     strings: list[bytes] = []
     templates: list[dict[str, Any]] = []
     template_of: dict[str, int] = {}
+    layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
+    last: tuple[Any, Any, int] | None = None
     for i, entry in enumerate(entries):
-        where = f'{path} shard {i}'
         count = entry.get('samples')
         if type(count) is not int or count < 0:
-            raise IndexFormatError(f'{where}: "samples" must be a non-negative integer, got {count!r}.')
+            raise IndexFormatError(f'{path} shard {i}: "samples" must be a non-negative integer, got {count!r}.')
         samples[i] = count
-        rest: dict[str, Any] = {}
+        keys = tuple(entry)
+        layout = layouts.get(keys)
+        if layout is None:
+            ordered = sorted(k for k in keys if k != 'samples')
+            layout = layouts[keys] = ([k for k in ordered if not k.startswith(('raw_', 'zip_'))],
+                                      [k for k in ordered if k.startswith(('raw_', 'zip_'))])
+        rest = {key: entry[key] for key in layout[0]}
         slots: list[list[Any]] = []
         file_start[i] = len(file_bytes)
         raw_total = zip_total = 0
-        for key in sorted(entry):
+        for key in layout[1]:
             value = entry[key]
-            if key == 'samples':
-                continue
-            if not _is_file_slot(key, value):
-                rest[key] = value
-                continue
             if value is None:
                 slots.append([key, None])
                 continue
-            name, size, hashes = _check_file(value, f'{where} {key}')
+            name, size, hashes = _check_file(value, f'{path} shard {i} {key}')
             algos = sorted(hashes)
             slots.append([key, algos])
             file_bytes.append(size)
@@ -131,20 +129,24 @@ def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
                 hash_str.append(len(strings))
                 strings.append(hashes[algo].encode('ascii'))
             hash_start.append(len(hash_str))
-            if key.startswith('raw_'):
+            if key[0] == 'r':
                 raw_total += size
             else:
                 zip_total += size
         raw_bytes[i], zip_bytes[i] = raw_total, zip_total
+        if last is not None and last[0] == rest and last[1] == slots:  # usually every shard shares one template
+            template_ids[i] = last[2]
+            continue
         try:
             key_text = json.dumps([rest, slots], sort_keys=True)
         except (TypeError, ValueError) as err:
-            raise IndexFormatError(f'{where}: the entry is not plain JSON ({err}).') from err
+            raise IndexFormatError(f'{path} shard {i}: the entry is not plain JSON ({err}).') from err
         tid = template_of.get(key_text)
         if tid is None:
             tid = template_of[key_text] = len(templates)
             templates.append({'entry': rest, 'slots': slots, 'first': i})
         template_ids[i] = tid
+        last = (rest, slots, tid)
     file_start[n] = len(file_bytes)
     lengths = np.fromiter((len(s) for s in strings), dtype=np.int64, count=len(strings))
     str_off = np.zeros(len(strings) + 1, dtype=np.int64)

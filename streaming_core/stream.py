@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any, Mapping
 
 from streaming_core.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
@@ -56,6 +57,8 @@ def _alive(pid: int) -> bool:
 
 
 StreamDefaults = Mapping[str, Any]
+_SWEEP_MARKER = 'temp-sweep'
+_SWEEP_EVERY = 3600.0
 
 
 def _check_validate_hash_name(name: str) -> None:
@@ -243,8 +246,7 @@ class Stream:
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
-        remove_dead_temp_files(self.local_dir)
-        remove_dead_temp_files(state_dir(self.local_dir))
+        self._sweep_temp_files()
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:
@@ -262,6 +264,34 @@ class Stream:
         self._check_validate_hash(table)
         self.index_identity = synced.identity
         return table
+
+    def _sweep_temp_files(self) -> None:
+        """Remove temporary files of dead processes: in the state directory always; in the local directory (a walk
+        over every shard file) only when it changed since the last sweep of any process (its modification time, as
+        recorded in the state directory) or an hour passed, so a warm start at 10^6 shards does not list them."""
+        sdir = state_dir(self.local_dir)
+        remove_dead_temp_files(sdir)
+        marker = os.path.join(sdir, _SWEEP_MARKER)
+        try:
+            mtime = str(os.stat(self.local_dir).st_mtime_ns)
+        except OSError:
+            return
+        try:
+            with open(marker) as handle:
+                last = handle.read()
+            fresh = time.time() - os.path.getmtime(marker) < _SWEEP_EVERY
+        except OSError:
+            last, fresh = '', False
+        if last == mtime and fresh:
+            return
+        remove_dead_temp_files(self.local_dir)
+        try:
+            tmp = temp_name(marker)
+            with open(tmp, 'w') as handle:
+                handle.write(str(os.stat(self.local_dir).st_mtime_ns))
+            os.replace(tmp, marker)
+        except OSError:  # a read-only cache root: sweep again next time
+            pass
 
     def _check_validate_hash(self, table: ShardTable) -> None:
         """Refuse a ``validate_hash`` the index does not record for a file this stream may download."""

@@ -1,0 +1,163 @@
+"""Start-up at many shards: construct + first sample, cold and warm, 0 and 2 DataLoader workers, with memory.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_startup.py                        # 1e3, 1e4, 1e5 shards, 3 warm rounds
+    .venv/bin/python benchmarks/bench_startup.py --shards 1e3,1e4,1e5,1e6 --rounds 5
+
+Data: tiny MDS shards of 8 samples (``{'id': int, 'data': 32 bytes}``) written by our ``MDSWriter``: four real
+shards, and an ``index.json`` of ``N`` entries written directly whose files are hard links to those four (same
+bytes, so every entry is valid and every shard readable; at ``--index-only`` sizes and above the links are not made
+and only the first shards exist, which is all the 0-worker rows touch).
+
+Every measurement runs in a fresh interpreter (``python -c``), so nothing of ours is imported or cached in memory:
+
+* **import**: ``import streaming_core`` and the MDS plugin.
+* **cold**: the first process on the node: an empty cache root (no binary index); the data files sit in the page
+  cache, as after writing. From the constructor call to the first sample (``dataset[0]``), imports excluded.
+* **warm**: the same with the binary index present (median of ``--rounds`` fresh processes).
+* **warm, 2 workers**: constructor to the first batch (batch size 4) of a ``DataLoader`` with 2 fork workers.
+* **RSS**: the process's peak resident set (``ru_maxrss``) after the first sample, and the dataset's own share:
+  the resident set after the first sample minus the one after the imports (the interpreter, torch and the
+  imports excluded).
+
+Ours only: the reference's and litdata's start-up at these sizes are quoted from issue 15 (reference 0.13:
+750-775 ms / 400 MB at 12,500 shards, 7.5-8.3 s / 720 MB at 125,000; litdata ~130 ms at 10,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REAL = 4
+
+_CHILD = '''
+import json, os, resource, sys, time
+def rss():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+t0 = time.perf_counter()
+import streaming_core, streaming_mds
+from streaming_core import StreamingDataset
+t1 = time.perf_counter()
+base = rss()
+t2 = time.perf_counter()
+ds = StreamingDataset(local=LOCAL, batch_size=4)
+if WORKERS:
+    from torch.utils.data import DataLoader
+    first = next(iter(DataLoader(ds, batch_size=4, num_workers=WORKERS, multiprocessing_context='fork')))
+else:
+    first = ds[0]
+t3 = time.perf_counter()
+print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - base,
+                  'max_rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  'shards': ds.num_shards, 'built': bool(ds.catalogue.sources[0].built_here)}))
+'''
+
+
+def make_data(path: str, num_shards: int, link: bool) -> str:
+    """Write four real 8-sample shards and an ``index.json`` of ``num_shards`` entries (see the module doc)."""
+    from streaming_mds import MDSWriter
+    os.makedirs(path, exist_ok=True)
+    with MDSWriter(out=os.path.join(path, 'real'), columns={'id': 'int', 'data': 'bytes'}, size_limit=600) as w:
+        for i in range(8 * REAL):
+            w.write({'id': i, 'data': (i.to_bytes(8, 'little') * 4)})
+    with open(os.path.join(path, 'real', 'index.json')) as handle:
+        real = json.load(handle)['shards']
+    assert [e['samples'] for e in real] == [8] * REAL
+    entries = []
+    for i in range(num_shards):
+        entry = json.loads(json.dumps(real[i % REAL]))
+        name = f'shard.{i:07}.mds'
+        entry['raw_data']['basename'] = name
+        entries.append(entry)
+        if link or i < REAL:
+            os.link(os.path.join(path, 'real', real[i % REAL]['raw_data']['basename']), os.path.join(path, name))
+    with open(os.path.join(path, 'index.json'), 'w') as handle:
+        json.dump({'shards': entries, 'version': 2}, handle)
+    shutil.rmtree(os.path.join(path, 'real'))
+    return path
+
+
+def run_child(local: str, cache: str, workers: int) -> dict[str, Any]:
+    """One measurement in a fresh interpreter."""
+    code = f'LOCAL = {local!r}\nWORKERS = {workers}\n' + textwrap.dedent(_CHILD)
+    env = dict(os.environ, STREAMING_CORE_CACHE_DIR=cache, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode:
+        raise RuntimeError(f'child failed: {proc.stderr[-2000:]}')
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    """Parse arguments, write the data, measure and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--shards', default='1e3,1e4,1e5', help='comma-separated shard counts')
+    parser.add_argument('--rounds', type=int, default=3, help='warm rounds per size (median shown)')
+    parser.add_argument('--index-only', type=float, default=2e5,
+                        help='from this many shards on, only the first shards exist (no 2-worker row)')
+    parser.add_argument('--data-dir', help='where to write the data (default: a temporary directory, removed)')
+    args = parser.parse_args()
+    sizes = [int(float(s)) for s in args.shards.split(',')]
+    print(f'# bench_startup: {" ".join(sys.argv[1:]) or "(defaults)"}; load average '
+          f'{" / ".join(f"{x:.2f}" for x in os.getloadavg())} on {os.cpu_count()} cores', flush=True)
+    base = args.data_dir or tempfile.mkdtemp(prefix='bench-startup-')
+    rows = []
+    try:
+        for n in sizes:
+            local = os.path.join(base, f'ds-{n}')
+            if os.path.exists(local):
+                shutil.rmtree(local)
+            start = time.perf_counter()
+            make_data(local, n, link=n < args.index_only)
+            index_mb = os.path.getsize(os.path.join(local, 'index.json')) / 2 ** 20
+            print(f'  {n} shards: data written in {time.perf_counter() - start:.1f} s (index.json {index_mb:.1f} MB)',
+                  flush=True)
+            cache = os.path.join(base, f'cache-{n}')
+            shutil.rmtree(cache, ignore_errors=True)
+            cold = run_child(local, cache, 0)
+            assert cold['built'] and cold['shards'] == n
+            warm = [run_child(local, cache, 0) for _ in range(args.rounds)]
+            assert not any(w['built'] for w in warm)
+            workers = [run_child(local, cache, 2) for _ in range(args.rounds)] if n < args.index_only else []
+            bins = [f for f in os.listdir(os.path.join(cache, 'state', os.listdir(os.path.join(cache, 'state'))[0]))
+                    if f.endswith('.bin')]
+            bin_mb = sum(os.path.getsize(os.path.join(cache, 'state', os.listdir(os.path.join(cache, 'state'))[0],
+                                                      f)) for f in bins) / 2 ** 20
+            row = {'shards': n, 'index_mb': index_mb, 'bin_mb': bin_mb,
+                   'import_ms': 1e3 * statistics.median(w['import_s'] for w in warm),
+                   'cold_ms': 1e3 * cold['first_s'], 'warm_ms': 1e3 * statistics.median(w['first_s'] for w in warm),
+                   'workers_ms': 1e3 * statistics.median(w['first_s'] for w in workers) if workers else None,
+                   'max_rss_mb': max(w['max_rss'] for w in warm) / 2 ** 20,
+                   'own_rss_mb': statistics.median(w['own_rss'] for w in warm) / 2 ** 20,
+                   'cold_own_rss_mb': cold['own_rss'] / 2 ** 20}
+            rows.append(row)
+            print('  ' + json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}),
+                  flush=True)
+    finally:
+        if not args.data_dir:
+            shutil.rmtree(base, ignore_errors=True)
+    print('\n| shards | index.json | binary index | import | cold: construct + first sample (own RSS) | '
+          'warm: construct + first sample | warm, 2 workers: first batch | warm own RSS | warm max RSS |')
+    print('|---|---|---|---|---|---|---|---|---|')
+    for r in rows:
+        workers_ms = f'{r["workers_ms"]:.0f} ms' if r['workers_ms'] is not None else 'n/a (index-only)'
+        print(f'| {r["shards"]:,} | {r["index_mb"]:.1f} MB | {r["bin_mb"]:.1f} MB | {r["import_ms"]:.0f} ms | '
+              f'{r["cold_ms"]:.0f} ms ({r["cold_own_rss_mb"]:.0f} MB) | {r["warm_ms"]:.1f} ms | {workers_ms} | '
+              f'{r["own_rss_mb"]:.1f} MB | {r["max_rss_mb"]:.0f} MB |')
+    print(f'# load average at the end {" / ".join(f"{x:.2f}" for x in os.getloadavg())}', flush=True)
+
+
+if __name__ == '__main__':
+    main()
