@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python -m benchmarks.run                      # iteration, access, cold_s3, writer: ~15 minutes
+    .venv/bin/python -m benchmarks.run                      # iteration, access, cold_s3, writer, startup: ~17 min
     .venv/bin/python -m benchmarks.run --quick              # one round, smaller data: a few minutes
     .venv/bin/python -m benchmarks.run --only iteration,access
     .venv/bin/python -m benchmarks.run --planning           # also bench_planning (1e7 and 1e8 samples)
@@ -38,9 +38,10 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                 ['--data-dir', '{data}', '--rounds', '1', '--small', '100000', '--workers', '0',
                  '--max-seconds', '4']),
     'writer': ('bench_writer.py', [], ['--rounds', '1', '--small', '20000', '--image', '5000']),
+    'startup': ('bench_startup.py', ['--shards', '1e3,1e4,1e5'], ['--shards', '1e3,1e4', '--rounds', '1']),
     'planning': ('bench_planning.py', ['--samples', '1e7,1e8'], ['--samples', '1e7', '--nodes', '1,8']),
 }
-DEFAULT = ('iteration', 'access', 'cold_s3', 'writer')
+DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup')
 
 
 def run_one(name: str, args: list[str], out_dir: str) -> tuple[int, float]:
