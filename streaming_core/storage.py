@@ -41,12 +41,17 @@ _backends: dict[tuple[int, str, tuple[tuple[str, Any], ...]], StorageBackend] = 
 _backends_lock = threading.Lock()
 
 
+#: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
+_SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
+
+
 def url_scheme(url: str) -> str:
     """The URL scheme of ``url``, lowercased; ``''`` for a plain local path."""
     if not isinstance(url, str):
         raise TypeError(f'Expected a path or URL string, got {type(url).__name__}.')
     if '://' not in url:
-        return ''
+        head, sep, _ = url.partition(':/')
+        return head.lower() if sep and head.lower() in _SINGLE_SLASH_SCHEMES else ''
     return urlparse(url).scheme.lower()
 
 

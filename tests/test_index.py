@@ -95,8 +95,8 @@ def test_write_and_load(tmp_path: Any) -> None:
 
 
 def test_shard_readers_rejects_unknown_format_and_version() -> None:
-    entry: dict[str, Any] = {'format': 'parquet', 'version': 2}
-    with pytest.raises(LookupError, match='parquet'):
+    entry: dict[str, Any] = {'format': 'no-such-format', 'version': 2}
+    with pytest.raises(LookupError, match='no-such-format'):
         shard_readers({'shards': [entry]}, 'ds/index.json')
     with pytest.raises(IndexFormatError, match='ds/index.json shard 0'):
         shard_readers({'shards': [{'format': 'mds', 'version': 3}]}, 'ds/index.json')

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streaming_core.errors import RemoteNotFoundError
 from streaming_core.index import INDEX_BASENAME, parse_index_text
 from streaming_core.storage import download_file, is_remote, join, local_path
 
@@ -79,18 +80,29 @@ def open_index(dataset: str, split: str | None, options: dict[str, Any], scratch
     if is_remote(root):
         url = join(root, INDEX_BASENAME)
         path = os.path.join(scratch, INDEX_BASENAME)
-        download_file(url, path, timeout=timeout, options=options)
+        try:
+            download_file(url, path, timeout=timeout, options=options)
+        except RemoteNotFoundError:
+            return _derived(root, True, timeout, options)
         location, remote = url, True
     else:
         root = local_path(root)
         path = os.path.join(root, INDEX_BASENAME)
         if not os.path.isfile(path):
+            if os.path.isdir(root):
+                return _derived(root, False, timeout, options)
             raise FileNotFoundError(f'No dataset at {root}: {path} does not exist. Give a dataset directory, its '
                                     f'index.json, or a remote URL (add --split for a split subdirectory).')
         location, remote = path, False
     with open(path, 'rb') as handle:
         text = handle.read()
     return DatasetIndex(parse_index_text(text, location), location, root, remote, len(text))
+
+
+def _derived(root: str, remote: bool, timeout: float, options: dict[str, Any]) -> DatasetIndex:
+    """The index a format that indexes itself derives from the files of ``root`` (no ``index.json`` there)."""
+    from streaming_core.derived_index import build_index
+    return DatasetIndex(build_index(root, timeout=timeout, options=options), root, root, remote, 0)
 
 
 def human_bytes(count: float) -> str:
@@ -112,6 +124,8 @@ def entry_columns(entry: dict[str, Any]) -> dict[str, str]:
     columns = entry.get('columns')
     if isinstance(columns, dict):
         return {str(k): str(v) for k, v in columns.items()}
+    if isinstance(columns, list):  # [[name, type], ...] keeps the column order (Parquet)
+        return {str(name): str(kind) for name, kind in columns}
     return {}
 
 
