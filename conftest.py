@@ -11,6 +11,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from tests.deps import require  # noqa: E402,F401  (re-exported: `from conftest import require` keeps working)
+
 # Fixture modules, each owned by one area (servers for storage tests, datasets for runtime tests).
 pytest_plugins = [name for name in ('tests.fixtures.servers', 'tests.fixtures.data')
                   if os.path.exists(os.path.join(ROOT, *name.split('.')) + '.py')]
@@ -37,13 +39,3 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path_factory.mktemp('cache')))
     for name in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'):
         monkeypatch.delenv(name, raising=False)
-
-
-def require(module: str) -> None:
-    """Import ``module`` or fail (in CI) / skip (elsewhere): a missing test dependency is never silent in CI."""
-    try:
-        __import__(module)
-    except ImportError as err:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            pytest.fail(f'Test dependency {module!r} is missing in CI: {err}')
-        pytest.skip(f'{module} is not installed')

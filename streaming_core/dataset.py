@@ -18,6 +18,7 @@ from torch.utils.data import IterableDataset
 from streaming_core.catalogue import ShardCatalogue
 from streaming_core.errors import CacheLimitError
 from streaming_core.indexing import getitem
+from streaming_core.integrations.resharding import refuse_foreign_sharding
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
 from streaming_core.registry import get_registry
 from streaming_core.shards import ShardManager
@@ -76,6 +77,8 @@ class StreamingDataset(IterableDataset):
         on_bad_sample: ``'raise'`` (default): a sample that fails to decode raises in the training loop.
             ``'replace'``: it is logged and replaced by the nearest good sample of the same worker, so every rank
             still takes the same number of steps (a whole shard that cannot be read still raises).
+        format: For a stream without ``index.json``: the format that indexes its files (``'parquet'``...);
+            default: detected from the files when unambiguous (also a per-``Stream`` argument).
         transform: A callable applied to every sample :meth:`get_item` returns, on every path (iteration,
             ``dataset[i]``, slices); it must be picklable for spawned DataLoader workers (a module-level function
             or a ``torchvision.transforms`` object, not a lambda).
@@ -95,7 +98,7 @@ class StreamingDataset(IterableDataset):
                  stream_name: str = 'stream', stream_config: Mapping[str, Any] | None = None,
                  world: World | None = None, storage_options: Mapping[str, Any] | None = None,
                  max_open_shards: int = 64, on_bad_sample: str = 'raise',
-                 transform: Callable[[Any], Any] | None = None) -> None:
+                 transform: Callable[[Any], Any] | None = None, format: str | None = None) -> None:
         if bool(streams) == (bool(remote) or bool(local)):
             raise ValueError('You must provide either `streams` or `remote`/`local`, but not both.')
         if sampling_method not in _SAMPLING_METHODS:
@@ -181,7 +184,8 @@ class StreamingDataset(IterableDataset):
         else:
             self.streams = [Stream(remote=remote, local=local, **dict(stream_config or {}))]
         defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
-                    'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options}
+                    'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options,
+                    'format': format}
         for stream in self.streams:
             stream.apply_default(defaults)
         self.num_streams = len(self.streams)
@@ -393,6 +397,7 @@ class StreamingDataset(IterableDataset):
         """
         if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
             raise ValueError(f'set_epoch expects a non-negative integer epoch, got {epoch!r}.')
+        refuse_foreign_sharding(self)
         epoch = int(epoch)
         resume = self._worker_resume or self._state.pending_resume(MAIN_SLOT)
         if resume is not None and int(resume['epoch']) != epoch:
@@ -470,6 +475,7 @@ class StreamingDataset(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         """Iterate over this rank's (and DataLoader worker's) samples of the next epoch."""
         from streaming_core.iteration import EpochIterator
+        refuse_foreign_sharding(self)
         world = self._worker_world()
         epoch, offset, skip, ids = self._begin(world)
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
@@ -521,6 +527,8 @@ class StreamingDataset(IterableDataset):
                 epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
             else:
                 epoch, offset = self._state.max_next_epoch(), 0
+                if epoch == 0:
+                    epoch = -1  # before the first iteration, as the reference says (it loads as the start of 0)
             sample_in_epoch = offset + int(num_samples)
         else:
             epoch, offset = current
@@ -528,7 +536,7 @@ class StreamingDataset(IterableDataset):
         return self._state_for(epoch, sample_in_epoch, parallel)
 
     def _state_for(self, epoch: int, sample_in_epoch: int, parallel: World) -> dict[str, Any]:
-        if sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
+        if epoch >= 0 and sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
             epoch, sample_in_epoch = epoch + 1, 0
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
         return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),

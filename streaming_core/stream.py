@@ -89,6 +89,8 @@ class Stream:
         validate_hash: A hash name (``'sha1'``, ``'xxh3_64'``...) checked on every downloaded file.
         keep_zip: Keep compressed files after decompressing them.
         storage_options: Options for the remote's storage backend (endpoint, profile, credentials file, ...).
+        format: For a directory without ``index.json``: the format that indexes its files (``'parquet'``...);
+            default: detected from the files when unambiguous.
 
     Attributes:
         index_identity: After :meth:`get_shards`, the identity of the index version this stream loaded (see
@@ -101,7 +103,10 @@ class Stream:
                  proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
                  download_retry: int | None = None, download_timeout: float | None = None,
                  validate_hash: str | None = None, keep_zip: bool | None = None,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None, format: str | None = None) -> None:
+        if format is not None and (not isinstance(format, str) or not format):
+            raise ValueError(f'`format` must be a format name such as "parquet", got {format!r}.')
+        self.format = format
         given = [name for name, value in (('proportion', proportion), ('repeat', repeat), ('choose', choose))
                  if value is not None]
         if len(given) > 1:
@@ -145,6 +150,8 @@ class Stream:
             raise ValueError('`remote` and/or `local` path must be provided.')
         if self.split is None:
             self.split = defaults.get('split') or None
+        if self.format is None:
+            self.format = defaults.get('format')
         for name in ('download_retry', 'download_timeout', 'validate_hash', 'keep_zip'):
             if getattr(self, name) is None:
                 setattr(self, name, defaults.get(name))

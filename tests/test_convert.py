@@ -13,7 +13,6 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from conftest import require
 from streaming_core import LocalDataset
 from streaming_core.convert import (
     ConversionError,
@@ -24,6 +23,7 @@ from streaming_core.convert import (
     parse_columns,
 )
 from streaming_core.convert.text import CSVSource, JSONLSource, TextPart, next_record_start
+from tests.deps import require
 
 
 def _all(path):

@@ -40,7 +40,7 @@ PIXEL_CODECS = ('jpeg', 'png', 'list[jpeg]', 'list[png]')
 
 
 def _require(module: str) -> Any:
-    from conftest import require
+    from tests.deps import require
     require(module)
     return importlib.import_module(module)
 

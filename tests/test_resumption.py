@@ -19,9 +19,8 @@ def test_resume_at_any_sample_yields_exactly_the_rest(mds_dir, stop):
     path = mds_dir(200)
     full = ids_of(_dataset(path))
     dataset = _dataset(path)
-    before = dataset.state_dict(0, True)
-    # Before the first iteration: the start of epoch 0 (the reference says epoch -1, which loads as the same start).
-    assert (before['epoch'], before['sample_in_epoch']) == (0, 0)
+    state = dataset.state_dict(stop, True)
+    assert state['epoch'] == -1  # before the first iteration, like the reference
     seen = []
     for item in dataset:
         if len(seen) == stop:

@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from conftest import require
+from tests.deps import require
 
 pytestmark = pytest.mark.slow
 

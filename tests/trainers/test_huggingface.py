@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import require
+from tests.deps import require
 from tests.trainers import harness
 
 pytestmark = pytest.mark.slow  # real trainers in fresh processes

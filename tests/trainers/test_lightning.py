@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import require
+from tests.deps import require
 from tests.trainers import harness
 
 pytestmark = pytest.mark.slow  # real trainers in fresh processes

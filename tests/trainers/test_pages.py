@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import require
+from tests.deps import require
 from tests.test_docs_examples import python_blocks
 from tests.trainers import harness
 

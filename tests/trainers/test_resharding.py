@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import IterableDataset
 
-from conftest import require
 from streaming_core.integrations.resharding import ReshardingError, refuse_foreign_sharding
+from tests.deps import require
 
 
 class Guarded(IterableDataset):

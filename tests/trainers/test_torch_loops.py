@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import require
+from tests.deps import require
 from tests.trainers import harness
 
 pytestmark = pytest.mark.slow  # real trainers in fresh processes

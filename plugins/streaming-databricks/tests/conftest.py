@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import require
 from streaming_core.storage import clear_backend_cache
+from tests.deps import require
 
 TOKEN = 'dapi-test-token-0123456789'
 

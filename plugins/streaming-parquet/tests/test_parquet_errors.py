@@ -92,14 +92,13 @@ def test_mixed_formats_need_format_and_format_selects(tmp_path: Any) -> None:
     with registered_plugin(plugin, 'lines-plugin'):
         with pytest.raises(DerivedIndexError, match=r"several formats: 1 lines file.*1 parquet file.*Pass format="):
             StreamingDataset(local=data, batch_size=1)
-        stream = Stream(local=data)
-        stream.format = 'parquet'  # what Stream(format='parquet') sets
-        dataset = StreamingDataset(streams=[stream], batch_size=1)
+        dataset = StreamingDataset(streams=[Stream(local=data, format='parquet')], batch_size=1)
         assert len(dataset) == 12
-    stream = Stream(local=data)
-    stream.format = 'nope'
+        assert len(StreamingDataset(local=data, format='parquet', batch_size=1)) == 12
     with pytest.raises(UnknownNameError, match="(?s)format='nope'.*Installed index builder names: parquet"):
-        StreamingDataset(streams=[stream], batch_size=1)
+        StreamingDataset(streams=[Stream(local=data, format='nope')], batch_size=1)
+    with pytest.raises(ValueError, match='format'):
+        Stream(local=data, format='')
 
 
 def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import require
 from streaming_core.storage import clear_backend_cache
+from tests.deps import require
 
 PASSWORD = 'sftp-pa55-w0rd-s3cr3t'
 
