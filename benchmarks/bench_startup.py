@@ -131,10 +131,8 @@ def main() -> None:
             warm = [run_child(local, cache, 0) for _ in range(args.rounds)]
             assert not any(w['built'] for w in warm)
             workers = [run_child(local, cache, 2) for _ in range(args.rounds)] if n < args.index_only else []
-            bins = [f for f in os.listdir(os.path.join(cache, 'state', os.listdir(os.path.join(cache, 'state'))[0]))
-                    if f.endswith('.bin')]
-            bin_mb = sum(os.path.getsize(os.path.join(cache, 'state', os.listdir(os.path.join(cache, 'state'))[0],
-                                                      f)) for f in bins) / 2 ** 20
+            bin_mb = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(os.path.join(cache, 'state'))
+                         for f in files if f.endswith('.bin')) / 2 ** 20
             row = {'shards': n, 'index_mb': index_mb, 'bin_mb': bin_mb,
                    'import_ms': 1e3 * statistics.median(w['import_s'] for w in warm),
                    'cold_ms': 1e3 * cold['first_s'], 'warm_ms': 1e3 * statistics.median(w['first_s'] for w in warm),
