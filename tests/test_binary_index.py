@@ -240,6 +240,25 @@ def test_an_unpickled_dataset_refuses_an_index_changed_meanwhile(tmp_path):
         pickle.loads(blob)
 
 
+def test_an_unpickled_dataset_accepts_the_same_shards_under_another_identity(tmp_path):
+    """Another machine's copy of the dataset (another inode and mtime): the same shards, so it is read."""
+    local = write_mds(str(tmp_path / 'ds'), 30, size_limit=300)
+    dataset = StreamingDataset(local=local, batch_size=1)
+    blob = pickle.dumps(dataset)
+    path = os.path.join(local, 'index.json')
+    text = open(path, 'rb').read()
+    os.remove(path)
+    time.sleep(0.01)
+    with open(path, 'wb') as handle:
+        handle.write(text)
+    for name in _bin_files(local):
+        os.remove(os.path.join(state_dir(local), name))
+    copy = pickle.loads(blob)
+    assert copy.catalogue.sources[0].built_here
+    assert copy.catalogue.sources[0].identity != dataset.streams[0].index_identity
+    assert copy.layout_identity == dataset.layout_identity and copy[29] == sample(29)
+
+
 @pytest.mark.parametrize('context', ['fork', 'spawn'])
 def test_dataloader_workers_read_every_sample(tmp_path, context):
     local = write_mds(str(tmp_path / 'ds'), 120, size_limit=300, compression='zstd')
