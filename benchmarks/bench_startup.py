@@ -17,7 +17,7 @@ Every measurement runs in a fresh interpreter (``python -c``), so nothing of our
   cache, as after writing. From the constructor call to the first sample (``dataset[0]``), imports excluded.
 * **warm**: the same with the binary index present (median of ``--rounds`` fresh processes).
 * **warm, 2 workers**: constructor to the first batch (batch size 4) of a ``DataLoader`` with 2 fork workers.
-* **RSS**: the process's peak resident set (``ru_maxrss``) after the first sample, and the dataset's own share:
+* **RSS**: the process's peak resident set (``VmHWM``) after the first sample, and the dataset's own share:
   the resident set after the first sample minus the one after the imports (the interpreter, torch and the
   imports excluded).
 
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL = 4
 
 _CHILD = '''
-import json, os, resource, sys, time
+import json, os, sys, time
 def rss():
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
@@ -60,8 +60,9 @@ if WORKERS:
 else:
     first = ds[0]
 t3 = time.perf_counter()
-print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - base,
-                  'max_rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+with open('/proc/self/status') as f:  # VmHWM: ru_maxrss would count the parent's memory at fork
+    hwm = [int(line.split()[1]) * 1024 for line in f if line.startswith('VmHWM:')][0]
+print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - base, 'max_rss': hwm,
                   'shards': ds.num_shards, 'built': bool(ds.catalogue.sources[0].built_here)}))
 '''
 

@@ -22,13 +22,15 @@ later process trusts; building takes an exclusive kernel-released lock, so the p
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import mmap
 import os
 import struct
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,38 +74,37 @@ def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
 _HEXCHARS = frozenset('0123456789abcdef')
 
 
-def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
-    """The binary form of a parsed index (``parse_index_text``'s result) as bytes.
+def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str,
+                 identity: str) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
+    """The header and arrays of the binary form of an index (write them with :func:`write_binary`).
 
     Args:
-        index: The parsed index.
+        index: The parsed index (``parse_index_text``'s result), or an iterable of its shard entries (such as
+            :func:`streaming_core.index_stream.iter_index_entries` streams from a file, in bounded memory: the
+            tables grow in compact arrays, about 100 bytes per shard, never one Python object per shard).
         path: The ``index.json`` it came from (named in errors).
         identity: The index source identity recorded in the header.
 
     Raises:
         IndexFormatError: an entry is malformed (naming the file and the shard).
     """
-    entries = index['shards']
-    n = len(entries)
-    samples = np.empty(n, dtype=np.int64)
-    template_ids = np.empty(n, dtype=np.int32)
-    raw_bytes = np.zeros(n, dtype=np.int64)
-    zip_bytes = np.zeros(n, dtype=np.int64)
-    file_start = np.empty(n + 1, dtype=np.int64)
-    file_bytes: list[int] = []
-    file_name: list[int] = []
-    hash_start: list[int] = [0]
-    hash_str: list[int] = []
-    strings: list[bytes] = []
+    entries = index['shards'] if isinstance(index, Mapping) else index
+    samples, template_ids = array('q'), array('i')
+    raw_bytes, zip_bytes, file_start = array('q'), array('q'), array('q')
+    file_bytes, file_name, hash_start, hash_str = array('q'), array('q'), array('q', [0]), array('q')
+    str_off, blob = array('q', [0]), bytearray()
     templates: list[dict[str, Any]] = []
     template_of: dict[str, int] = {}
     layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
     last: tuple[Any, Any, int] | None = None
     for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects (shard {i} is '
+                                   f'{type(entry).__name__}).')
         count = entry.get('samples')
         if type(count) is not int or count < 0:
             raise IndexFormatError(f'{path} shard {i}: "samples" must be a non-negative integer, got {count!r}.')
-        samples[i] = count
+        samples.append(count)
         keys = tuple(entry)
         layout = layouts.get(keys)
         if layout is None:
@@ -112,7 +113,7 @@ def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
                                       [k for k in ordered if k.startswith(('raw_', 'zip_'))])
         rest = {key: entry[key] for key in layout[0]}
         slots: list[list[Any]] = []
-        file_start[i] = len(file_bytes)
+        file_start.append(len(file_bytes))
         raw_total = zip_total = 0
         for key in layout[1]:
             value = entry[key]
@@ -123,19 +124,22 @@ def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
             algos = sorted(hashes)
             slots.append([key, algos])
             file_bytes.append(size)
-            file_name.append(len(strings))
-            strings.append(name.encode('utf-8'))
+            file_name.append(len(str_off) - 1)
+            blob += name.encode('utf-8')
+            str_off.append(len(blob))
             for algo in algos:
-                hash_str.append(len(strings))
-                strings.append(hashes[algo].encode('ascii'))
+                hash_str.append(len(str_off) - 1)
+                blob += hashes[algo].encode('ascii')
+                str_off.append(len(blob))
             hash_start.append(len(hash_str))
             if key[0] == 'r':
                 raw_total += size
             else:
                 zip_total += size
-        raw_bytes[i], zip_bytes[i] = raw_total, zip_total
+        raw_bytes.append(raw_total)
+        zip_bytes.append(zip_total)
         if last is not None and last[0] == rest and last[1] == slots:  # usually every shard shares one template
-            template_ids[i] = last[2]
+            template_ids.append(last[2])
             continue
         try:
             key_text = json.dumps([rest, slots], sort_keys=True)
@@ -145,41 +149,46 @@ def build_binary(index: Mapping[str, Any], path: str, identity: str) -> bytes:
         if tid is None:
             tid = template_of[key_text] = len(templates)
             templates.append({'entry': rest, 'slots': slots, 'first': i})
-        template_ids[i] = tid
+        template_ids.append(tid)
         last = (rest, slots, tid)
-    file_start[n] = len(file_bytes)
-    lengths = np.fromiter((len(s) for s in strings), dtype=np.int64, count=len(strings))
-    str_off = np.zeros(len(strings) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=str_off[1:])
+    file_start.append(len(file_bytes))
     arrays: dict[str, NDArray[Any]] = {
-        'samples': samples, 'template': template_ids, 'raw_bytes': raw_bytes, 'zip_bytes': zip_bytes,
-        'file_start': file_start, 'file_bytes': np.asarray(file_bytes, dtype=np.int64),
-        'file_name': np.asarray(file_name, dtype=np.int64), 'hash_start': np.asarray(hash_start, dtype=np.int64),
-        'hash_str': np.asarray(hash_str, dtype=np.int64), 'str_off': str_off,
-        'str_blob': np.frombuffer(b''.join(strings), dtype=np.uint8)}
+        name: np.frombuffer(values, dtype=np.int32 if values.typecode == 'i' else np.int64)
+        for name, values in (('samples', samples), ('template', template_ids), ('raw_bytes', raw_bytes),
+                             ('zip_bytes', zip_bytes), ('file_start', file_start), ('file_bytes', file_bytes),
+                             ('file_name', file_name), ('hash_start', hash_start), ('hash_str', hash_str),
+                             ('str_off', str_off))}
+    arrays['str_blob'] = np.frombuffer(blob, dtype=np.uint8)
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(samples.tobytes())
-    digest.update(arrays['str_blob'].tobytes())
-    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path, 'num_shards': n,
-                              'templates': templates, 'layout': digest.hexdigest(), 'arrays': {}}
-    # Offsets depend on the header length, which depends on the offsets: lay out relative to the data start.
-    relative = 0
-    for name, array in arrays.items():
-        header['arrays'][name] = [array.dtype.str, relative, int(array.size)]
-        relative += -(-array.nbytes // 8) * 8
+    digest.update(arrays['samples'])
+    digest.update(blob)
+    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path,
+                              'num_shards': len(samples), 'templates': templates, 'layout': digest.hexdigest(),
+                              'arrays': {}}
+    relative = 0  # array offsets are relative to the end of the (padded) header
+    for name, values in arrays.items():
+        header['arrays'][name] = [values.dtype.str, relative, int(values.size)]
+        relative += -(-values.nbytes // 8) * 8
+    return header, arrays
+
+
+def _serialize(handle: Any, header: dict[str, Any], arrays: dict[str, NDArray[Any]]) -> None:
+    """Write the file layout (see the module doc) to ``handle``, hashing as it goes (no copy of the arrays)."""
+    hasher = xxhash.xxh3_64()
+
+    def put(data: Any) -> None:
+        hasher.update(data)
+        handle.write(data)
+
     header_bytes = json.dumps(header, sort_keys=True).encode('utf-8')
-    data_start = -(-(len(MAGIC) + 8 + len(header_bytes)) // 8) * 8
-    out = bytearray(data_start + relative + _TRAILER)
-    out[:8] = MAGIC
-    out[8:16] = _U64.pack(len(header_bytes))
-    out[16:16 + len(header_bytes)] = header_bytes
-    for name, array in arrays.items():
-        start = data_start + header['arrays'][name][1]
-        out[start:start + array.nbytes] = array.tobytes()
-    end = len(out) - _TRAILER
-    out[end:end + 8] = _U64.pack(xxhash.xxh3_64_intdigest(memoryview(out)[:end]))
-    out[end + 8:] = END_MAGIC
-    return bytes(out)
+    head = MAGIC + _U64.pack(len(header_bytes)) + header_bytes
+    put(head + bytes(-len(head) % 8))
+    for values in arrays.values():
+        data = memoryview(np.ascontiguousarray(values)).cast('B')
+        put(data)
+        if len(data) % 8:
+            put(bytes(-len(data) % 8))
+    handle.write(_U64.pack(hasher.intdigest()) + END_MAGIC)
 
 
 def binary_path(state_directory: str, identity: str) -> str:
@@ -188,14 +197,14 @@ def binary_path(state_directory: str, identity: str) -> str:
     return os.path.join(state_directory, f'index-{key}.bin')
 
 
-def write_binary(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary name, fsync, rename) and keep at most
-    :data:`KEEP_VERSIONS` binary indexes in its directory (the most recently written)."""
+def write_binary(path: str, header: dict[str, Any], arrays: dict[str, NDArray[Any]]) -> None:
+    """Write a binary index (:func:`build_binary`'s result) to ``path`` atomically (temporary name, fsync, rename)
+    and keep at most :data:`KEEP_VERSIONS` binary indexes in its directory (the most recently written)."""
     from streaming_core.storage import temp_name
     tmp = temp_name(path)
     try:
         with open(tmp, 'wb') as handle:
-            handle.write(data)
+            _serialize(handle, header, arrays)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -465,7 +474,7 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
     Raises:
         IndexFormatError: the index is invalid (naming the file and the shard).
     """
-    from streaming_core.index import parse_index_text
+    from streaming_core.index_stream import iter_index_entries
     from streaming_core.locking import RangeLocks
     from streaming_core.paths import state_dir
     sdir = state_dir(stream.local_dir)
@@ -485,11 +494,12 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
             if os.path.exists(path):
                 logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
             start = time.perf_counter()
-            index = parse_index_text(synced.data, synced.path)
-            write_binary(path, build_binary(index, synced.path, synced.identity))
-            logger.info('built the binary index of %s (%d shards) in %.2f s', synced.path, len(index['shards']),
+            header, arrays = build_binary(iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path,
+                                          synced.identity)
+            write_binary(path, header, arrays)
+            logger.info('built the binary index of %s (%d shards) in %.2f s', synced.path, header['num_shards'],
                         time.perf_counter() - start)
-            del index
+            del header, arrays
             built = True
             header, arrays, mm = open_binary(path, synced.identity)
     finally:
