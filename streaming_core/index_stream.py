@@ -101,6 +101,9 @@ def iter_index_entries(handle: IO[bytes], path: str, top: dict[str, Any] | None 
     scan = _Scanner(handle, path)
     others: dict[str, Any] = {} if top is None else top
     seen_shards = False
+    first = scan.peek()
+    if first and first != '{':
+        raise IndexFormatError(f'Index file at {path} is not a JSON object (it starts with {first!r}).')
     scan.expect('{')
     if scan.peek() == '}':
         scan.pos += 1

@@ -47,7 +47,7 @@ def test_same_entries_as_json_loads(tmp_path, monkeypatch, chunk):
     ('{"shards": [{"a": 1}, {"b"', 'empty or corrupted'),
     ('{"shards": [], "version": 3}', 'Unsupported streaming data version: 3'),
     ('{"shards": []}', 'Unsupported streaming data version: None'),
-    ('[1, 2]', 'empty or corrupted'),
+    ('[1, 2]', 'is not a JSON object'),
     ('{"version": 2}', '"shards" must be a list'),
     ('{"shards": {"a": 1}, "version": 2}', '"shards" must be a list'),
     ('{"shards": [], "version": 2} {}', 'extra data'),
