@@ -368,6 +368,13 @@ class ShardTable(Sequence[Any]):
             row += 1
         return entry
 
+    def file_names(self, shard: int) -> list[str]:
+        """The names of the shard's files (raw and compressed, as the index lists them), without creating its
+        reader."""
+        arrays = self.arrays
+        first, end = int(arrays['file_start'][shard]), int(arrays['file_start'][shard + 1])
+        return [self._string(int(arrays['file_name'][row])) for row in range(first, end)]
+
     def _make_reader(self, shard: int) -> Any:
         where = f'{self.source} shard {shard}'
         reader = self._formats[int(self.arrays['template'][shard])].reader(

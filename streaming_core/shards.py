@@ -19,6 +19,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
+from streaming_core.binary_index import ShardTable
 from streaming_core.cache import CacheHooks, CacheState, cache_key
 from streaming_core.catalogue import ShardCatalogue
 from streaming_core.errors import ShardCorruptError, StreamingError
@@ -157,6 +158,9 @@ class ShardManager:
         locks.release(self._use_byte(shard))
 
     def _scan(self, shard: int) -> int:
+        source = self.catalogue.sources[int(self.stream_per_shard[shard])]
+        if isinstance(source, ShardTable):  # a scan of every shard creates no reader
+            return self.stream_of(shard).present_bytes_of(source.file_names(int(self.local_index[shard])))
         return self.stream_of(shard).present_bytes(self.readers[shard])
 
     def _remove(self, shard: int) -> int:

@@ -326,15 +326,16 @@ class Stream:
 
     def present_bytes(self, reader: Any) -> int:
         """The bytes this shard occupies locally now (raw and compressed files)."""
+        return self.present_bytes_of([info.basename for part in reader.parts for info in part if info is not None])
+
+    def present_bytes_of(self, basenames: list[str]) -> int:
+        """The bytes these files of the local directory occupy now (absent ones count 0)."""
         total = 0
-        for raw, zipped in reader.parts:
-            for info in (raw, zipped):
-                if info is None:
-                    continue
-                try:
-                    total += os.path.getsize(os.path.join(self.local_dir, *info.basename.split('/')))
-                except OSError:
-                    pass
+        for basename in basenames:
+            try:
+                total += os.path.getsize(os.path.join(self.local_dir, *basename.split('/')))
+            except OSError:
+                pass
         return total
 
     def locks(self) -> RangeLocks:

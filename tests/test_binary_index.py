@@ -281,3 +281,14 @@ def test_mapped_file_is_keyed_by_the_index_identity(tmp_path):
     with pytest.raises(Exception, match='built for index'):
         open_binary(path, identity + 'x')
     del arrays, mapping
+
+
+def test_a_cache_limit_scans_the_cache_without_creating_every_reader(tmp_path):
+    remote = write_mds(str(tmp_path / 'remote'), 200, size_limit=300, compression='zstd')
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1, cache_limit='10mb')
+    table = dataset.catalogue.sources[0]
+    assert dataset.num_shards > 20 and table.created == 1
+    assert dataset[57] == sample(57)  # the first preparation scans the node's cache (every shard's files)
+    assert dataset.shard_manager.cache.usage > 0
+    assert table.created == 2  # the template's check and the shard read
+    assert ids_of(dataset) == list(range(200))
