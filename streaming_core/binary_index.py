@@ -28,6 +28,7 @@ import logging
 import mmap
 import os
 import struct
+import tempfile
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,7 +42,7 @@ from streaming_core.errors import IndexFormatError, UnknownNameError
 from streaming_core.index import FileInfo, check_basename
 
 __all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
-           'write_binary', 'ShardTable', 'KEEP_VERSIONS']
+           'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES']
 
 logger = logging.getLogger('streaming_core.binary_index')
 
@@ -51,6 +52,8 @@ FORMAT_VERSION = 1
 #: How many binary index versions a state directory keeps (a job still running on an older index version may
 #: start workers that map it).
 KEEP_VERSIONS = 4
+#: Bytes a column being built keeps in memory before spilling to disk.
+SPILL_BYTES = 1 << 20
 _U64 = struct.Struct('<Q')
 _TRAILER = 16
 
@@ -74,9 +77,9 @@ def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
 _HEXCHARS = frozenset('0123456789abcdef')
 
 
-def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str,
-                 identity: str) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
-    """The header and arrays of the binary form of an index (write them with :func:`write_binary`).
+def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str, identity: str,
+                 spill_dir: str | None = None) -> tuple[dict[str, Any], dict[str, Column]]:
+    """The header and columns of the binary form of an index (write them with :func:`write_binary`).
 
     Args:
         index: The parsed index (``parse_index_text``'s result), or an iterable of its shard entries (such as
@@ -84,15 +87,19 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
             tables grow in compact arrays, about 100 bytes per shard, never one Python object per shard).
         path: The ``index.json`` it came from (named in errors).
         identity: The index source identity recorded in the header.
+        spill_dir: Where columns that outgrow their in-memory buffer spill (anonymous files, gone when closed or
+            when the process dies): memory stays bounded whatever the number of shards. Default: the system's
+            temporary directory.
 
     Raises:
         IndexFormatError: an entry is malformed (naming the file and the shard).
     """
     entries = index['shards'] if isinstance(index, Mapping) else index
-    samples, template_ids = array('q'), array('i')
-    raw_bytes, zip_bytes, file_start = array('q'), array('q'), array('q')
-    file_bytes, file_name, hash_start, hash_str = array('q'), array('q'), array('q', [0]), array('q')
-    str_off, blob = array('q', [0]), bytearray()
+    samples, template_ids = Column('q', spill_dir), Column('i', spill_dir)
+    raw_bytes, zip_bytes, file_start = Column('q', spill_dir), Column('q', spill_dir), Column('q', spill_dir)
+    file_bytes, file_name = Column('q', spill_dir), Column('q', spill_dir)
+    hash_start, hash_str = Column('q', spill_dir, [0]), Column('q', spill_dir)
+    str_off, blob = Column('q', spill_dir, [0]), Column('B', spill_dir)
     templates: list[dict[str, Any]] = []
     template_of: dict[str, int] = {}
     layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
@@ -125,11 +132,11 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
             slots.append([key, algos])
             file_bytes.append(size)
             file_name.append(len(str_off) - 1)
-            blob += name.encode('utf-8')
+            blob.extend(name.encode('utf-8'))
             str_off.append(len(blob))
             for algo in algos:
                 hash_str.append(len(str_off) - 1)
-                blob += hashes[algo].encode('ascii')
+                blob.extend(hashes[algo].encode('ascii'))
                 str_off.append(len(blob))
             hash_start.append(len(hash_str))
             if key[0] == 'r':
@@ -140,40 +147,47 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
         zip_bytes.append(zip_total)
         if last is not None and last[0] == rest and last[1] == slots:  # usually every shard shares one template
             template_ids.append(last[2])
-            continue
-        try:
-            key_text = json.dumps([rest, slots], sort_keys=True)
-        except (TypeError, ValueError) as err:
-            raise IndexFormatError(f'{path} shard {i}: the entry is not plain JSON ({err}).') from err
-        tid = template_of.get(key_text)
-        if tid is None:
-            tid = template_of[key_text] = len(templates)
-            templates.append({'entry': rest, 'slots': slots, 'first': i})
-        template_ids.append(tid)
-        last = (rest, slots, tid)
+        else:
+            last = _add_template(rest, slots, i, path, templates, template_of)
+            template_ids.append(last[2])
+        if i % 4096 == 4095:
+            for column in (samples, template_ids, raw_bytes, zip_bytes, file_start, file_bytes, file_name,
+                           hash_start, hash_str, str_off, blob):
+                column.maybe_spill()
     file_start.append(len(file_bytes))
-    arrays: dict[str, NDArray[Any]] = {
-        name: np.frombuffer(values, dtype=np.int32 if values.typecode == 'i' else np.int64)
-        for name, values in (('samples', samples), ('template', template_ids), ('raw_bytes', raw_bytes),
-                             ('zip_bytes', zip_bytes), ('file_start', file_start), ('file_bytes', file_bytes),
-                             ('file_name', file_name), ('hash_start', hash_start), ('hash_str', hash_str),
-                             ('str_off', str_off))}
-    arrays['str_blob'] = np.frombuffer(blob, dtype=np.uint8)
+    columns = {'samples': samples, 'template': template_ids, 'raw_bytes': raw_bytes, 'zip_bytes': zip_bytes,
+               'file_start': file_start, 'file_bytes': file_bytes, 'file_name': file_name, 'hash_start': hash_start,
+               'hash_str': hash_str, 'str_off': str_off, 'str_blob': blob}
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(arrays['samples'])
-    digest.update(blob)
+    for column in (samples, blob):
+        for chunk in column.chunks():
+            digest.update(chunk)
     header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path,
                               'num_shards': len(samples), 'templates': templates, 'layout': digest.hexdigest(),
                               'arrays': {}}
     relative = 0  # array offsets are relative to the end of the (padded) header
-    for name, values in arrays.items():
-        header['arrays'][name] = [values.dtype.str, relative, int(values.size)]
-        relative += -(-values.nbytes // 8) * 8
-    return header, arrays
+    for name, column in columns.items():
+        header['arrays'][name] = [column.dtype, relative, len(column)]
+        relative += -(-column.nbytes // 8) * 8
+    return header, columns
 
 
-def _serialize(handle: Any, header: dict[str, Any], arrays: dict[str, NDArray[Any]]) -> None:
-    """Write the file layout (see the module doc) to ``handle``, hashing as it goes (no copy of the arrays)."""
+def _add_template(rest: dict[str, Any], slots: list[list[Any]], shard: int, path: str,
+                  templates: list[dict[str, Any]], template_of: dict[str, int]) -> tuple[Any, Any, int]:
+    """The template id of a shard whose template differs from the previous shard's (added when new)."""
+    try:
+        key_text = json.dumps([rest, slots], sort_keys=True)
+    except (TypeError, ValueError) as err:
+        raise IndexFormatError(f'{path} shard {shard}: the entry is not plain JSON ({err}).') from err
+    tid = template_of.get(key_text)
+    if tid is None:
+        tid = template_of[key_text] = len(templates)
+        templates.append({'entry': rest, 'slots': slots, 'first': shard})
+    return rest, slots, tid
+
+
+def _serialize(handle: Any, header: dict[str, Any], columns: Mapping[str, Column]) -> None:
+    """Write the file layout (see the module doc) to ``handle``, hashing as it goes."""
     hasher = xxhash.xxh3_64()
 
     def put(data: Any) -> None:
@@ -183,12 +197,71 @@ def _serialize(handle: Any, header: dict[str, Any], arrays: dict[str, NDArray[An
     header_bytes = json.dumps(header, sort_keys=True).encode('utf-8')
     head = MAGIC + _U64.pack(len(header_bytes)) + header_bytes
     put(head + bytes(-len(head) % 8))
-    for values in arrays.values():
-        data = memoryview(np.ascontiguousarray(values)).cast('B')
-        put(data)
-        if len(data) % 8:
-            put(bytes(-len(data) % 8))
+    for column in columns.values():
+        for chunk in column.chunks():
+            put(chunk)
+        if column.nbytes % 8:
+            put(bytes(-column.nbytes % 8))
     handle.write(_U64.pack(hasher.intdigest()) + END_MAGIC)
+
+
+class Column:
+    """An append-only column of fixed-size values (``array`` type code) that spills to an anonymous file beyond
+    :data:`SPILL_BYTES` in memory.
+
+    Args:
+        typecode: ``'q'`` (int64), ``'i'`` (int32) or ``'B'`` (bytes).
+        spill_dir: Where the spill file is created (and at once unlinked).
+        initial: First values.
+    """
+
+    _DTYPES = {'q': '<i8', 'i': '<i4', 'B': '|u1'}
+
+    def __init__(self, typecode: str, spill_dir: str | None = None, initial: Sequence[int] = ()) -> None:
+        self.typecode = typecode
+        self.dtype = self._DTYPES[typecode]
+        self._buf = array(typecode, initial)
+        self._spill_dir = spill_dir
+        self._file: Any = None
+        self._spilled = 0  # values written to the spill file
+        self.append = self._buf.append
+        self.extend = self._buf.frombytes if typecode == 'B' else self._buf.extend
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._buf)
+
+    @property
+    def nbytes(self) -> int:
+        """The column's size in bytes."""
+        return len(self) * self._buf.itemsize
+
+    def maybe_spill(self) -> None:
+        """Move the in-memory values to the spill file when they exceed :data:`SPILL_BYTES`."""
+        if len(self._buf) * self._buf.itemsize < SPILL_BYTES:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(dir=self._spill_dir, prefix='binary-index-spill-')
+        self._buf.tofile(self._file)
+        self._spilled += len(self._buf)
+        del self._buf[:]
+
+    def chunks(self) -> Iterator[bytes]:
+        """The column's bytes, in order, in pieces of at most :data:`SPILL_BYTES`."""
+        if self._file is not None:
+            self._file.seek(0)
+            remaining = self._spilled * self._buf.itemsize
+            while remaining:
+                chunk = self._file.read(min(SPILL_BYTES, remaining))
+                remaining -= len(chunk)
+                yield chunk
+        if len(self._buf):
+            yield self._buf.tobytes()
+
+    def close(self) -> None:
+        """Drop the spill file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def binary_path(state_directory: str, identity: str) -> str:
@@ -197,14 +270,14 @@ def binary_path(state_directory: str, identity: str) -> str:
     return os.path.join(state_directory, f'index-{key}.bin')
 
 
-def write_binary(path: str, header: dict[str, Any], arrays: dict[str, NDArray[Any]]) -> None:
+def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column]) -> None:
     """Write a binary index (:func:`build_binary`'s result) to ``path`` atomically (temporary name, fsync, rename)
     and keep at most :data:`KEEP_VERSIONS` binary indexes in its directory (the most recently written)."""
     from streaming_core.storage import temp_name
     tmp = temp_name(path)
     try:
         with open(tmp, 'wb') as handle:
-            _serialize(handle, header, arrays)
+            _serialize(handle, header, columns)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -227,6 +300,23 @@ def write_binary(path: str, header: dict[str, Any], arrays: dict[str, NDArray[An
                 pass
 
 
+def _checksum(handle: Any, length: int) -> int:
+    """``xxh3_64`` of the first ``length`` bytes, read in chunks (through the mapping, every page would count in
+    this process's resident memory; read, they stay in the node's page cache only)."""
+    hasher = xxhash.xxh3_64()
+    handle.seek(0)
+    buf = bytearray(1 << 22)
+    view = memoryview(buf)
+    remaining = length
+    while remaining:
+        got = handle.readinto(view[:min(len(buf), remaining)])
+        if not got:
+            break
+        hasher.update(view[:got])
+        remaining -= got
+    return hasher.intdigest()
+
+
 def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:
     """Map a binary index read-only after checking its size, magic, checksum and identity.
 
@@ -242,6 +332,7 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
             if size < len(MAGIC) + 8 + _TRAILER:
                 raise BinaryIndexError(f'{path}: {size} bytes, too short for a binary index (truncated).')
             mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            actual = _checksum(handle, size - _TRAILER)
     except FileNotFoundError:
         raise BinaryIndexError(f'{path} does not exist.') from None
     except OSError as err:
@@ -251,8 +342,6 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
         if mm[:8] != MAGIC or mm[end + 8:] != END_MAGIC:
             raise BinaryIndexError(f'{path}: bad magic (not a binary index, or truncated).')
         (stored,) = _U64.unpack_from(mm, end)
-        with memoryview(mm) as view:
-            actual = xxhash.xxh3_64_intdigest(view[:end])
         if actual != stored:
             raise BinaryIndexError(f'{path}: checksum mismatch (corrupt).')
         (header_len,) = _U64.unpack_from(mm, 8)
@@ -501,12 +590,15 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
             if os.path.exists(path):
                 logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
             start = time.perf_counter()
-            header, arrays = build_binary(iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path,
-                                          synced.identity)
-            write_binary(path, header, arrays)
+            header, columns = build_binary(iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path,
+                                           synced.identity, spill_dir=sdir)
+            try:
+                write_binary(path, header, columns)
+            finally:
+                for column in columns.values():
+                    column.close()
             logger.info('built the binary index of %s (%d shards) in %.2f s', synced.path, header['num_shards'],
                         time.perf_counter() - start)
-            del header, arrays
             built = True
             header, arrays, mm = open_binary(path, synced.identity)
     finally:

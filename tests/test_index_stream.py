@@ -100,17 +100,18 @@ with open(path, 'rb') as handle:
     header, arrays = build_binary(iter_index_entries(handle, path), path, 'big')
 write_binary(out, header, arrays)
 seconds = time.perf_counter() - start
+grown = hwm() - base
 del header, arrays
 header, arrays, mapping = open_binary(out, 'big')
-print(header['num_shards'], int(arrays['samples'].sum()), hwm() - base, seconds, 'torch' in sys.modules)
+print(header['num_shards'], int(arrays['samples'].sum()), grown, seconds, 'torch' in sys.modules)
 '''
 
 
 @pytest.mark.slow
 def test_a_big_index_converts_in_bounded_memory(tmp_path):
-    """At least 2 GB of index.json (STREAMING_CORE_BIG_INDEX_MB to change it) converts with memory growing by at
-    most half the file's size: the compact tables the binary file holds (about 140 bytes per shard against about
-    290 of JSON text), where json.loads needs several times the file's size."""
+    """At least 2 GB of index.json (STREAMING_CORE_BIG_INDEX_MB to change it) converts with peak memory growing by
+    less than 64 MB whatever its size (the columns spill to disk), where json.loads needs several times the file's
+    size."""
     megabytes = int(os.environ.get('STREAMING_CORE_BIG_INDEX_MB', '2048'))
     path = str(tmp_path / 'index.json')
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -125,5 +126,5 @@ def test_a_big_index_converts_in_bounded_memory(tmp_path):
     assert built.returncode == 0, built.stderr
     num, samples, grown, seconds, torch_loaded = built.stdout.split()
     assert (int(num), int(samples), torch_loaded) == (shards, 8 * shards, 'False')
-    assert int(grown) < size // 2, f'peak memory grew by {int(grown) >> 20} MB for a {size >> 20} MB index'
+    assert int(grown) < 64 << 20, f'peak memory grew by {int(grown) >> 20} MB for a {size >> 20} MB index'
     print(f'{size >> 20} MB, {shards} shards: {float(seconds):.1f} s, +{int(grown) >> 20} MB peak')
