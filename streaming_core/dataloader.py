@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import signal
 import time
+import weakref
 from typing import Any, Callable, Iterator
 
 from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _InfiniteConstantSampler
 
 from streaming_core.dataset import StreamingDataset
 from streaming_core.errors import StreamingError, WorkerDiedError
@@ -49,6 +51,21 @@ class _Counted:
         return (len(samples) if self.batched else 1), self.collate(samples)
 
 
+class _EpochSampler(_InfiniteConstantSampler):
+    """The sampler of an iterable dataset, with the ``set_epoch`` trainers look for on ``loader.sampler`` (Lightning
+    calls it at every epoch start, and it is its only epoch signal after an end-of-epoch checkpoint)."""
+
+    def __init__(self, loader: 'StreamingDataLoader') -> None:
+        super().__init__()
+        self._loader = weakref.ref(loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward to the loader's dataset."""
+        loader = self._loader()
+        if loader is not None:
+            loader.set_epoch(epoch)
+
+
 class StreamingDataLoader(DataLoader):
     """A DataLoader whose ``state_dict()`` records how many samples the training loop consumed.
 
@@ -62,6 +79,8 @@ class StreamingDataLoader(DataLoader):
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
         self.collate_fn = _Counted(self.collate_fn, self._auto_collation)
+        if isinstance(self.sampler, _InfiniteConstantSampler):  # DataLoader forbids setting it after __init__
+            object.__setattr__(self, 'sampler', _EpochSampler(self))
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset) and dataset.batch_size is None and self.batch_size is not None:
             dataset.batch_size = int(self.batch_size)

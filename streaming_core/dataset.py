@@ -438,9 +438,9 @@ class StreamingDataset(IterableDataset):
                              f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
                              f'(StreamingDataLoader.state_dict()).')
         if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
-            if samples >= int(saved['total']):
-                return epoch + 1, 0, 0  # this worker had finished the epoch
-            return epoch, offset, samples
+            # A worker that had finished its share skips all of it: this iteration ends the epoch for it (torchdata
+            # discards that iteration when the whole loader had finished) and the next one starts epoch + 1.
+            return epoch, offset, min(samples, int(saved['total']))
         if int(saved['num_workers']) == 1 and samples % self._batch_size() == 0:
             return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
         raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
