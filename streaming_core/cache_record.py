@@ -28,7 +28,7 @@ from typing import Any
 
 from streaming_core.errors import StreamingError
 from streaming_core.paths import state_dir
-from streaming_core.storage import is_remote, local_path, temp_name
+from streaming_core.storage import is_remote, local_path, write_file_atomic
 from streaming_core.util import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
@@ -134,14 +134,7 @@ def write_record(directory: str, record: CacheRecord) -> None:
     """Write ``record`` into the state directory ``directory`` atomically (temporary name, then rename)."""
     path = os.path.join(directory, RECORD_NAME)
     record.written_at = time.time()
-    tmp = temp_name(path)
-    try:
-        with open(tmp, 'w', encoding='utf-8') as handle:
-            json.dump(asdict(record), handle, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_file_atomic(path, json.dumps(asdict(record), indent=1, sort_keys=True).encode('utf-8'), sync=False)
 
 
 def record_of(local_dir: str) -> CacheRecord | None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from streaming_core.errors import IndexFormatError, StreamingError, UnknownNameError, UnsafePathError
 from streaming_core.index import check_basename, index_text, parse_index_text, resolve_inside
-from streaming_core.storage import is_remote, join, list_with_stats, local_path, read_range, temp_name
+from streaming_core.storage import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.util import redact_url
 
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME',
@@ -188,19 +188,6 @@ def _read_listing(sdir: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = temp_name(path)
-    try:
-        with open(tmp, 'wb') as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
     """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
     present copy of a listed name when the previous listing is unknown)."""
@@ -310,8 +297,8 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    _write_atomic(path, data)
+    write_file_atomic(path, data)
     listing = {'identity': identity, 'builder': name, 'source': where, 'index_sha256': hashlib.sha256(data).hexdigest(),
                'files': [item.key() for item in selected]}
-    _write_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
     return path, data, identity

@@ -150,15 +150,6 @@ def index_text(shards: Sequence[Mapping[str, Any]]) -> str:
 
 def write_index(path: str, shards: Sequence[Mapping[str, Any]], text: str | None = None) -> None:
     """Write ``index.json`` atomically (a temporary name, then a rename)."""
-    from streaming_core.storage import temp_name
-    tmp = temp_name(path)
-    try:
-        with open(tmp, 'w', encoding='utf-8') as handle:
-            handle.write(index_text(shards) if text is None else text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from streaming_core.storage import write_file_atomic
+    write_file_atomic(path, (index_text(shards) if text is None else text).encode('utf-8'))
 

@@ -54,7 +54,7 @@ from streaming_core.errors import (
 )
 from streaming_core.index import INDEX_BASENAME, check_basename, parse_index_text, resolve_inside
 from streaming_core.paths import COORD_NAME, state_dir
-from streaming_core.storage import download_file, is_remote, join, local_path, stat_object, temp_name
+from streaming_core.storage import download_file, is_remote, join, local_path, stat_object, temp_name, write_file_atomic
 from streaming_core.util import redact_url
 
 __all__ = ['SyncedIndex', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
@@ -295,7 +295,7 @@ class _Refresh:
                 stale.append(os.path.join(stream.local_dir, COORD_NAME))  # an earlier version's lock file
             removed = _remove(stale)
             if old != new:
-                _install(path, new)
+                write_file_atomic(path, new)
             if removed or old != new:
                 logger.info('%s changed: refreshed %s, removed %d stale local file(s)', self.shown, path, removed)
             write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(new),
@@ -403,15 +403,3 @@ def _remove(paths: list[str]) -> int:
     return removed
 
 
-def _install(path: str, data: bytes) -> None:
-    """Put ``data`` at ``path`` atomically (a temporary name in the same directory, then a rename)."""
-    tmp = temp_name(path)
-    try:
-        with open(tmp, 'wb') as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

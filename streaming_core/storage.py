@@ -151,6 +151,22 @@ def temp_name(path: str) -> str:
     return f'{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp'
 
 
+def write_file_atomic(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Put ``data`` at ``path`` atomically: a temporary name beside it (flushed to disk unless ``sync`` is False),
+    then a rename (a reader sees the old file or the whole new one; a crash leaves no partial file under ``path``)."""
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            handle.write(data)
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def _reset_hook(backend: StorageBackend) -> Callable[[], None] | None:
     """The backend's optional ``reset()`` (drop its clients so the next attempt starts afresh), made safe."""
     reset = getattr(backend, 'reset', None)
