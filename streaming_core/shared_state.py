@@ -73,7 +73,7 @@ def _rebuild(dup: Any) -> 'SharedState':
 
 def _from_bytes(content: bytes) -> 'SharedState':
     state = SharedState()
-    state._mmap[:len(content)] = content
+    state._mmap[:len(content)] = content  # the rest of the fresh mapping is zeros already
     return state
 
 
@@ -119,7 +119,7 @@ class SharedState:
         from multiprocessing import context, reduction
         self._own()
         if context.get_spawning_popen() is None:
-            return (_from_bytes, (bytes(self._mmap),))  # plain pickling (not a process start): a private copy
+            return (_from_bytes, (bytes(self._mmap).rstrip(b'\0'),))  # plain pickling: a private copy
         return (_rebuild, (reduction.DupFd(self._fd),))
 
     @property

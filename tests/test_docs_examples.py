@@ -12,7 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Pages whose Python blocks form one runnable script (they make their own data).
-RUNNABLE = ['docs/guide/resumption.md', 'docs/plugins/api.md', 'docs/guide/parquet.md']
+RUNNABLE = ['docs/guide/resumption.md', 'docs/plugins/api.md', 'docs/guide/parquet.md',
+            'docs/guide/startup.md']
 
 _BLOCK = re.compile(r'^```python\n(.*?)^```', re.S | re.M)
 
