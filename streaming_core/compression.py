@@ -104,17 +104,23 @@ def get_compression_extension(text: str) -> str:
     return compressor.extension
 
 
-def compress(text: str, data: bytes | memoryview) -> bytes:
-    """Compress ``data`` with the compression string ``text``."""
+def compress(text: str | None, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` with the compression string ``text`` (``None``: the data unchanged, as the reference)."""
+    if text is None:
+        return bytes(data)
     compressor, level = parse_compression(text)
     return compressor.compress(data, level)
 
 
-def decompress(text: str, data: bytes | memoryview, max_size: int | None = None) -> bytes:
-    """Decompress ``data`` by the family of ``text``; at most ``max_size`` bytes when given.
+def decompress(text: str | None, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Decompress ``data`` by the family of ``text`` (``None``: the data unchanged); at most ``max_size`` bytes when
+    given. The whole string is checked first, so ``'gz:99'`` is refused before any data is read.
 
     Raises:
+        ValueError: ``text`` is not a valid compression string.
         ShardCorruptError: the data is corrupt, truncated, or expands past ``max_size``.
     """
-    family = text.partition(':')[0]
-    return get_compressor(family).decompress(data, max_size)
+    if text is None:
+        return bytes(data)
+    compressor, _ = parse_compression(text)
+    return compressor.decompress(data, max_size)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from streaming_core.errors import StreamingError
+
 __all__ = ['World', 'NodeLayoutError', 'register_node']
 
 logger = logging.getLogger('streaming_core.world')
@@ -34,7 +36,7 @@ _registered: set[tuple[int, int]] = set()
 _needed = [False]  # a dataset was constructed in this process: learn the layout before forking workers
 
 
-class NodeLayoutError(RuntimeError):
+class NodeLayoutError(StreamingError, RuntimeError):
     """The ranks per node could not be learnt from the process group."""
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from types import FrameType
 
+from streaming_core.errors import StreamingError
+
 __all__ = ['ReshardingError', 'refuse_foreign_sharding']
 
 #: accelerate's classes that re-shard (or re-distribute) the batches of an iterable dataset.
@@ -27,7 +29,7 @@ _ADVICE = ('Use streaming_core.integrations.huggingface.StreamingTrainer in plac
            'model and optimizer.')
 
 
-class ReshardingError(RuntimeError):
+class ReshardingError(StreamingError, RuntimeError):
     """A ``StreamingDataset`` is being sharded a second time by another library."""
 
 
