@@ -66,15 +66,18 @@ def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
     """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors)."""
     if type(obj) is dict and len(obj) == 3:
         name, size, hashes = obj.get('basename'), obj.get('bytes'), obj.get('hashes')
-        if type(name) is str and type(size) is int and size >= 0 and type(hashes) is dict and all(
+        if type(name) is str and type(size) is int and 0 <= size <= _MAX_INT64 and type(hashes) is dict and all(
                 type(k) is str and type(v) is str and _HEXCHARS.issuperset(v) for k, v in hashes.items()):
             check_basename(name, where)
             return name, size, hashes
     info = FileInfo.from_json(obj, where)
+    if info.bytes > _MAX_INT64:
+        raise IndexFormatError(f'{where}: "bytes" {info.bytes} is larger than any file can be.')
     return info.basename, info.bytes, dict(info.hashes)
 
 
 _HEXCHARS = frozenset('0123456789abcdef')
+_MAX_INT64 = (1 << 63) - 1
 
 
 def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str, identity: str,
@@ -109,8 +112,9 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
             raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects (shard {i} is '
                                    f'{type(entry).__name__}).')
         count = entry.get('samples')
-        if type(count) is not int or count < 0:
-            raise IndexFormatError(f'{path} shard {i}: "samples" must be a non-negative integer, got {count!r}.')
+        if type(count) is not int or not 0 <= count <= _MAX_INT64:
+            raise IndexFormatError(f'{path} shard {i}: "samples" must be a non-negative integer that a shard can '
+                                   f'hold, got {count!r}.')
         samples.append(count)
         keys = tuple(entry)
         layout = layouts.get(keys)

@@ -80,6 +80,8 @@ class _Scanner:
                 if self.fill():
                     continue
                 raise IndexFormatError(f'Index file at {self.path} is empty or corrupted. {err}') from err
+            except RecursionError:  # hostile nesting: refused like any other corrupt index
+                raise IndexFormatError(f'Index file at {self.path} is corrupted: values nested too deeply.') from None
             if end == len(self.buf) and not self.eof and self.fill():
                 continue  # a number may go on in the next chunk
             self.pos = end
