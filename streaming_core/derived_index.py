@@ -50,6 +50,11 @@ class DerivedIndexError(StreamingError, ValueError):
     formats, or a builder refused the files)."""
 
 
+class NoDatasetError(DerivedIndexError, FileNotFoundError):
+    """Nothing at all where a dataset should be: no ``index.json`` and no files (a ``FileNotFoundError`` too, as a
+    missing ``index.json`` always was)."""
+
+
 @dataclass(frozen=True)
 class SourceFile:
     """One file of a stream's directory, as listed.
@@ -152,7 +157,7 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
                                     f'files.')
         return fmt, builder, selected
     if not files:
-        raise DerivedIndexError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
+        raise NoDatasetError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
                                 f'directory (an index.json, or data files such as *.parquet with format=...).')
     matches = []
     for entry in registry.entries():

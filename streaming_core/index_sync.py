@@ -47,6 +47,7 @@ from streaming_core.cache_record import (
 )
 from streaming_core.errors import (
     IndexFormatError,
+    PermanentStorageError,
     RemoteNotFoundError,
     StorageError,
     StreamingError,
@@ -142,7 +143,10 @@ def sync_index(stream: Any) -> SyncedIndex:
         except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
             if not _derivable(remote, err):
                 raise
-            return _derived(stream, remote, sdir, copies=True)
+            try:
+                return _derived(stream, remote, sdir, copies=True)
+            except PermanentStorageError as listing:  # a store that cannot list (HTTP): the index is just missing
+                raise err from listing
     finally:
         locks.release(INDEX_LOCK_BYTE)
 
