@@ -629,15 +629,16 @@ class StreamingDataset(IterableDataset):
     def get_item(self, sample_id: int, retry: int = 7) -> Any:
         """The sample with this global id, downloading its shard if needed (``retry`` is accepted for compatibility;
         preparation already retries downloads)."""
-        if not 0 <= sample_id < self.num_samples:
-            raise IndexError(f'Invalid sample index {sample_id}: the dataset has {self.num_samples} samples.')
-        shard, index = self.catalogue.locate(sample_id)
-        return self._shards_manager.sample(shard, index)
+        catalogue = self.catalogue
+        if not 0 <= sample_id < catalogue.num_samples:
+            raise IndexError(f'Invalid sample index {sample_id}: the dataset has {catalogue.num_samples} samples.')
+        return self._shards_manager.sample(*catalogue.spanner[sample_id])
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids (the
         ``transform``, if any, applied to each sample)."""
-        return getitem(at, self.num_samples, self._transformed_item, self.__getitem__)
+        item = self.get_item if self.transform is None else self._transformed_item
+        return getitem(at, self.catalogue.num_samples, item, self.__getitem__)
 
     def _transformed_item(self, sample_id: int) -> Any:
         sample = self.get_item(sample_id)
