@@ -213,6 +213,7 @@ class StreamingDataset(IterableDataset):
             register_node()
         self._position: _Position | None = None
         self._worker_resume: dict[str, Any] | None = None
+        self._counted_at_end: tuple[int, int] | None = None  # (slot, epoch) of a per-worker resume being read
         self._epoch_totals: dict[tuple[Any, ...], int] = {}
 
     # ----------------------------------------------------------------------------------------------------------
@@ -414,9 +415,13 @@ class StreamingDataset(IterableDataset):
         """Start this worker's next epoch: ``(epoch, global start offset, samples of this worker to skip)``."""
         slot = slot_of(world.worker)
         position = self._worker_resume
+        self._counted_at_end = None
         if position is not None:
             self._worker_resume = None
             epoch, offset, skip = self._check_worker_position(position, world, parallel)
+            # torchdata builds one iterator from a loaded state and, when that state says the loader had finished,
+            # discards it and builds a fresh one: the resumed epoch counts as started only once it is read through.
+            self._counted_at_end = (slot, epoch)
         else:
             epoch, offset, skip = self._state.next_epoch(slot), 0, 0
             resume = self._state.pending_resume(slot)
@@ -426,6 +431,8 @@ class StreamingDataset(IterableDataset):
         if offset and self._is_over(epoch, offset, world):
             epoch, offset, skip = epoch + 1, 0, 0
         self._state.begin_epoch(slot, epoch, offset)
+        if self._counted_at_end is not None:
+            self._state.set_next_of(slot, epoch)
         return epoch, offset, skip
 
     def _check_worker_position(self, state: Mapping[str, Any], world: World,
@@ -438,9 +445,9 @@ class StreamingDataset(IterableDataset):
                              f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
                              f'(StreamingDataLoader.state_dict()).')
         if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
-            # A worker that had finished its share skips all of it: this iteration ends the epoch for it (torchdata
-            # discards that iteration when the whole loader had finished) and the next one starts epoch + 1.
-            return epoch, offset, min(samples, int(saved['total']))
+            if samples >= int(saved['total']):
+                return epoch + 1, 0, 0  # this worker had finished the epoch
+            return epoch, offset, samples
         if int(saved['num_workers']) == 1 and samples % self._batch_size() == 0:
             return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
         raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
@@ -484,7 +491,13 @@ class StreamingDataset(IterableDataset):
                                      transform=self.transform)
         self._position = _Position(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
                                    world.replicate(self.replication).num_ranks, iterator)
+        if self._counted_at_end is not None:
+            return self._count_when_read_through(iter(iterator), *self._counted_at_end)
         return iter(iterator)
+
+    def _count_when_read_through(self, samples: Iterator[Any], slot: int, epoch: int) -> Iterator[Any]:
+        yield from samples
+        self._state.set_next_of(slot, epoch + 1)
 
     def _plan_ahead(self, world: World, epoch: int) -> None:
         """Compute (and share on the node) the next epoch's plan while this one finishes."""

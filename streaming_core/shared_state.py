@@ -155,6 +155,11 @@ class SharedState:
         words[_CUR_EPOCH] = epoch + 1  # stored +1 so that 0 means "none since the last set_epoch or load"
         words[_CUR_OFFSET] = offset
 
+    def set_next_of(self, slot: int, epoch: int) -> None:
+        """Slot ``slot`` starts ``epoch`` next (nothing else changes)."""
+        self._check_slot(slot)
+        self.words[_NEXT + slot] = epoch
+
     def current(self) -> tuple[int, int] | None:
         """``(epoch, start offset)`` of the epoch this rank iterates, or None if none began since the last
         :meth:`set_next_epoch` or :meth:`write_resume`."""

@@ -53,7 +53,7 @@ def test_silent_endpoint_fails_within_retry_times_upload_timeout(silent_endpoint
     assert 's3://bucket/ds/index.json' in text
     assert 'gave up after 2 attempt(s) (retry=2)' in text and 'upload_timeout=0.5 s' in text
     reported = float(re.search(r'in ([0-9.]+) s in all', text).group(1))
-    assert 0.9 <= reported <= elapsed
+    assert 0.9 <= reported <= elapsed + 0.05  # the message rounds to 0.1 s
     assert elapsed < 20, f'{elapsed:.1f} s: the per-attempt timeout was not honoured'
     assert text.count('upload_timeout') == 1
 
