@@ -17,6 +17,7 @@ COMMANDS = {
     'merge-index': 'merge_index',
     'simulate': 'simulate',
     'cache': 'cache',
+    'index': 'index',
     'plugins': 'plugins',
 }
 

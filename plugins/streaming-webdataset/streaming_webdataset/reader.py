@@ -1,0 +1,191 @@
+"""The ``webdataset`` shard format: one index entry per ``.tar`` (:class:`WebDatasetReader`) and an opened tar
+(:class:`WebDatasetView`) whose samples are found by one walk of its headers through a memory map.
+
+A sample comes out as WebDataset users know it: ``__key__`` (the sample key), ``__url__`` (the tar's name relative
+to the dataset directory) and one item per member, keyed by its field (``jpg``, ``cls``, ``seg.png``...). Fields
+ending in ``.json``/``.jsn`` are parsed JSON, ``.txt``/``.text``/``.transcript`` are ``str`` (UTF-8),
+``.cls``/``.cls2``/``.class``/``.count``/``.index``/``.inx``/``.id`` are ``int`` (``None`` when not an integer), as
+WebDataset's default decoders give them; every other field is ``bytes``. :func:`decode_sample` decodes more (NumPy
+arrays, images) in a ``transform``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
+from streaming_webdataset.tarscan import BLOCK, Sample, group_samples, iter_members
+
+__all__ = ['WebDatasetReader', 'WebDatasetView', 'WebDatasetFormat', 'decode_field', 'field_kind', 'decode_sample',
+           'TEXT', 'INTEGER', 'JSON']
+
+#: Field extensions decoded to ``str``, ``int`` and JSON values (WebDataset's default decoders).
+TEXT = frozenset({'txt', 'text', 'transcript'})
+INTEGER = frozenset({'cls', 'cls2', 'class', 'count', 'index', 'inx', 'id'})
+JSON = frozenset({'json', 'jsn'})
+
+
+def field_kind(field: str) -> str:
+    """What a field decodes to: ``'str'``, ``'int'``, ``'json'`` or ``'bytes'`` (by its last extension)."""
+    extension = field.rsplit('.', 1)[-1]
+    if extension in TEXT:
+        return 'str'
+    if extension in INTEGER:
+        return 'int'
+    if extension in JSON:
+        return 'json'
+    return 'bytes'
+
+
+def decode_field(field: str, data: bytes, where: str = '') -> Any:
+    """One member's value as :class:`WebDatasetView` returns it (see the module docstring).
+
+    Raises:
+        ShardCorruptError: a JSON or text field that does not decode (naming ``where``).
+    """
+    kind = field_kind(field)
+    if kind == 'bytes':
+        return data
+    if kind == 'int':
+        try:
+            return int(data)
+        except ValueError:
+            return None
+    try:
+        text = data.decode('utf-8')
+        return text if kind == 'str' else json.loads(text)
+    except ValueError as err:
+        raise ShardCorruptError(f'{where}: the {field!r} field is not valid {"UTF-8 text" if kind == "str" else "JSON"}'
+                                f' ({err}).') from None
+
+
+def decode_sample(sample: Mapping[str, Any], kinds: Sequence[str] = ('npy', 'pil')) -> dict[str, Any]:
+    """Decode more fields of a sample, for a ``transform``: ``'npy'`` (``.npy`` fields to NumPy arrays) and
+    ``'pil'`` (``.jpg``/``.jpeg``/``.png``/``.webp``/``.bmp``/``.gif``/``.ppm`` fields to PIL images).
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    unknown = sorted(set(kinds) - {'npy', 'pil'})
+    if unknown:
+        raise ValueError(f'decode_sample kinds {unknown} are unknown; use "npy" and/or "pil".')
+    out = dict(sample)
+    for field, value in sample.items():
+        if not isinstance(value, bytes):
+            continue
+        extension = field.rsplit('.', 1)[-1]
+        if 'npy' in kinds and extension == 'npy':
+            import io
+
+            import numpy as np
+            out[field] = np.load(io.BytesIO(value), allow_pickle=False)
+        elif 'pil' in kinds and extension in ('jpg', 'jpeg', 'png', 'webp', 'bmp', 'gif', 'ppm'):
+            import io
+
+            from PIL import Image
+            image = Image.open(io.BytesIO(value))
+            image.load()
+            out[field] = image
+    return out
+
+
+class WebDatasetReader(ShardReaderBase):
+    """One ``webdataset`` index entry: one ``.tar`` file, its sample count and its fields (``[[field, kind]]``)."""
+
+    format_name = 'webdataset'
+    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'samples', 'size_limit',
+                            'version', 'zip_data'})
+    part_names = ('data',)
+    min_bytes_per_sample = BLOCK  # every sample has at least one member header
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate ``columns`` (``[[field, kind], ...]``, possibly empty when only counts are known)."""
+        columns = entry['columns']
+        if not isinstance(columns, list) or not all(
+                isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c) for c in columns):
+            raise IndexFormatError(f'{where}: "columns" must be a list of [field, kind] pairs, got {columns!r}.')
+        if self.compression is not None:
+            raise IndexFormatError(f'{where}: webdataset shards are plain .tar files; compression '
+                                   f'{self.compression!r} is not supported.')
+        self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
+
+    def open(self, paths: Sequence[str]) -> WebDatasetView:
+        """Open the local tar and find its samples."""
+        if len(paths) != 1:
+            raise ValueError(f'{self.where}: a webdataset shard is one file, got {len(paths)} paths.')
+        return WebDatasetView(self, paths[0])
+
+
+class WebDatasetView:
+    """An opened tar: ``view[i]`` is sample ``i`` as a dict (see the module docstring).
+
+    Raises:
+        ShardCorruptError: naming the file, when its size or sample count disagrees with the index, or it is damaged.
+        TarLayoutError: the tar is not in WebDataset layout (naming the member).
+    """
+
+    def __init__(self, reader: WebDatasetReader, path: str) -> None:
+        self.path = path
+        raw = reader.parts[0][0]
+        self._url = raw.basename
+        self._map: Any = map_file(path, raw.bytes)
+        mapping = self._map
+        self._samples: list[Sample] = group_samples(
+            iter_members(lambda start, length: mapping[start:start + length], raw.bytes, path), path)
+        if len(self._samples) != reader.samples:
+            self.close()
+            raise ShardCorruptError(f'{path}: the tar holds {len(self._samples)} samples but the index says '
+                                    f'{reader.samples} (the tar was replaced after it was indexed, or a stale '
+                                    f'webdataset-index.json: run "streaming index DIR" again).')
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < len(self._samples):
+            raise IndexError(f'{self.path}: sample {index} is out of range for a tar of {len(self._samples)} '
+                             f'samples.')
+        sample = self._samples[index]
+        out: dict[str, Any] = {'__key__': sample.key, '__url__': self._url}
+        mapping = self._map
+        for field, offset, size in sample.fields:
+            out[field] = decode_field(field, mapping[offset:offset + size], f'{self.path}: sample {sample.key!r}')
+        return out
+
+    def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The samples at ``positions`` in order."""
+        for index in positions:
+            yield self[index]
+
+    def close(self) -> None:
+        """Release the memory map."""
+        mapping = getattr(self, '_map', None)
+        if mapping is not None and not isinstance(mapping, bytes):
+            mapping.close()
+        self._map = b''
+
+    def __enter__(self) -> 'WebDatasetView':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WebDatasetFormat:
+    """The ``webdataset`` shard format (read-only: write tars with ``webdataset.TarWriter`` or :mod:`tarfile`)."""
+
+    name = 'webdataset'
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False,
+               where: str = '') -> WebDatasetReader:
+        """Validate one index entry and return its reader."""
+        return WebDatasetReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """No writer: WebDataset tars are written by the tools that make them."""
+        raise NotImplementedError('streaming-webdataset reads WebDataset tars; write them with webdataset.TarWriter '
+                                  'or tarfile (no index.json is needed), or convert them to MDS with '
+                                  '"streaming convert webdataset SRC OUT".')

@@ -1,0 +1,90 @@
+"""Bad WebDataset input is refused with an error naming the file and the member: truncated or corrupt tars, members
+that belong to no sample, duplicate keys and fields, a tar replaced after it was indexed."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from wds_data import members_of, write_tar, write_tars
+
+from streaming_core import StreamingDataset
+from streaming_core.errors import ShardCorruptError
+
+
+def _one_tar(tmp_path: Any, members: list[tuple[str, bytes]]) -> str:
+    data = str(tmp_path / 'data')
+    write_tar(os.path.join(data, 'bad.tar'), members)
+    return data
+
+
+def test_truncated_member_names_the_file_and_the_member(tmp_path: Any) -> None:
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=1, per_tar=5)
+    path = os.path.join(data, 'shard-00000.tar')
+    with open(path, 'r+b') as handle:
+        handle.truncate(700)  # inside the data of the first member (bytes 512-815)
+    with pytest.raises(ShardCorruptError, match=r"shard-00000\.tar is truncated: member '000000\.jpg'"):
+        StreamingDataset(local=data, batch_size=1)
+
+
+def test_tar_cut_at_a_member_boundary_is_truncated(tmp_path: Any) -> None:
+    data = _one_tar(tmp_path, [('000000.cls', b'1'), ('000001.cls', b'2')])
+    with open(os.path.join(data, 'bad.tar'), 'r+b') as handle:
+        handle.truncate(1024)  # one header and one data block: no end-of-archive block
+    with pytest.raises(ShardCorruptError, match=r"bad\.tar is truncated: it ends at byte 1024 \(after "
+                                                 r"member '000000\.cls'\)"):
+        StreamingDataset(local=data, batch_size=1)
+
+
+def test_corrupt_header_and_not_a_tar(tmp_path: Any) -> None:
+    data = _one_tar(tmp_path, members_of(0) + members_of(1))
+    path = os.path.join(data, 'bad.tar')
+    with open(path, 'r+b') as handle:
+        handle.seek(1024 + 10)  # the second member's header (the first member's data fits one block)
+        handle.write(b'garbage')
+    with pytest.raises(ShardCorruptError, match=r"bad\.tar has a corrupt tar header at byte 1024 \(after member "
+                                                 r"'000000\.jpg'\)"):
+        StreamingDataset(local=data, batch_size=1)
+    with open(path, 'wb') as handle:
+        handle.write(b'not a tar at all' * 100)
+    with pytest.raises(ShardCorruptError, match=r'bad\.tar is not a tar file'):
+        StreamingDataset(local=data, batch_size=1)
+
+
+@pytest.mark.parametrize('members, message', [
+    ([('000000.jpg', b'x'), ('README', b'text')], r"bad\.tar: member 'README' belongs to no sample"),
+    ([('a.jpg', b'x'), ('b.jpg', b'y'), ('a.cls', b'1')], r"member 'a\.cls' repeats the key 'a' of an earlier "
+                                                          r"sample"),
+    ([('a.jpg', b'x'), ('a.JPG', b'y')], r"member 'a\.JPG' repeats the field 'jpg' of sample 'a'"),
+])
+def test_layout_errors_name_the_member(tmp_path: Any, members: list[tuple[str, bytes]], message: str) -> None:
+    from streaming_webdataset import TarLayoutError
+    data = _one_tar(tmp_path, members)
+    with pytest.raises(TarLayoutError, match=message):
+        StreamingDataset(local=data, batch_size=1)
+
+
+def test_tar_replaced_after_indexing_is_caught_on_open(tmp_path: Any) -> None:
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_tars(remote, tars=1, per_tar=6)
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=1)
+    assert len(dataset) == 6 and dataset[5]['json']['id'] == 5  # downloaded
+    # The local copy is replaced by a tar of the same size but fewer samples (bypassing the listing check).
+    path = os.path.join(local, 'shard-00000.tar')
+    size = os.path.getsize(path)
+    members = members_of(0) + members_of(1)
+    write_tar(path, members)
+    with open(path, 'r+b') as handle:
+        handle.truncate(size)  # zero padding keeps it a valid tar of 2 samples
+    fresh = StreamingDataset(local=local, remote=remote, batch_size=1)
+    with pytest.raises(ShardCorruptError, match=r'holds 2 samples but the index says 6'):
+        fresh[0]
+
+
+def test_bad_json_field_names_the_sample(tmp_path: Any) -> None:
+    data = _one_tar(tmp_path, [('k.json', b'{not json')])
+    dataset = StreamingDataset(local=data, batch_size=1)
+    with pytest.raises(ShardCorruptError, match=r"sample 'k': the 'json' field is not valid JSON"):
+        dataset[0]
