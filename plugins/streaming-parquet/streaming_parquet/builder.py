@@ -4,18 +4,26 @@ For each file, the last 64 KiB (or the whole file when smaller) are read in one 
 costs a second request for exactly its bytes. The footer gives the schema, the row groups and their row counts; the
 data pages are never read, so indexing 1,000 remote files downloads kilobytes per file. Every file must have the
 first file's columns with the same types (in any order): otherwise the error names the file and the column.
+
+A builder may be configured (:class:`ParquetIndexBuilder` arguments, given through
+:class:`~streaming_parquet.stream.ParquetStream`): ``columns`` projects the index to those columns (the reader then
+decodes only their column chunks), ``split`` / ``config`` / ``data_files`` select files by the Hugging Face
+conventions or glob patterns (:mod:`streaming_parquet.selection`), ``decode_images`` records the Hugging Face image
+columns to decode to PIL images.
 """
 
 from __future__ import annotations
 
+import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
+from streaming_parquet.selection import describe_selection, select_names
 
-__all__ = ['ParquetIndexBuilder', 'read_footer', 'entry_for', 'FOOTER_PROBE', 'MAGIC']
+__all__ = ['ParquetIndexBuilder', 'read_footer', 'entry_for', 'image_columns', 'FOOTER_PROBE', 'MAGIC']
 
 #: The bytes read from the end of each file first (most footers fit).
 FOOTER_PROBE = 64 << 10
@@ -75,7 +83,7 @@ def entry_for(name: str, size: int, metadata: Any) -> dict[str, Any]:
 
 
 def _check_schema(first: Any, first_columns: list[list[str]], item: Any, columns: list[list[str]],
-                  where: str) -> None:
+                  where: str, exact: bool = True) -> None:
     want = dict((name, kind) for name, kind in first_columns)
     have = dict((name, kind) for name, kind in columns)
     for name, kind in first_columns:
@@ -87,35 +95,112 @@ def _check_schema(first: Any, first_columns: list[list[str]], item: Any, columns
             raise IndexFormatError(f'Schema drift in {where}: column {name!r} is {have[name]} in {item.name} but '
                                    f'{kind} in {first.name}. Every Parquet file of a stream needs the same column '
                                    f'types: rewrite or move that file, or make it a separate stream.')
-    for name, kind in columns:
+    for name, kind in columns if exact else ():
         if name not in want:
             raise IndexFormatError(f'Schema drift in {where}: {item.name} has a column {name!r} ({kind}) that '
                                    f'{first.name} lacks. Every Parquet file of a stream needs the same columns.')
 
 
-class ParquetIndexBuilder:
-    """Indexes ``*.parquet`` files: one ``parquet`` shard entry per file (its row groups recorded in the entry)."""
+def image_columns(metadata: Any) -> list[str]:
+    """The Hugging Face image columns of a file: declared ``Image`` in its ``huggingface`` schema metadata, or a
+    ``struct<bytes: binary, path: string>`` column."""
+    found = []
+    features: Any = {}
+    raw = (metadata.metadata or {}).get(b'huggingface')
+    if raw:
+        try:
+            info = json.loads(raw)
+            features = info.get('info', {}).get('features', {}) if isinstance(info, dict) else {}
+        except ValueError:
+            features = {}
+    for field in metadata.schema.to_arrow_schema():
+        declared = features.get(field.name) if isinstance(features, dict) else None
+        if isinstance(declared, dict) and declared.get('_type') == 'Image':
+            found.append(field.name)
+        elif str(field.type) in ('struct<bytes: binary, path: string>', 'struct<path: string, bytes: binary>'):
+            found.append(field.name)
+    return found
 
-    name = 'parquet'
+
+class ParquetIndexBuilder:
+    """Indexes ``*.parquet`` files: one ``parquet`` shard entry per file (its row groups recorded in the entry).
+
+    Args:
+        columns: Only these columns, in this order (default: every column of the files).
+        split: A Hugging Face split name selecting files by the Hub's layouts (see :mod:`streaming_parquet.selection`).
+        config: A Hugging Face configuration (a top directory) to restrict to.
+        data_files: Glob patterns selecting files (a pattern, a list, or a ``{split: patterns}`` dict).
+        decode_images: Decode the Hugging Face image columns (``{'bytes', 'path'}`` structs) to PIL images.
+    """
+
     patterns = ('*.parquet',)
 
+    def __init__(self, *, columns: Sequence[str] | None = None, split: str | None = None, config: str | None = None,
+                 data_files: str | Sequence[str] | Mapping[str, Any] | None = None,
+                 decode_images: bool = False) -> None:
+        if columns is not None:
+            if isinstance(columns, str) or not all(isinstance(c, str) and c for c in columns) or not columns:
+                raise ValueError(f'columns must be a non-empty list of column names, got {columns!r}.')
+            if len(set(columns)) != len(columns):
+                raise ValueError(f'columns lists a column twice: {list(columns)!r}.')
+        self.columns = list(columns) if columns is not None else None
+        self.split = split
+        self.config = config
+        self.data_files = data_files
+        self.decode_images = bool(decode_images)
+
+    @property
+    def name(self) -> str:
+        """``parquet``, or ``parquet[...]`` naming the configuration (part of the derived index's identity)."""
+        parts = []
+        if self.columns is not None:
+            parts.append('columns=' + ','.join(self.columns))
+        selection = describe_selection(self.split, self.config, self.data_files)
+        if selection:
+            parts.append(selection)
+        if self.decode_images:
+            parts.append('decode_images')
+        return f'parquet[{";".join(parts)}]' if parts else 'parquet'
+
+    def _project(self, first: Any, first_columns: list[list[str]], where: str) -> list[list[str]]:
+        if self.columns is None:
+            return first_columns
+        kinds = dict((name, kind) for name, kind in first_columns)
+        unknown = [name for name in self.columns if name not in kinds]
+        if unknown:
+            raise IndexFormatError(f'columns={self.columns!r}: {where}/{first.name} has no column '
+                                   f'{", ".join(repr(n) for n in unknown)}; its columns are '
+                                   f'{[name for name, _ in first_columns]}.')
+        return [[name, kinds[name]] for name in self.columns]
+
     def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
-        """Read every file's footer (8 at a time) and return the index.
+        """Select the files, read every footer (8 at a time) and return the index.
 
         Raises:
-            IndexFormatError: the files' schemas differ (naming the file and the column).
+            FileSelectionError: ``split`` / ``data_files`` select no file.
+            IndexFormatError: the files' schemas differ (naming the file and the column), or ``columns`` names a
+                column the files lack (naming the file and its columns).
             ShardCorruptError: a file is not a readable Parquet file (naming it).
         """
         files = list(files)
+        if self.split is not None or self.config is not None or self.data_files is not None:
+            chosen = set(select_names([item.name for item in files], split=self.split, config=self.config,
+                                      data_files=self.data_files))
+            files = [item for item in files if item.name in chosen]
         if len(files) == 1:
             metas = [read_footer(files[0].name, files[0].size, read, where)]
         else:
-            with ThreadPoolExecutor(max_workers=min(_THREADS, len(files))) as pool:
+            with ThreadPoolExecutor(max_workers=min(_THREADS, max(len(files), 1))) as pool:
                 metas = list(pool.map(lambda item: read_footer(item.name, item.size, read, where), files))
         entries = [entry_for(item.name, item.size, meta) for item, meta in zip(files, metas)]
-        first_columns = entries[0]['columns'] if entries else []
+        if not entries:
+            return {'shards': [], 'version': 2}
+        columns = self._project(files[0], entries[0]['columns'], where)
         for item, entry in zip(files[1:], entries[1:]):
-            _check_schema(files[0], first_columns, item, entry['columns'], where)
-        for entry in entries:  # one column order for every file (the first file's)
-            entry['columns'] = first_columns
+            _check_schema(files[0], columns, item, entry['columns'], where, exact=self.columns is None)
+        images = [name for name in image_columns(metas[0]) if name in {c[0] for c in columns}]
+        for entry in entries:  # one column order for every file (the first file's, or the projection's)
+            entry['columns'] = columns
+            if self.decode_images and images:
+                entry['images'] = images
         return {'shards': entries, 'version': 2}

@@ -3,12 +3,16 @@
 
 Values come back as users expect: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` for nulls, lists of
 numbers as NumPy arrays (a fresh writable array per sample), other lists as lists, structs as dicts (a Hugging Face
-image column stays its ``{'bytes', 'path'}`` dict).
+image column stays its ``{'bytes', 'path'}`` dict unless the entry lists it under ``images``: then a PIL image).
+
+Only the entry's ``columns`` are read: pyarrow reads just those columns' chunks of the file (a projected index,
+``ParquetStream(columns=...)``, never touches the others' bytes).
 """
 
 from __future__ import annotations
 
 import bisect
+import io
 import os
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,7 +36,16 @@ class ParquetReader(ShardReaderBase):
     format_name = 'parquet'
     entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'row_groups', 'samples',
                             'size_limit', 'version', 'zip_data'})
+    #: Keys an entry may add: ``images``, the columns decoded to PIL images.
+    optional_keys = frozenset({'images'})
     part_names = ('data',)
+
+    def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
+        optional = {key: entry[key] for key in self.optional_keys if isinstance(entry, Mapping) and key in entry}
+        if optional:
+            entry = {key: value for key, value in entry.items() if key not in optional}
+        self._optional = optional
+        super().__init__(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate ``columns`` (``[[name, type], ...]``) and ``row_groups`` (row counts summing to ``samples``)."""
@@ -52,6 +65,11 @@ class ParquetReader(ShardReaderBase):
                                    f'its pages), got {self.compression!r}.')
         self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
         self.row_groups: list[int] = list(groups)
+        images = self._optional.get('images', [])
+        names = {name for name, _ in self.columns}
+        if not isinstance(images, list) or not all(isinstance(n, str) and n in names for n in images):
+            raise IndexFormatError(f'{where}: "images" must list columns of the entry, got {images!r}.')
+        self.images: frozenset[str] = frozenset(images)
 
     def open(self, paths: Sequence[str]) -> ParquetView:
         """Open the local file and check it against the entry."""
@@ -66,6 +84,25 @@ def _numeric_list(kind: Any) -> bool:
         return False
     value = kind.value_type
     return pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_boolean(value)
+
+
+def _image(value: Any, path: str, column: str) -> Any:
+    """A Hugging Face image struct ``{'bytes', 'path'}`` as a loaded PIL image (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    data = value.get('bytes') if isinstance(value, dict) else None
+    if data is None:
+        raise ShardCorruptError(f'{path}: image column {column!r} holds no bytes (only the path '
+                                f'{value.get("path") if isinstance(value, dict) else value!r}); images must be '
+                                f'embedded to be decoded. Read it without decode_images to get the dict.')
+    from PIL import Image
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception as err:  # PIL raises many kinds for bad data
+        raise ShardCorruptError(f'{path}: image column {column!r} holds bytes PIL cannot decode '
+                                f'({type(err).__name__}: {err}).') from None
+    return image
 
 
 def _column_values(array: Any) -> list[Any]:
@@ -91,30 +128,35 @@ class ParquetView:
         import pyarrow.parquet as pq
         self.path = path
         self._reader = reader
+        self._cache: OrderedDict[tuple[int, int], tuple[int, list[list[Any]]]] = OrderedDict()
         size = os.path.getsize(path)
         expected = reader.parts[0][0].bytes
         if size != expected:
             raise ShardCorruptError(f'{path}: the file has {size} bytes but the index declares {expected} (truncated '
                                     f'or replaced); delete it so it is fetched again.')
         try:
-            self._file = pq.ParquetFile(path, memory_map=True)
+            # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
+            self._source = pa.OSFile(path)
+            self._file = pq.ParquetFile(self._source)
             metadata = self._file.metadata
         except (pa.ArrowException, OSError, ValueError) as err:
+            self.close()
             raise ShardCorruptError(f'{path}: not a readable Parquet file ({type(err).__name__}: {err}).') from None
         groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
         if groups != reader.row_groups:
+            self.close()
             raise ShardCorruptError(f'{path}: its row groups hold {groups} rows, but the index records '
                                     f'{reader.row_groups} (the file was replaced or is corrupt).')
         self._names = [name for name, _ in reader.columns]
         have = {field.name for field in metadata.schema.to_arrow_schema()}
         missing = [name for name in self._names if name not in have]
         if missing:
+            self.close()
             raise ShardCorruptError(f'{path}: columns {missing} recorded in the index are missing from the file.')
         self._starts = [0]
         for count in groups:
             self._starts.append(self._starts[-1] + count)
         self._count = self._starts[-1]
-        self._cache: OrderedDict[tuple[int, int], tuple[int, list[list[Any]]]] = OrderedDict()
 
     def __len__(self) -> int:
         return self._count
@@ -156,26 +198,35 @@ class ParquetView:
         first, columns = self._slice(group, part)
         return index - first, columns
 
+    def _decode_images(self, sample: dict[str, Any]) -> dict[str, Any]:
+        for name in self._reader.images:  # per sample: a slice of decoded images could be gigabytes
+            sample[name] = _image(sample[name], self.path, name)
+        return sample
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         row, columns = self._locate(index)
-        return {name: values[row] for name, values in zip(self._names, columns)}
+        sample = {name: values[row] for name, values in zip(self._names, columns)}
+        return self._decode_images(sample) if self._reader.images else sample
 
     def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
         """The rows at ``positions`` in order (the runtime's fast path over a stretch of one file)."""
         names = self._names
+        images = bool(self._reader.images)
         for index in positions:
             row, columns = self._locate(index)
-            yield {name: values[row] for name, values in zip(names, columns)}
+            sample = {name: values[row] for name, values in zip(names, columns)}
+            yield self._decode_images(sample) if images else sample
 
     def close(self) -> None:
         """Drop the decoded slices and the file."""
         self._cache.clear()
-        handle = getattr(self, '_file', None)
-        if handle is not None:
-            try:
-                handle.close()
-            except Exception:  # already closed
-                pass
+        for attr in ('_file', '_source'):
+            handle = getattr(self, attr, None)
+            if handle is not None:
+                try:
+                    handle.close()
+                except Exception:  # already closed
+                    pass
 
     def __enter__(self) -> 'ParquetView':
         return self
