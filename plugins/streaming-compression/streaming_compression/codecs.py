@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming_core.builtin.compression import require_bytes
-from streaming_core.errors import ShardCorruptError
+from streaming_core.plugin_api import ShardCorruptError, require_bytes
 
 __all__ = ['Zstd', 'Brotli', 'Snappy', 'Lz4']
 

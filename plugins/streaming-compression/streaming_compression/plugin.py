@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from streaming_compression.codecs import Brotli, Lz4, Snappy, Zstd
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 
 
 @hookimpl

@@ -26,8 +26,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from streaming_core.errors import PermanentStorageError, StorageError, TruncatedDownloadError
-from streaming_core.storage import ProcessLocal, check_options
+from streaming_core.plugin_api import (
+    PermanentStorageError,
+    ProcessLocal,
+    StorageError,
+    TruncatedDownloadError,
+    check_options,
+)
 from streaming_databricks.errors import translate
 from streaming_databricks.urls import DbfsUrl, parse_dbfs_url
 
@@ -80,7 +85,7 @@ class DatabricksBackend(ProcessLocal):
         self.auth_type = options.get('auth_type') or None
         self.multipart_threshold = _positive('multipart_threshold', options.get('multipart_threshold'))
         self.part_size = _positive('part_size', options.get('part_size'))
-        from streaming_core.redact import register_secret
+        from streaming_core.plugin_api import register_secret
         register_secret(self._token)
         register_secret(os.environ.get('DATABRICKS_TOKEN'))
         self._init_runtime()
@@ -115,7 +120,7 @@ class DatabricksBackend(ProcessLocal):
         from databricks.sdk import WorkspaceClient
         from databricks.sdk.config import Config
 
-        from streaming_core.redact import install_log_redaction, register_secret
+        from streaming_core.plugin_api import install_log_redaction, register_secret
         install_log_redaction('databricks', 'urllib3')
         settings = {'host': self.host, 'token': self._token, 'profile': self.profile,
                     'config_file': self.config_file, 'auth_type': self.auth_type}

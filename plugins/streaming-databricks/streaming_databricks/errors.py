@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.redact import redact_text
-from streaming_core.storage import LOCAL_FILE_ERRORS
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    redact_text,
+)
 from streaming_databricks.urls import DbfsUrl
 
 __all__ = ['translate', 'volumes_hint']

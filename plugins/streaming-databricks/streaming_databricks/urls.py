@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from streaming_core.errors import PermanentStorageError
-from streaming_core.util import redact_url
+from streaming_core.plugin_api import PermanentStorageError, redact_url
 
 __all__ = ['DbfsUrl', 'parse_dbfs_url']
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.dataset import StreamingDataset
-from streaming_core.errors import StreamingError
-from streaming_core.indexing import getitem
+from streaming_core import StreamingDataset
+from streaming_core.plugin_api import StreamingError, getitem
 
 __all__ = ['RecipeDataset', 'MissingColumnsError', 'check_columns', 'rgb']
 

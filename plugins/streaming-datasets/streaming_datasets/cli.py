@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streaming_core.commands._common import storage_options
+from streaming_core.plugin_api import storage_options
 from streaming_datasets.conversion import DEFAULT_SIZE_LIMIT, ConversionResult, WriterOptions
 
 __all__ = ['add_converter_parser', 'add_splits_argument', 'writer_options', 'print_results', 'split_list',

@@ -33,8 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming_core.errors import StreamingError
-from streaming_core.storage import exists, is_remote, join, local_path
+from streaming_core.plugin_api import StreamingError, storage
 from streaming_datasets.progress import Progress
 
 __all__ = ['ConversionResult', 'ConversionError', 'SourceLayoutError', 'Skip', 'SplitPlan', 'convert_split',
@@ -114,9 +113,7 @@ class WriterOptions:
             raise ValueError(f'workers must be a positive integer (the number of parallel conversion processes), '
                              f'got {self.workers!r}.')
         # Checked here, before any process starts, rather than in every partition.
-        from streaming_core.compression import parse_compression
-        from streaming_core.hashing import get_hash
-        from streaming_core.writer import parse_size_limit
+        from streaming_core.plugin_api import get_hash, parse_compression, parse_size_limit
         if self.compression:
             parse_compression(self.compression)  # its error says once what was wrong and what is installed
         if self.hashes is not None and (isinstance(self.hashes, str) or list(self.hashes) != sorted(self.hashes)):
@@ -232,8 +229,8 @@ def convert_splits(plans: Sequence[SplitPlan], out: str,
         if not plan.items:
             raise SourceLayoutError(f'{plan.desc}: nothing to convert (no source items were found).')
     for plan in plans:
-        _check_output(join(out, plan.name), options)
-    return {plan.name: convert_split(plan.items, plan.produce, plan.columns, join(out, plan.name), options,
+        _check_output(storage.join(out, plan.name), options)
+    return {plan.name: convert_split(plan.items, plan.produce, plan.columns, storage.join(out, plan.name), options,
                                      total=plan.total, desc=plan.desc, unit=plan.unit, item_unit=plan.item_unit)
             for plan in plans}
 
@@ -358,12 +355,12 @@ def _check_output(out: str, options: WriterOptions) -> None:
     """Refuse a non-empty output (without ``exist_ok``) before anything is written anywhere."""
     if options.exist_ok:
         return
-    if is_remote(out):
-        if exists(join(out, 'index.json'), options=options.storage_options):
-            raise FileExistsError(f'The remote output already holds a dataset: {join(out, "index.json")}. Pass '
+    if storage.is_remote(out):
+        if storage.exists(storage.join(out, 'index.json'), options=options.storage_options):
+            raise FileExistsError(f'The remote output already holds a dataset: {storage.join(out, "index.json")}. Pass '
                                   f'exist_ok=True (--exist-ok) to overwrite it, or choose another location.')
         return
-    path = local_path(out)
+    path = storage.local_path(out)
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f'Conversion output {path} exists and is not a directory.')
     if os.path.isdir(path) and os.listdir(path):
@@ -373,9 +370,9 @@ def _check_output(out: str, options: WriterOptions) -> None:
 
 def _prepare_root(out: str, options: WriterOptions) -> None:
     """Clear (with ``exist_ok``) and create a local output; :func:`_check_output` has refused what it must."""
-    if is_remote(out):
+    if storage.is_remote(out):
         return
-    path = local_path(out)
+    path = storage.local_path(out)
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f'Conversion output {path} exists and is not a directory.')
     if os.path.isdir(path) and os.listdir(path):
@@ -414,7 +411,7 @@ def _convert_parallel(chunks: list[Sequence[Any]], produce: Callable[[Sequence[A
                       progress: Progress) -> ConversionResult:
     context = multiprocessing.get_context('spawn')
     queue = context.Queue()
-    parts = [join(out, f'{k:05d}') for k in range(len(chunks))]
+    parts = [storage.join(out, f'{k:05d}') for k in range(len(chunks))]
     processes = [context.Process(target=_partition_main, name=f'convert-partition-{k}',
                                  args=(k, chunk, produce, dict(columns), parts[k], options.writer_kwargs(), queue))
                  for k, chunk in enumerate(chunks)]
@@ -450,7 +447,7 @@ def _convert_parallel(chunks: list[Sequence[Any]], produce: Callable[[Sequence[A
     reasons = [reason for k in sorted(results) for reason in results[k][2]][:_MAX_REASONS]
     if not samples:
         raise _no_samples(desc, skipped, reasons)  # the partitions' indexes are never merged: nothing committed
-    from streaming_core.merge import merge_index
+    from streaming_core import merge_index
     merge_index(out, storage_options=options.storage_options)
     _log_skips(desc, skipped, reasons)
     return ConversionResult(out=out, samples=samples, skipped=skipped, partitions=len(chunks), skip_reasons=reasons)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from streaming_core.dataset import StreamingDataset
+from streaming_core import StreamingDataset
 from streaming_datasets.base import RecipeDataset
 from streaming_datasets.tokenizers import AUTO, TokenSpec
 

@@ -64,7 +64,7 @@ def document_items(inputs: Sequence[str] | str) -> list[tuple[str, str, int, int
     items: list[tuple[str, str, int, int]] = []
     for source in [inputs] if isinstance(inputs, str) else inputs:
         if os.path.isfile(os.path.join(source, 'index.json')):
-            from streaming_core.local import LocalDataset
+            from streaming_core import LocalDataset
             count = len(LocalDataset(source))
             items.extend(('dataset', source, start, min(start + _DATASET_CHUNK, count))
                          for start in range(0, count, _DATASET_CHUNK))
@@ -110,7 +110,7 @@ def iter_documents(items: Iterable[tuple[str, str, int, int]], text_key: str) ->
                 yield text_field(record, text_key, source, line), f'{source}:{line}'
             continue
         if source not in _datasets:
-            from streaming_core.local import LocalDataset
+            from streaming_core import LocalDataset
             _datasets[source] = LocalDataset(source)
         dataset = _datasets[source]
         for index in range(start, stop):

@@ -23,8 +23,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streaming_core.errors import PermanentStorageError, StorageError, TruncatedDownloadError
-from streaming_core.storage import ProcessLocal, check_options
+from streaming_core.plugin_api import (
+    PermanentStorageError,
+    ProcessLocal,
+    StorageError,
+    TruncatedDownloadError,
+    check_options,
+)
 from streaming_sftp.errors import translate
 from streaming_sftp.urls import SftpUrl, parse_sftp_url
 
@@ -84,7 +89,7 @@ class SftpBackend(ProcessLocal):
             if not os.path.isfile(os.path.expanduser(path)):
                 raise PermanentStorageError(f'The SFTP private key file {path} does not exist (key_filename or '
                                             f'$COMPOSER_SFTP_KEY_FILE).')
-        from streaming_core.redact import register_secret
+        from streaming_core.plugin_api import register_secret
         register_secret(self._password)
         register_secret(self._passphrase)
         self._init_runtime()
@@ -139,7 +144,7 @@ class SftpBackend(ProcessLocal):
     def _connect(self, key: tuple[str, int, str | None, str | None], timeout: float) -> Any:
         import paramiko
 
-        from streaming_core.redact import install_log_redaction, register_secret
+        from streaming_core.plugin_api import install_log_redaction, register_secret
         install_log_redaction('paramiko')
         host, port, username, password = key
         register_secret(password)

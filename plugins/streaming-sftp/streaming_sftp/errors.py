@@ -5,9 +5,13 @@ from __future__ import annotations
 import errno
 import socket
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.redact import redact_text
-from streaming_core.storage import LOCAL_FILE_ERRORS
+from streaming_core.plugin_api import (
+    LOCAL_FILE_ERRORS,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    redact_text,
+)
 from streaming_sftp.urls import SftpUrl
 
 __all__ = ['translate']
