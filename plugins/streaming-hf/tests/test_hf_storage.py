@@ -1,0 +1,158 @@
+"""``hf://`` storage against a loopback server speaking the Hub's REST API: listing (paginated), ranged reads and
+downloads through the CDN redirect, revision pinning, tokens (never sent to the CDN, never in messages), private and
+gated repositories, offline mode; and a Hub dataset's Parquet files streamed end to end."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import pytest
+
+from streaming_core import StreamingDataLoader, StreamingDataset
+from streaming_core.plugin_api import PermanentStorageError, StorageError
+from streaming_core.storage import get_backend
+from streaming_hf.testing import HubServer
+from streaming_hf.url import parse_hf_url
+from tests.deps import require
+
+TOKEN = 'hf_secretTOKENvalue123'
+
+
+def _parquet(ids: list[int]) -> bytes:
+    require('pyarrow')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    out = io.BytesIO()
+    pq.write_table(pa.table({'id': ids, 'text': [f'row {i}' for i in ids]}), out, row_group_size=10)
+    return out.getvalue()
+
+
+def _push_dataset(hub: HubServer, repo_id: str = 'owner/name', **access: Any) -> str:
+    repo = hub.state.repo('datasets', repo_id, **access)
+    files = {'README.md': b'---\nlicense: mit\n---\n', '.gitattributes': b'*.parquet filter=lfs\n'}
+    for shard in range(3):
+        files[f'data/train-{shard:05d}-of-00003.parquet'] = _parquet(list(range(shard * 20, shard * 20 + 20)))
+    files['data/test-00000-of-00001.parquet'] = _parquet([1000, 1001])
+    return repo.push(files)
+
+
+def test_urls() -> None:
+    url = parse_hf_url('hf://datasets/owner/name@refs%2Fconvert%2Fparquet/default/train/0000.parquet')
+    assert (url.kind, url.repo, url.revision, url.path) == ('datasets', 'owner/name', 'refs/convert/parquet',
+                                                             'default/train/0000.parquet')
+    assert url.quoted_revision() == 'refs%2Fconvert%2Fparquet'
+    assert parse_hf_url('hf://datasets/owner/name@refs/pr/3/data').revision == 'refs/pr/3'
+    plain = parse_hf_url('hf://datasets/owner/name/data/x.parquet')
+    assert plain.revision is None and plain.root == 'hf://datasets/owner/name' and plain.repo_type == 'dataset'
+    assert plain.with_path('y') == 'hf://datasets/owner/name/y'
+    assert parse_hf_url('hf://models/o/m@v1').path == ''
+    for bad in ('hf://owner/name/x', 'hf://datasets/owner', 'hf://datasets/own er/name', 's3://datasets/o/n',
+                'hf://datasets/o/n@/x'):
+        with pytest.raises(PermanentStorageError, match='hf://datasets/'):
+            parse_hf_url(bad)
+
+
+def test_list_read_range_download_exists(hub: HubServer, tmp_path: Any) -> None:
+    commit = _push_dataset(hub)
+    backend = get_backend('hf://datasets/owner/name')
+    rows = backend.list_stats('hf://datasets/owner/name/data/', timeout=10)
+    names = [url for url, _ in rows]
+    assert names == [f'hf://datasets/owner/name/data/{n}' for n in (
+        'test-00000-of-00001.parquet', 'train-00000-of-00003.parquet', 'train-00001-of-00003.parquet',
+        'train-00002-of-00003.parquet')]
+    files = hub.state.repos[('datasets', 'owner/name')].commits[commit]
+    import hashlib
+    for url, stat in rows:
+        data = files[url.split('owner/name/', 1)[1]]
+        assert stat['size'] == len(data) and stat['etag'] == hashlib.sha256(data).hexdigest()
+    # The whole repository: 7 entries (files and directories) over pages of 4, every page followed.
+    assert len(backend.list('hf://datasets/owner/name/', timeout=10)) == 6
+    assert hub.state.count('GET', '/tree/') >= 3
+    assert backend.list('hf://datasets/owner/name/nothing/', timeout=10) == []
+    url = 'hf://datasets/owner/name/data/train-00001-of-00003.parquet'
+    data = files['data/train-00001-of-00003.parquet']
+    assert backend.read_range(url, len(data) - 8, 8, timeout=10) == data[-8:]
+    assert backend.read_range(url, len(data) - 4, 100, timeout=10) == data[-4:]
+    assert backend.read_range(url, len(data) + 10, 5, timeout=10) == b''
+    backend.download(url, str(tmp_path / 'x'), timeout=10)
+    assert (tmp_path / 'x').read_bytes() == data
+    assert backend.exists(url, timeout=10) and backend.exists('hf://datasets/owner/name/README.md', timeout=10)
+    assert not backend.exists('hf://datasets/owner/name/missing.parquet', timeout=10)
+    # Every file request names the commit, resolved once.
+    assert hub.state.count('GET', '/revision/main') == 1
+    assert hub.state.count('GET', f'/resolve/{commit}/') >= 3 and hub.state.count('GET', '/resolve/main/') == 0
+    with pytest.raises(PermanentStorageError, match='not supported by streaming-hf.*upload_folder'):
+        backend.upload(str(tmp_path / 'x'), url, timeout=10)
+
+
+@pytest.mark.slow
+def test_a_hub_dataset_streams_end_to_end_and_stays_pinned(hub: HubServer, tmp_path: Any) -> None:
+    first = _push_dataset(hub)
+    dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'cache'),
+                               shuffle=True, batch_size=4, shuffle_seed=7)
+    assert len(dataset) == 62
+    # Indexing read footers only: ranged reads of the 4 files' ends, no whole-file download yet.
+    ranged = [h for m, p, h in hub.state.requests if p.startswith('/cdn/') and 'Range' in h]
+    assert len(ranged) == 4 and hub.state.count('GET', '/tree/') == 1
+    # A push to main while training: this dataset keeps reading its commit.
+    repo = hub.state.repos[('datasets', 'owner/name')]
+    repo.push({'data/train-00000-of-00003.parquet': _parquet(list(range(500, 520)))})
+    ids = sorted(sample['id'] for sample in dataset)
+    assert ids == list(range(60)) + [1000, 1001]
+    assert all(f'/{first}/' in p for m, p, _ in hub.state.requests if '/resolve/' in p or p.startswith('/cdn/'))
+    assert hub.state.cdn_authorization and not any(hub.state.cdn_authorization)
+    # DataLoader workers read the same commit (the pin is inherited), from the node's cache.
+    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, collate_fn=lambda batch: batch)
+    assert sorted(s['id'] for batch in loader for s in batch) == ids
+
+
+def test_hub_layout_split_through_parquet_stream(hub: HubServer, tmp_path: Any) -> None:
+    require('streaming_parquet')
+    from streaming_parquet import ParquetStream
+    _push_dataset(hub)
+    stream = ParquetStream(remote='hf://datasets/owner/name@main', local=str(tmp_path / 'c'), split='test')
+    dataset = StreamingDataset(streams=[stream], batch_size=1)
+    assert [s for s in dataset] == [{'id': 1000, 'text': 'row 1000'}, {'id': 1001, 'text': 'row 1001'}]
+
+
+def test_private_and_gated_repositories(hub: HubServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _push_dataset(hub, 'owner/private', private=True, tokens=(TOKEN,))
+    _push_dataset(hub, 'owner/gated', gated=True, tokens=(TOKEN,))
+    url = 'hf://datasets/owner/private/data/'
+    with pytest.raises(PermanentStorageError, match=r'401 Unauthorized \(RepoNotFound.*no token was given '
+                                                    r'\(HF_TOKEN\)') as err:
+        get_backend(url).list(url, timeout=10)
+    with pytest.raises(PermanentStorageError, match='403 Forbidden.*accept its conditions'):
+        get_backend(url).list('hf://datasets/owner/gated/data/', timeout=10)
+    wrong = get_backend(url, {'token': 'hf_wrongTOKENvalue999'})
+    with pytest.raises(PermanentStorageError, match='the token given was refused') as err:
+        wrong.list(url, timeout=10)
+    assert 'hf_wrongTOKENvalue999' not in str(err.value) and 'wrongTOKEN' not in repr(wrong)
+    monkeypatch.setenv('HF_TOKEN', TOKEN)
+    dataset = StreamingDataset(remote='hf://datasets/owner/gated/data', local=str(tmp_path / 'g'), batch_size=2)
+    assert sorted(s['id'] for s in dataset) == list(range(60)) + [1000, 1001]
+    hub_auth = [h.get('Authorization') for m, p, h in hub.state.requests if not p.startswith('/cdn/')]
+    assert f'Bearer {TOKEN}' in hub_auth and not any(hub.state.cdn_authorization)
+    assert TOKEN not in repr(get_backend(url))
+
+
+def test_offline_and_unreachable_say_so(hub: HubServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _push_dataset(hub)
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    with pytest.raises(PermanentStorageError, match='HF_HUB_OFFLINE is set'):
+        StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'a'), batch_size=2)
+    monkeypatch.delenv('HF_HUB_OFFLINE')
+    import socket
+
+    from streaming_core.storage import clear_backend_cache
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv('HF_ENDPOINT', f'http://127.0.0.1:{port}')
+    clear_backend_cache()
+    with pytest.raises(StorageError, match=f'cannot reach the Hugging Face Hub at http://127.0.0.1:{port}'):
+        StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'b'), batch_size=2,
+                         download_retry=0)
+    assert os.environ['HF_ENDPOINT'].endswith(str(port))
