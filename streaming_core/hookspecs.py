@@ -203,11 +203,26 @@ def register_shuffle_algorithms(registry: RegistryView) -> None:
     permutes ``0..sum(shard_sizes)-1``. Canonical node ``c`` owns output positions
     ``[c*N//NCN, (c+1)*N//NCN)``; a good algorithm keeps each node's positions on few shards.
 
+    An algorithm declares its properties as boolean attributes, which the planner reads (it never tests a
+    shuffle's name; an absent attribute is False):
+
+    * ``splits_canonical_nodes``: it shuffles only within each canonical node's share (``py1s``, ``py2s``), so the
+      default ``num_canonical_nodes`` is 64 per physical node instead of one.
+    * ``spreads_shards_within_block``: it spreads each shard's samples over about ``block_size`` positions
+      (``py1e``, ``py1n``), so the planner warns ``Shuffle block size was smaller than shard size ...`` when the
+      largest shard holds more samples than ``shuffle_block_size``, for every plan, computed or read from the plan
+      cache. The shuffle itself does not warn.
+
     Example::
+
+        def reverse(sizes, ncn, seed, epoch, block):
+            return np.arange(sum(sizes))[::-1].copy()
+
+        reverse.splits_canonical_nodes = True  # treated like py1s: 64 canonical nodes per physical node
 
         @hookimpl
         def register_shuffle_algorithms(registry):
-            registry.add('reverse', lambda sizes, ncn, seed, epoch, block: np.arange(sum(sizes))[::-1])
+            registry.add('reverse', reverse)
     """
 
 

@@ -214,6 +214,18 @@ class ShuffleAlgorithm(Protocol):
     permutation for that node's positions), or ``nodes_share(shard_sizes, num_canonical_nodes, seed, epoch,
     block_size, nodes, dtype=np.int64) -> {node: array}`` for several nodes at once (preferred when present);
     planning then costs a physical node only what it reads.
+
+    An algorithm declares its properties as boolean attributes; the planner reads them (an absent one is False)
+    and never tests a shuffle's name:
+
+    * ``splits_canonical_nodes``: the algorithm shuffles only within each canonical node's share of the shards
+      (``py1s``, ``py2s``), so its order improves with more canonical nodes: the default ``num_canonical_nodes`` is
+      64 per physical node instead of one.
+    * ``spreads_shards_within_block``: the algorithm spreads each shard's samples over a window of about
+      ``block_size`` positions (``py1e``, ``py1n``), so a shard larger than the block is shuffled less: the planner
+      warns (``Shuffle block size was smaller than shard size ...``) for every plan, computed or cached.
+
+    A plain function declares them as function attributes (``my_shuffle.splits_canonical_nodes = True``).
     """
 
     def __call__(self, shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,

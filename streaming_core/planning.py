@@ -14,6 +14,7 @@ builds the other nodes' parts: memory is O(samples the node reads), and with ``p
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,17 +29,40 @@ if TYPE_CHECKING:
     from streaming_core.world import World
 
 __all__ = ['EpochPlanner', 'random_batching', 'default_num_canonical_nodes', 'default_shuffle_block_size',
-           'apply_weights']
+           'apply_weights', 'shuffle_declares', 'BLOCK_WARNING', 'SPLIT_NODES_FACTOR']
 
-_SPLIT_SHUFFLES = ('py1s', 'py2s')
 _CHUNK = 1 << 22
+#: Canonical nodes per physical node by default for a shuffle that declares ``splits_canonical_nodes``.
+SPLIT_NODES_FACTOR = 64
+#: The warning given when a shuffle that declares ``spreads_shards_within_block`` gets a shard larger than its block.
+BLOCK_WARNING = ('Shuffle block size was smaller than shard size for some shards. This will result in a more '
+                 'limited shuffle, since samples from a shard are not spread beyond the shard itself. Raise '
+                 'shuffle_block_size above the largest shard size for a better shuffle.')
+
+
+def shuffle_declares(algorithm: Any, name: str) -> bool:
+    """Whether a shuffle algorithm (an object, or a registered name) declares the boolean property ``name``.
+
+    Shuffles declare properties as attributes (see :class:`~streaming_core.interfaces.ShuffleAlgorithm`):
+    ``splits_canonical_nodes`` and ``spreads_shards_within_block``. An undeclared property is False.
+    """
+    if isinstance(algorithm, str):
+        algorithm = get_registry('shuffle').get(algorithm)
+    return bool(getattr(algorithm, name, False))
 
 
 def default_num_canonical_nodes(shuffle_algo: str, physical_nodes: int) -> int:
-    """The reference's default: ``64 * nodes`` for ``py1s``/``py2s``, else the node count."""
+    """The reference's default: ``64 * nodes`` for a shuffle that declares ``splits_canonical_nodes`` (``py1s``,
+    ``py2s``), else the node count.
+
+    Raises:
+        UnknownNameError: ``shuffle_algo`` is not a registered shuffle.
+    """
     if int(physical_nodes) < 1:
         raise ValueError(f'The number of physical nodes must be positive, got {physical_nodes}.')
-    return 64 * int(physical_nodes) if shuffle_algo in _SPLIT_SHUFFLES else int(physical_nodes)
+    if shuffle_declares(shuffle_algo, 'splits_canonical_nodes'):
+        return SPLIT_NODES_FACTOR * int(physical_nodes)
+    return int(physical_nodes)
 
 
 def default_shuffle_block_size(num_canonical_nodes: int) -> int:
@@ -227,6 +251,24 @@ class EpochPlanner:
         return np.asarray(self.shuffle_algorithm()(np.asarray(units, np.int64), self.num_canonical_nodes,
                                                    self.shuffle_seed, epoch, block), np.int64)
 
+    def order_warnings(self) -> list[str]:
+        """What is worth telling the user about this order, whatever computes or caches the plan.
+
+        A shuffle that declares ``spreads_shards_within_block`` (``py1e``, ``py1n``) spreads each shard's samples
+        over a window of about ``shuffle_block_size`` positions; a shard with more samples than that is shuffled
+        less (:data:`BLOCK_WARNING`). The check is deterministic: the largest shard against the block size.
+        """
+        if not self.shuffle or not len(self.samples_per_shard):
+            return []
+        if int(self.samples_per_shard.max()) <= self.shuffle_block_size:
+            return []
+        return [BLOCK_WARNING] if shuffle_declares(self.shuffle_algorithm(), 'spreads_shards_within_block') else []
+
+    def warn(self, stacklevel: int = 2) -> None:
+        """Give the :meth:`order_warnings` as ``UserWarning`` (called for every plan, computed or from the cache)."""
+        for message in self.order_warnings():
+            warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
+
     def stream_block_size(self, stream_id: int) -> int:
         """Shuffle block size for one stream shuffled alone: ``int(block * proportion)``, at least 1.
 
@@ -250,6 +292,7 @@ class EpochPlanner:
     def plan(self, world: 'World', epoch: int, sample_in_epoch: int) -> NDArray[np.int64]:
         """The whole parallel world's partition for ``epoch``: ``(PN, R, Wk, batches, B)`` small sample IDs."""
         self._check_call(world, epoch, sample_in_epoch)
+        self.warn()
         method = get_registry('batching').get(self.batching_method)
         return method(self, world, epoch, sample_in_epoch)
 
@@ -259,6 +302,7 @@ class EpochPlanner:
         and a shuffle with ``node_share``; it returns None when it cannot).
         """
         self._check_call(world, epoch, sample_in_epoch)
+        self.warn()
         if not 0 <= node < world.num_nodes:
             raise ValueError(f'node {node} is out of range for a world of {world.num_nodes} nodes.')
         method = get_registry('batching').get(self.batching_method)

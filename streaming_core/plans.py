@@ -71,7 +71,11 @@ def plan_key(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: i
 
 def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: int,
               share: bool = True) -> NDArray[np.int64]:
-    """This node's plan ``(ranks_per_node, workers_per_rank, batches, batch_size)``, computed once per node."""
+    """This node's plan ``(ranks_per_node, workers_per_rank, batches, batch_size)``, computed once per node.
+
+    The planner's :meth:`~streaming_core.planning.EpochPlanner.warn` runs for every call, whether the plan is
+    computed here (``plan_node`` warns) or read from the node's plan cache.
+    """
     if not share:
         return planner.plan_node(world, epoch, sample_in_epoch, node)
     try:
@@ -83,10 +87,12 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
     path = os.path.join(directory, f'{key}.npy')
     plan = _load(path)
     if plan is not None:
+        planner.warn(stacklevel=2)  # what a computed plan warns, a cached one warns too
         return plan
     locks = RangeLocks.for_path(os.path.join(directory, 'plans.lock'))
     plan = _load(path)
     if plan is not None:
+        planner.warn(stacklevel=2)
         _hold(locks, key)
         return plan
     byte = int(key[:8], 16) % _LOCK_BYTES
@@ -106,6 +112,7 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
             _hold(locks, key)
             prune_plans(directory, keep=path)
         else:
+            planner.warn(stacklevel=2)
             _hold(locks, key)
     finally:
         locks.release(byte)

@@ -12,7 +12,6 @@ it (advances the rng exactly as materialising would, see :mod:`streaming_py1e.re
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -21,11 +20,7 @@ from numpy.typing import NDArray
 from streaming_py1e.replay import Scratch, skip_uniform
 from streaming_py1e.spans import Spans, check_shuffle_args, py1_spans
 
-__all__ = ['NodeWalkShuffle', 'Py1s', 'Py1b', 'Py1br', 'Py1e', 'BLOCK_WARNING', 'py1br_blocks']
-
-BLOCK_WARNING = ('Shuffle block size was smaller than shard size for some shards. This will result in a more '
-                 'limited shuffle, since samples from a shard are not spread beyond the shard itself. Raise '
-                 'shuffle_block_size above the largest shard size for a better shuffle.')
+__all__ = ['NodeWalkShuffle', 'Py1s', 'Py1b', 'Py1br', 'Py1e', 'py1br_blocks']
 
 Sink = Callable[[int], 'NDArray[np.integer] | None']
 
@@ -38,9 +33,17 @@ def _check_block(name: str, block_size: int) -> int:
 
 
 class NodeWalkShuffle:
-    """Base of the walk-structured shuffles: ``__call__``, ``node_share`` and ``nodes_share``."""
+    """Base of the walk-structured shuffles: ``__call__``, ``node_share`` and ``nodes_share``.
+
+    The declared properties the planner reads (``docs/plugins/hooks.md``) default to False here; a subclass sets
+    ``splits_canonical_nodes`` when it shuffles only within a canonical node's spans (its default
+    ``num_canonical_nodes`` is then 64 per physical node) and ``spreads_shards_within_block`` when a shard larger
+    than ``block_size`` is shuffled less (the planner then warns, whether or not the plan is cached).
+    """
 
     name = ''
+    splits_canonical_nodes = False
+    spreads_shards_within_block = False
 
     def prepare(self, sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,
                 block_size: int) -> tuple[Spans, np.random.Generator, dict]:
@@ -54,7 +57,7 @@ class NodeWalkShuffle:
         raise NotImplementedError
 
     def finish(self, state: dict) -> None:
-        """Called after the walk (warnings)."""
+        """Called after the walk."""
 
     def _walk(self, shard_sizes: NDArray[np.integer] | list[int], num_canonical_nodes: int, seed: int, epoch: int,
               block_size: int, wanted: Iterable[int], sink: Sink) -> None:
@@ -123,6 +126,7 @@ class Py1s(NodeWalkShuffle):
     """``py1s``: shuffled shard spans per node, each span shuffled in place (``block_size`` is ignored)."""
 
     name = 'py1s'
+    splits_canonical_nodes = True
 
     def walk_node(self, spans: Spans, c: int, rng: np.random.Generator, state: dict, block_size: int,
                   out: NDArray[np.integer] | None, scratch: Scratch) -> None:
@@ -215,6 +219,7 @@ class Py1e(NodeWalkShuffle):
     """``py1e`` (the default): each shard's samples spread over a window of about ``block_size`` positions."""
 
     name = 'py1e'
+    spreads_shards_within_block = True
 
     def prepare(self, sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, epoch: int,
                 block_size: int) -> tuple[Spans, np.random.Generator, dict]:
@@ -225,7 +230,6 @@ class Py1e(NodeWalkShuffle):
             raise ValueError(f'The number of samples assigned to a canonical node is 0. Either increase the number '
                              f'of samples or reduce num_canonical_nodes ({int(sizes.sum())} samples over '
                              f'{num_canonical_nodes} canonical nodes).')
-        state['clipped'] = False
         return spans, rng, state
 
     def walk_node(self, spans: Spans, c: int, rng: np.random.Generator, state: dict, block_size: int,
@@ -251,8 +255,7 @@ class Py1e(NodeWalkShuffle):
             draw = rng.integers(low, high)
             cut = (draw - size) / 2
             if cut < 0:
-                cut = 0
-                state['clipped'] = True
+                cut = 0  # a shard larger than its window: the planner warns (order_warnings)
             left = max(-cut, -offset)
             right = min(cut, total - offset - size)
             if out is None:
@@ -267,8 +270,3 @@ class Py1e(NodeWalkShuffle):
                 np.take(samples, order, out=out)
             else:
                 out[:] = samples[order]
-
-    def finish(self, state: dict) -> None:
-        """Warn once if a shard was larger than its window."""
-        if state.get('clipped'):
-            warnings.warn(BLOCK_WARNING, UserWarning, stacklevel=4)

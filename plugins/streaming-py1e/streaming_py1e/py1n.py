@@ -24,13 +24,11 @@ O(chunk + block_size + largest shard).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_py1e.py1 import BLOCK_WARNING
 from streaming_py1e.spans import Spans, check_shuffle_args, py1_spans
 
 __all__ = ['Py1n', 'TAG', 'node_rng']
@@ -61,6 +59,8 @@ class Py1n:
     """``py1n``: ``__call__`` (full permutation), ``node_share`` and ``nodes_share`` (one node in O(its size))."""
 
     name = 'py1n'
+    splits_canonical_nodes = False
+    spreads_shards_within_block = True  # a shard larger than its window is shuffled less: the planner warns
 
     @staticmethod
     def _block(block_size: int) -> tuple[int, int]:
@@ -128,15 +128,12 @@ class Py1n:
         """The permutation's slices for the given canonical nodes (``dtype`` may be ``np.uint32`` below 2**32)."""
         spans = self.spans(shard_sizes, num_canonical_nodes, seed, epoch)
         shares = {}
-        clipped = False
         for node in sorted(set(int(c) for c in nodes)):
             if not 0 <= node < spans.num_nodes:
                 raise ValueError(f'Canonical node {node} is out of range for {spans.num_nodes} canonical nodes.')
             lo, hi = spans.node_range(node)
             shares[node] = np.empty(hi - lo, dtype)
-            clipped |= self.fill_node(spans, node, seed, epoch, block_size, shares[node])
-        if clipped:
-            warnings.warn(BLOCK_WARNING, UserWarning, stacklevel=2)
+            self.fill_node(spans, node, seed, epoch, block_size, shares[node])
         return shares
 
     def node_share(self, shard_sizes: NDArray[np.integer] | list[int], num_canonical_nodes: int, seed: int,
@@ -149,12 +146,9 @@ class Py1n:
         """The full permutation of ``0..N-1`` (the node shares concatenated in canonical order)."""
         spans = self.spans(shard_sizes, num_canonical_nodes, seed, epoch)
         out = np.empty(spans.num_samples, np.int64)
-        clipped = False
         for node in range(spans.num_nodes):
             lo, hi = spans.node_range(node)
-            clipped |= self.fill_node(spans, node, seed, epoch, block_size, out[lo:hi])
-        if clipped:
-            warnings.warn(BLOCK_WARNING, UserWarning, stacklevel=2)
+            self.fill_node(spans, node, seed, epoch, block_size, out[lo:hi])
         return out
 
     def __repr__(self) -> str:

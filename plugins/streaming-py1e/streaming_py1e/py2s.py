@@ -23,6 +23,8 @@ class Py2s:
     """``py2s``: callable ``(shard_sizes, NCN, seed, epoch, block_size) -> permutation``."""
 
     name = 'py2s'
+    splits_canonical_nodes = True  # shuffles within canonical nodes: 64 of them per physical node by default
+    spreads_shards_within_block = False
 
     def __call__(self, shard_sizes: NDArray[np.integer] | list[int], num_canonical_nodes: int, seed: int,
                  epoch: int, block_size: int = 1 << 18) -> NDArray[np.int64]:

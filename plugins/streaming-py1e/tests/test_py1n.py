@@ -107,9 +107,17 @@ def test_small_shards_are_mixed_within_about_one_block():
 
 
 def test_big_shards_warn_like_py1e():
+    """py1n declares spreads_shards_within_block, so the planner warns for it as for py1e."""
+    from streaming_core.planning import EpochPlanner
+    from streaming_core.world import World
+    planner = EpochPlanner(samples_per_shard=np.array([100, 100]), shards_per_stream=np.array([2]),
+                           choose_per_stream=np.array([200]), proportion_per_stream=np.array([1.0]), epoch_size=200,
+                           batch_size=1, num_canonical_nodes=1, shuffle=True, shuffle_algo='py1n',
+                           shuffle_block_size=10)
+    assert Py1n.spreads_shards_within_block and planner.order_warnings()
     with pytest.warns(UserWarning, match='Shuffle block size was smaller than shard size'):
         warnings.filterwarnings('always', message='Shuffle block size')
-        ALGO([100, 100], 1, 0, 0, 10)
+        planner.plan_node(World(), 0, 0, 0)
 
 
 def test_empty_canonical_nodes_are_allowed():

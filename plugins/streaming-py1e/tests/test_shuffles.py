@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streaming_core.planning import BLOCK_WARNING, EpochPlanner
 from streaming_core.registry import get_registry
-from streaming_py1e.py1 import BLOCK_WARNING, Py1b, Py1br, Py1e, Py1s, py1br_blocks
+from streaming_core.world import World
+from streaming_py1e.py1 import Py1b, Py1br, Py1e, Py1s, py1br_blocks
 from streaming_py1e.py2s import Py2s
 from streaming_py1e.replay import Scratch, skip_uniform
 
@@ -124,13 +126,26 @@ def test_block_size_validation_and_small_blocks():
     assert sorted(Py1e()(SIZES, 2, 0, 0, 1).tolist()) == list(range(39))
 
 
+def block_planner(sizes, block, algo='py1e'):
+    """A one-stream, one-node planner shuffling ``sizes`` with ``algo`` and block size ``block``."""
+    total = int(sum(sizes))
+    return EpochPlanner(samples_per_shard=np.array(sizes), shards_per_stream=np.array([len(sizes)]),
+                        choose_per_stream=np.array([total]), proportion_per_stream=np.array([1.0]), epoch_size=total,
+                        batch_size=1, num_canonical_nodes=1, shuffle=True, shuffle_algo=algo,
+                        shuffle_block_size=block)
+
+
 def test_py1e_warns_when_a_shard_exceeds_its_window():
+    """The warning is the planner's (so a cached plan warns too): py1e declares spreads_shards_within_block."""
+    assert Py1e.spreads_shards_within_block and not Py1s.spreads_shards_within_block
     with pytest.warns(UserWarning, match='Shuffle block size was smaller than shard size'):
         warnings.filterwarnings('always', message='Shuffle block size')
-        Py1e()([50, 50], 1, 0, 0, 8)
+        block_planner([50, 50], 8).plan(World(), 0, 0)
     with warnings.catch_warnings():
         warnings.simplefilter('error')
-        Py1e()([5, 5], 1, 0, 0, 100)
+        block_planner([5, 5], 100).plan(World(), 0, 0)
+        block_planner([50, 50], 8, 'py1s').plan(World(), 0, 0)  # py1s ignores the block: nothing to warn about
+        Py1e()([50, 50], 1, 0, 0, 8)  # the shuffle itself no longer warns (the planner does, once per plan)
     assert 'shuffle_block_size' in BLOCK_WARNING
 
 
