@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.catalogue import ShardCatalogue
-from streaming_core.errors import CacheLimitError
+from streaming_core.errors import CacheLimitError, EmptyDatasetError, UnknownMethodError, UnknownNameError
 from streaming_core.indexing import getitem
 from streaming_core.integrations.resharding import refuse_foreign_sharding
 from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
@@ -24,7 +24,7 @@ from streaming_core.registry import get_registry
 from streaming_core.shards import ShardManager
 from streaming_core.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.spanner import Spanner
-from streaming_core.stream import Stream
+from streaming_core.stream import Stream, stream_class
 from streaming_core.util import bytes_to_int, gc_paused, number_abbrev_to_int
 from streaming_core.world import World, register_node
 
@@ -111,7 +111,10 @@ class StreamingDataset(IterableDataset):
         if isinstance(shuffle_seed, bool) or not isinstance(shuffle_seed, numbers.Integral) or shuffle_seed < 0:
             raise ValueError(f'Invalid shuffle_seed: {shuffle_seed!r}. It must be a non-negative integer.')
         get_registry('shuffle').get(shuffle_algo)
-        get_registry('batching').get(batching_method)
+        try:
+            get_registry('batching').get(batching_method)
+        except UnknownNameError as err:  # a ValueError, as the reference's check of batching_method
+            raise UnknownMethodError(f'batching_method={batching_method!r}: {err}') from None
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
                                        or batch_size < 1):
             raise ValueError(f'`batch_size` must be a positive integer (the per-device batch size), got '
@@ -135,8 +138,7 @@ class StreamingDataset(IterableDataset):
         if transform is not None and not callable(transform):
             raise TypeError(f'`transform` must be a callable applied to each sample, got {type(transform).__name__}.')
         self.transform = transform
-        if stream_name != 'stream':
-            raise ValueError(f'Unknown stream_name {stream_name!r}: pass Stream objects (or subclasses) in `streams`.')
+        stream_cls = stream_class(stream_name) if not streams else Stream  # ignored with `streams`, as the reference
 
         self.split = split
         self.download_retry = download_retry
@@ -182,14 +184,17 @@ class StreamingDataset(IterableDataset):
             # and resolved weights go into our own copies.
             self.streams = [copy.copy(stream) for stream in streams]
         else:
-            self.streams = [Stream(remote=remote, local=local, **dict(stream_config or {}))]
+            given = {'remote': remote, 'local': local, 'split': split, 'download_retry': download_retry,
+                     'download_timeout': download_timeout, 'validate_hash': validate_hash, 'keep_zip': keep_zip}
+            self.streams = [stream_cls(**{**{name: value for name, value in given.items() if value is not None},
+                                          **dict(stream_config or {})})]
         defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
                     'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options,
                     'format': format}
         for stream in self.streams:
             stream.apply_default(defaults)
         self.num_streams = len(self.streams)
-        self.catalogue = ShardCatalogue.load(self.streams, self.allow_unsafe_types)
+        self.catalogue = self._load_catalogue()
         self.layout_identity = self.catalogue.layout_identity()
 
         # Cache limit.
@@ -215,6 +220,25 @@ class StreamingDataset(IterableDataset):
         self._worker_resume: dict[str, Any] | None = None
         self._counted_at_end: tuple[int, int] | None = None  # (slot, epoch) of a per-worker resume being read
         self._epoch_totals: dict[tuple[Any, ...], int] = {}
+
+    def _load_catalogue(self) -> ShardCatalogue:
+        """The streams' shards: each stream's mapped shard table, or, for a stream whose class overrides
+        ``get_shards``, the readers that method returns (called by keyword with the reference's arguments)."""
+        if not any(stream.overrides_get_shards() for stream in self.streams):
+            return ShardCatalogue.load(self.streams, self.allow_unsafe_types)
+        world = self._rank_world()
+        sources: list[Any] = []
+        for stream in self.streams:
+            if stream.overrides_get_shards():
+                source: Any = list(stream.get_shards(world=world, allow_unsafe_types=self.allow_unsafe_types))
+                samples = sum(int(reader.samples) for reader in source)
+            else:
+                source = stream.shard_table(self.allow_unsafe_types)
+                samples = int(source.samples_per_shard.sum())
+            if samples == 0:
+                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
+            sources.append(source)
+        return ShardCatalogue(self.streams, sources)
 
     # ----------------------------------------------------------------------------------------------------------
     # The catalogue's tables, under the reference's attribute names.

@@ -148,6 +148,11 @@ class UnknownSchemeError(UnknownNameError, ValueError):
     """No storage backend is registered for a URL scheme (``ValueError``, as the reference's unsupported remote)."""
 
 
+class UnknownMethodError(UnknownNameError, ValueError):
+    """A dataset argument names something no plugin registers (``batching_method``, ``stream_name``: a
+    ``ValueError``, as the reference's argument check and registry error)."""
+
+
 class NotSupportedError(StreamingError, NotImplementedError):
     """A feature of the reference that streaming-core does not provide (the message says what to use instead)."""
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, UnknownNameError, UnsafePathError
+from streaming_core.errors import IndexFormatError, IndexJSONError, UnknownNameError, UnsafePathError
 from streaming_core.util import pyjson_sorted
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'check_basename', 'parse_index_text', 'load_index', 'shard_readers',
@@ -100,10 +100,16 @@ def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
     """Parse and check the top level of an index: a JSON object with ``version == 2`` and a ``shards`` list.
 
     Unknown top-level keys are ignored (the reference does the same).
+
+    Raises:
+        IndexJSONError: the text is not valid JSON (a ``json.JSONDecodeError`` too, as in the reference).
+        IndexFormatError: the text is not UTF-8, nests too deeply, or is not a version 2 index.
     """
     try:
         obj = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+    except json.JSONDecodeError as err:
+        raise IndexJSONError(f'Index file at {path} is empty or corrupted. {err}', err.doc, err.pos) from err
+    except (UnicodeDecodeError, RecursionError) as err:
         raise IndexFormatError(f'Index file at {path} is empty or corrupted. {err}') from err
     if not isinstance(obj, dict):
         raise IndexFormatError(f'Index file at {path} is not a JSON object (got {type(obj).__name__}).')

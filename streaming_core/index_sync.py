@@ -47,6 +47,7 @@ from streaming_core.cache_record import (
 )
 from streaming_core.errors import (
     IndexFormatError,
+    IndexNotFoundError,
     PermanentStorageError,
     RemoteNotFoundError,
     StorageError,
@@ -67,8 +68,9 @@ INDEX_LOCK_BYTE = 0
 _REMOTE_COPY = 'remote-index.json'
 
 
-class MissingIndexError(StreamingError, FileNotFoundError):
-    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from."""
+class MissingIndexError(IndexNotFoundError):
+    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from (a ``RuntimeError``, as
+    the reference raises, and a ``FileNotFoundError``)."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ INSTALL_HINTS: dict[str, dict[str, str]] = {
     'converter': {name: 'streaming-datasets' for name in ('cifar10', 'imagenet', 'coco', 'ade20k', 'c4', 'pile',
                                                           'enwiki', 'laion400m', 'webvid', 'tokens', 'pack-tokens')},
     'index_builder': {'parquet': 'streaming-parquet'},
+    'stream': {},
 }
 
 _KIND_WORDS = KIND_WORDS

@@ -22,12 +22,12 @@ from typing import Any, Callable, Sequence
 from streaming_core.binary_index import ShardTable
 from streaming_core.cache import CacheHooks, CacheState, cache_key
 from streaming_core.catalogue import ShardCatalogue
-from streaming_core.errors import ShardCorruptError, StreamingError
+from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.locking import RangeLocks
 from streaming_core.stream import Stream
 from streaming_core.util import redact_url
 
-__all__ = ['ShardManager', 'ShardPrepareError']
+__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'prepare_error']
 
 logger = logging.getLogger('streaming_core.shards')
 
@@ -38,6 +38,19 @@ def _identity(stat: os.stat_result) -> tuple[int, ...]:
 
 class ShardPrepareError(StreamingError, OSError):
     """A shard could not be made available (download, hash check or decompression failed)."""
+
+
+class ShardHashMismatchError(ShardPrepareError, HashMismatchError):
+    """A shard could not be made available because a downloaded file failed its hash check (a ``ValueError`` as
+    well, as the reference's "Checksum failure")."""
+
+
+def prepare_error(message: str, cause: BaseException) -> ShardPrepareError:
+    """The :class:`ShardPrepareError` for a failed preparation, of the subclass that keeps the type family the
+    reference raises for ``cause`` (a hash mismatch stays a ``ValueError``)."""
+    if isinstance(cause, HashMismatchError):
+        return ShardHashMismatchError(message)
+    return ShardPrepareError(message)
 
 
 class ShardManager:
@@ -222,13 +235,13 @@ class ShardManager:
         locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {reader.where}', on_wait=on_wait)
         try:
             if stream.is_ready(reader):
-                stream.prepare_files(reader)  # drops a leftover compressed copy
+                stream.prepare_shard(reader)  # drops a leftover compressed copy
                 return
             cache = self.cache if self.evictable(shard) else None
             if cache is not None:
                 cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
             try:
-                stream.prepare_files(reader)
+                stream.prepare_shard(reader)
                 if not reader.compression:
                     self._checked.add(shard)  # just downloaded: the download checked its size (and hash)
             except BaseException as err:
@@ -237,8 +250,8 @@ class ShardManager:
                 if isinstance(err, (KeyboardInterrupt, SystemExit)):
                     raise
                 remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
-                raise ShardPrepareError(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
-                                        f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}') from err
+                raise prepare_error(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
+                                    f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}', err) from err
             if cache is not None:
                 cache.commit(shard)
         finally:

@@ -18,6 +18,8 @@ from streaming_core.errors import (
     RemoteNotFoundError,
     StorageError,
     TruncatedDownloadError,
+    UnknownNameError,
+    UnknownSchemeError,
     UploadError,
 )
 from streaming_core.interfaces import StorageBackend
@@ -131,7 +133,12 @@ def get_backend(url: str, options: Mapping[str, Any] | None = None) -> StorageBa
     key = (os.getpid(), scheme, _freeze(options))
     backend = _backends.get(key)
     if backend is None:
-        factory = get_registry('storage').get(scheme)
+        try:
+            factory = get_registry('storage').get(scheme)
+        except UnknownSchemeError:
+            raise
+        except UnknownNameError as err:  # a ValueError too, as the reference's "Unsupported remote path"
+            raise UnknownSchemeError(f'Unsupported remote path: {redact_url(url)}. {err}') from None
         with _backends_lock:
             backend = _backends.get(key)
             if backend is None:

@@ -10,13 +10,15 @@ go stale and nothing of ours inside the local directory.
 
 from __future__ import annotations
 
+import contextvars
+import json
 import os
 import re
 import time
 from typing import Any, Mapping
 
 from streaming_core.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
-from streaming_core.errors import IndexFormatError, ShardCorruptError, StreamingError
+from streaming_core.errors import HashMismatchError, IndexFormatError, IndexJSONError, ShardCorruptError, StreamingError
 from streaming_core.index import INDEX_BASENAME, resolve_inside
 from streaming_core.index_sync import MissingIndexError, sync_index
 from streaming_core.locking import RangeLocks
@@ -24,7 +26,7 @@ from streaming_core.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.storage import download_file, is_remote, join, local_path, temp_name
 from streaming_core.util import redact_url
 
-__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files']
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'stream_class']
 
 
 _TEMP = re.compile(r'.+\.(\d+)\.[0-9a-f]{8}\.tmp$')
@@ -59,6 +61,12 @@ def _alive(pid: int) -> bool:
 StreamDefaults = Mapping[str, Any]
 _SWEEP_MARKER = 'temp-sweep'
 _SWEEP_EVERY = 3600.0
+
+#: While :meth:`Stream.prepare_files` works on one part of a shard: the reader, its raw file info and its
+#: compressed file info (what :meth:`Stream._download_file` and :meth:`Stream._decompress_shard_part` check against,
+#: so overrides keep the reference's signatures).
+_PART: contextvars.ContextVar[tuple[Any, Any, Any] | None] = contextvars.ContextVar('streaming_core_part',
+                                                                                    default=None)
 
 
 def _check_validate_hash_name(name: str) -> None:
@@ -222,10 +230,25 @@ class Stream:
         when it changed; see :mod:`streaming_core.index_sync`) and return its path."""
         return sync_index(self).path
 
-    def get_shards(self, allow_unsafe_types: bool = False) -> list[Any]:
+    def get_shards(self, world: Any = None, allow_unsafe_types: bool = False) -> list[Any]:
         """Like :meth:`shard_table`, but with every shard's reader created now (one object per shard: prefer
-        :meth:`shard_table` for big indexes)."""
+        :meth:`shard_table` for big indexes).
+
+        A subclass may override it (the reference's signature ``get_shards(world, allow_unsafe_types)``): the
+        dataset then calls it, by keyword, instead of :meth:`shard_table`, and reads the readers it returns.
+
+        Args:
+            world: The :class:`~streaming_core.World` of the process building the dataset (unused here; the
+                reference's argument). A bool in its place is taken as ``allow_unsafe_types`` (the old signature).
+            allow_unsafe_types: Allow ``pkl`` columns.
+        """
+        if isinstance(world, bool):
+            world, allow_unsafe_types = None, world
         return list(self.shard_table(allow_unsafe_types))
+
+    def overrides_get_shards(self) -> bool:
+        """Whether this stream's class overrides :meth:`get_shards` (the dataset then loads its shards through it)."""
+        return type(self).get_shards is not Stream.get_shards
 
     def shard_table(self, allow_unsafe_types: bool = False,
                     expect: tuple[str, str] | None = None) -> ShardTable:
@@ -257,10 +280,11 @@ class Stream:
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:
+            err = _as_json_error(err)
             if self.remote_dir and hasattr(err, 'add_note'):
                 err.add_note(f'{synced.path} is the local copy of {redact_url(join(self.remote_dir, INDEX_BASENAME))}'
                              f' (compared with it at construction).')
-            raise
+            raise err
         if expect is not None:
             if table.identity != expect[0] and table.layout != expect[1]:
                 raise IndexFormatError(
@@ -342,11 +366,27 @@ class Stream:
         """This stream's node-local locks (a file in its local directory's state directory, under the cache root)."""
         return self._locks()
 
+    def prepare_shard(self, shard: Any) -> int:
+        """Make a shard's raw files present (the engine calls this; a subclass may override it, as in the
+        reference) and return the change of the bytes it occupies locally. Calls :meth:`prepare_files`.
+
+        Args:
+            shard: The shard's reader (one of :meth:`get_shards`).
+        """
+        before = self.present_bytes(shard)
+        self.prepare_files(shard)
+        return self.present_bytes(shard) - before
+
     def prepare_files(self, reader: Any) -> None:
         """Make the shard's raw files present: download, check, decompress (bounded), rename into place. The caller
-        holds the shard's "prepare" lock, so at most one process per node works on it."""
+        holds the shard's "prepare" lock, so at most one process per node works on it. Downloads go through
+        :meth:`_download_file` and decompression through :meth:`_decompress_shard_part` (both overridable)."""
         for raw, zipped in reader.parts:
-            self._prepare_part(reader, raw, zipped)
+            token = _PART.set((reader, raw, zipped))
+            try:
+                self._prepare_part(reader, raw, zipped)
+            finally:
+                _PART.reset(token)
 
     def _prepare_part(self, reader: Any, raw: Any, zipped: Any) -> None:
         raw_path = resolve_inside(self.local_dir, raw.basename, reader.where)
@@ -358,20 +398,81 @@ class Stream:
             return
         os.makedirs(os.path.dirname(raw_path), exist_ok=True)
         if zipped is None:
-            self._download(raw, raw_path)
+            self._download_file(raw.basename)
+            self._check_present(raw_path, raw.basename, '_download_file')
             return
         zip_path = resolve_inside(self.local_dir, zipped.basename, reader.where)
         if not os.path.isfile(zip_path):
-            self._download(zipped, zip_path)
-        self._decompress(reader, zip_path, raw_path, raw)
+            self._download_file(zipped.basename)
+            self._check_present(zip_path, zipped.basename, '_download_file')
+        self._decompress_shard_part(zipped, zip_path, raw_path, reader.compression)
+        self._check_present(raw_path, raw.basename, '_decompress_shard_part')
         if not self.safe_keep_zip and os.path.exists(zip_path):
             os.remove(zip_path)
 
-    def _download(self, info: Any, path: str) -> None:
+    def _check_present(self, path: str, basename: str, method: str) -> None:
+        """After an overridable step: the file is there and, when a subclass's ``_download_file`` fetched it, has
+        the size (and ``validate_hash``) the index records (the base class checks while downloading)."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{type(self).__name__}.{method} returned without putting {basename} at {path}.')
+        if method != '_download_file' or type(self)._download_file is Stream._download_file:
+            return
+        part = _PART.get()
+        info = next((item for item in (part or ())[1:] if item is not None and item.basename == basename), None)
+        if info is None:
+            return
+        size = os.path.getsize(path)
+        if size != info.bytes:
+            os.remove(path)
+            raise ShardCorruptError(f'{type(self).__name__}._download_file put {size} bytes at {path}, but the '
+                                    f'index declares {info.bytes} for {basename}.')
+        if self.validate_hash and self.validate_hash in info.hashes:
+            from streaming_core.hashing import hash_file
+            got = hash_file(self.validate_hash, path)
+            if got != info.hashes[self.validate_hash]:
+                os.remove(path)
+                raise HashMismatchError(f'Checksum failure: {path} ({self.validate_hash} is {got}, the index '
+                                        f'records {info.hashes[self.validate_hash]}), put there by '
+                                        f'{type(self).__name__}._download_file.')
+
+    def _download_file(self, from_basename: str, to_basename: str | None = None) -> str:
+        """Download one file of this stream's remote into its local directory and return the local path (the
+        reference's signature; a subclass may override it, for example to fetch from a mirror).
+
+        While a shard is prepared, the size and the ``validate_hash`` recorded in the index are checked (with
+        retries); called directly for another file, it is downloaded unchecked.
+
+        Args:
+            from_basename: The file's path relative to the remote (and split).
+            to_basename: Its path relative to the local directory (default: the same).
+        """
+        part = _PART.get()
+        where = part[0].where if part is not None else self.local_dir
+        path = resolve_inside(self.local_dir, to_basename or from_basename, where)
+        info = None
+        if part is not None:
+            info = next((item for item in part[1:] if item is not None and item.basename == from_basename), None)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._download(info, path, from_basename)
+        return path
+
+    def _decompress_shard_part(self, zip_info: Any, zip_filename: str, raw_filename: str,
+                               compression: str | None) -> None:
+        """Decompress one compressed shard file into its raw file (the reference's signature; overridable). Called
+        by :meth:`prepare_files`, the output is bounded by the raw size the index declares and must have exactly
+        that size; called from elsewhere (a subclass's own ``prepare_shard``), it is not bounded."""
+        part = _PART.get()
+        self._decompress(compression, zip_filename, raw_filename, part[1] if part is not None else None)
+
+    def _download(self, info: Any, path: str, basename: str) -> None:
         remote = self.remote_dir
         if not remote:
             raise MissingIndexError(f'Shard file {path} is missing locally and the stream has no remote to fetch '
                                     f'it from.')
+        if info is None:
+            download_file(join(remote, basename), path, timeout=float(self.download_timeout),
+                          retries=int(self.download_retry), options=self.storage_options)
+            return
         expected_hash = None
         if self.validate_hash:
             if self.validate_hash not in info.hashes:
@@ -379,19 +480,19 @@ class Stream:
                                  f'with those provided during dataset creation `{sorted(info.hashes)}`. Provide one '
                                  f'of those.')
             expected_hash = (self.validate_hash, info.hashes[self.validate_hash])
-        download_file(join(remote, info.basename), path, timeout=float(self.download_timeout),
+        download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                       retries=int(self.download_retry), expected_size=info.bytes, expected_hash=expected_hash,
                       options=self.storage_options)
 
-    def _decompress(self, reader: Any, zip_path: str, raw_path: str, raw: Any) -> None:
+    def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
         from streaming_core.compression import decompress
         with open(zip_path, 'rb') as handle:
             data = handle.read()
         try:
-            out = decompress(reader.compression, data, max_size=raw.bytes)
+            out = decompress(compression, data, max_size=raw.bytes if raw is not None else None)
         except ShardCorruptError as err:
             raise ShardCorruptError(f'{zip_path}: {err}') from err
-        if len(out) != raw.bytes:
+        if raw is not None and len(out) != raw.bytes:
             raise ShardCorruptError(f'{zip_path} decompresses to {len(out)} bytes, but the index declares '
                                     f'{raw.bytes} for {raw.basename}.')
         tmp = temp_name(raw_path)
@@ -425,3 +526,49 @@ class Stream:
     def __repr__(self) -> str:
         remote = redact_url(self.remote) if self.remote else None
         return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r})'
+
+
+def _as_json_error(err: IndexFormatError) -> IndexFormatError:
+    """An index that is not valid JSON as an :class:`~streaming_core.errors.IndexJSONError` (a
+    ``json.JSONDecodeError``, as the reference raises), whichever reader found it: the streamed reader
+    (:mod:`streaming_core.index_stream`) reports it as a plain ``IndexFormatError`` saying "is empty or corrupted"."""
+    cause = err.__cause__
+    if type(err) is not IndexFormatError or 'is empty or corrupted' not in str(err) or \
+            not (cause is None or isinstance(cause, json.JSONDecodeError)):
+        return err
+    doc, pos = (cause.doc, cause.pos) if isinstance(cause, json.JSONDecodeError) else ('', 0)
+    converted = IndexJSONError(str(err), doc, pos)
+    converted.__cause__ = cause
+    converted.__traceback__ = err.__traceback__
+    return converted
+
+
+def stream_class(name: str) -> type[Stream]:
+    """The :class:`Stream` class registered under ``name`` (the ``stream`` kind of the name registry, filled by the
+    ``register_streams`` hook; ``'stream'`` is :class:`Stream`), for ``StreamingDataset(stream_name=...)``.
+
+    Raises:
+        UnknownMethodError: no stream class is registered under ``name`` (a ``ValueError``, as the reference's
+            registry error), listing the registered names.
+        TypeError: what is registered is not a subclass of :class:`Stream`.
+    """
+    from streaming_core.errors import UnknownMethodError, UnknownNameError
+    from streaming_core.registry import KINDS, get_registry
+    if not isinstance(name, str) or not name:
+        raise ValueError(f'`stream_name` must be the name of a registered stream class, got {name!r}.')
+    found: Any = None
+    if 'stream' in KINDS:
+        try:
+            found = get_registry('stream').get(name)
+        except UnknownNameError as err:
+            if name != 'stream':
+                raise UnknownMethodError(f'stream_name={name!r}: {err}') from None
+    if found is None:
+        if name != 'stream':
+            raise UnknownMethodError(f'stream_name={name!r}: no stream class is registered under that name (this '
+                                     f'streaming-core has no stream registry). Pass Stream objects in `streams`.')
+        found = Stream
+    if not (isinstance(found, type) and issubclass(found, Stream)):
+        raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
+                        f'register a Stream subclass.')
+    return found

@@ -56,8 +56,6 @@ def test_streams_or_remote_local_not_both(int_dataset: str) -> None:
         Stream(local=int_dataset, proportion=0.5, repeat=2)
 
 
-@pytest.mark.xfail(strict=True, reason='streaming_core/dataset.py checks batching_method through the registry, whose '
-                                       'UnknownNameError is a LookupError; the reference raises ValueError')
 def test_unknown_batching_method_is_a_value_error(int_dataset: str) -> None:
     with pytest.raises(ValueError, match='batching method'):
         StreamingDataset(local=int_dataset, batching_method='nope')

@@ -97,6 +97,78 @@ def test_survives_a_real_dataloader_worker(cls: type[BaseException]) -> None:
     assert MESSAGE in str(info.value)
 
 
+class _Calls(Dataset):
+    """A one-item dataset whose item runs ``action`` (in the worker: the loader is forked, nothing is pickled)."""
+
+    def __init__(self, action: Any) -> None:
+        self.action = action
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> Any:
+        return self.action()
+
+
+def _corrupt_index(tmp_path: Any) -> None:
+    from streaming_core.index import parse_index_text
+    parse_index_text('{"shards": [', str(tmp_path / 'index.json'))
+
+
+def _missing_index(tmp_path: Any) -> None:
+    streaming.StreamingDataset(local=str(tmp_path / 'nothing'))
+
+
+def _wrong_column_value(tmp_path: Any) -> None:
+    with streaming.MDSWriter(out=str(tmp_path / 'w'), columns={'x': 'int'}) as writer:
+        writer.write({'x': 'seven'})
+
+
+def _unknown_scheme(tmp_path: Any) -> None:
+    streaming.StreamingDataset(remote='foo://bucket/x', local=str(tmp_path / 'l'))
+
+
+def _unknown_batching(tmp_path: Any) -> None:
+    (tmp_path / 'd').mkdir(parents=True)
+    streaming.StreamingDataset(local=str(tmp_path / 'd'), batching_method='nope')
+
+
+def _hash_mismatch(tmp_path: Any) -> None:
+    remote = str(tmp_path / 'remote')
+    with streaming.MDSWriter(out=remote, columns={'x': 'int'}, hashes=['sha1']) as writer:
+        writer.write({'x': 1})
+    with open(os.path.join(remote, 'shard.00000.mds'), 'r+b') as handle:
+        handle.seek(-1, os.SEEK_END)
+        handle.write(b'\x07')
+    streaming.StreamingDataset(remote=remote, local=str(tmp_path / 'local'), validate_hash='sha1',
+                               download_retry=0)[0]
+
+
+# (situation, the reference's type a handler matches, our class, a phrase of the message)
+SITUATIONS = [(_corrupt_index, json.JSONDecodeError, errors.IndexJSONError, 'empty or corrupted'),
+              (_missing_index, RuntimeError, errors.IndexNotFoundError, 'does not exist either'),
+              (_wrong_column_value, AttributeError, errors.ColumnTypeError, "declared 'int'"),
+              (_unknown_scheme, ValueError, errors.UnknownSchemeError, 'Unsupported remote path'),
+              (_unknown_batching, ValueError, errors.UnknownMethodError, 'batching method'),
+              (_hash_mismatch, ValueError, errors.HashMismatchError, 'Checksum failure')]
+
+
+@pytest.mark.parametrize('situation,reference_type,ours,phrase', SITUATIONS, ids=lambda v: getattr(v, '__name__', ''))
+def test_real_situations_keep_their_type_family_through_a_dataloader_worker(
+        tmp_path: Any, situation: Any, reference_type: type, ours: type, phrase: str) -> None:
+    """The error raised in the main process and the one torch rebuilds from a worker's message (num_workers=1)
+    both match a handler written for the reference and one written for our class."""
+    with pytest.raises(reference_type, match=phrase) as direct:
+        situation(tmp_path / 'main')
+    assert isinstance(direct.value, ours)
+    loader = DataLoader(_Calls(lambda: situation(tmp_path / 'worker')), batch_size=None, num_workers=1,
+                        multiprocessing_context='fork' if os.name == 'posix' else None)
+    with pytest.raises(reference_type, match=phrase) as info:
+        next(iter(loader))
+    assert type(info.value) is type(direct.value)  # not torch's RuntimeError fallback
+    assert 'in DataLoader worker process 0' in str(info.value)
+
+
 def test_json_decode_error_class_behaves_like_one() -> None:
     err = errors.IndexJSONError('Index file at /x/index.json is empty or corrupted.', '{"a": ', 6)
     assert isinstance(err, json.JSONDecodeError) and isinstance(err, ValueError)
@@ -162,8 +234,6 @@ def test_out_of_range_index_is_index_error(int_dataset: str) -> None:
         streaming.StreamingDataset(local=int_dataset).get_item(40)
 
 
-@pytest.mark.xfail(strict=True, reason='streaming_core/shards.py ShardManager.prepare wraps the HashMismatchError '
-                                       '(ValueError) of a download in ShardPrepareError (OSError)')
 def test_hash_mismatch_is_value_error(tmp_path: Any) -> None:
     remote = str(tmp_path / 'remote')
     with streaming.MDSWriter(out=remote, columns={'x': 'int'}, hashes=['sha1']) as writer:
@@ -177,35 +247,39 @@ def test_hash_mismatch_is_value_error(tmp_path: Any) -> None:
         dataset[0]
 
 
-# Situations whose core module still raises another type (listed in the streaming-compat report): strict xfails,
-# so they turn into failures (and must be un-marked) as soon as the core raises the reference's type.
+# Situations where the core raises its own error class, which also derives from the reference's type.
 
-@pytest.mark.xfail(strict=True, reason='streaming_core/index.py parse_index_text raises IndexFormatError, not '
-                                       'errors.IndexJSONError, for invalid JSON')
 def test_corrupt_index_is_json_decode_error(tmp_path: Any) -> None:
     (tmp_path / 'index.json').write_text('{"shards": [')
     with pytest.raises(json.JSONDecodeError, match='empty or corrupted'):
         streaming.StreamingDataset(local=str(tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason='streaming_core/index_sync.py MissingIndexError derives from '
-                                       'FileNotFoundError only (make it errors.IndexNotFoundError)')
 def test_missing_local_index_is_runtime_error(tmp_path: Any) -> None:
     with pytest.raises(RuntimeError, match='does not exist either'):
         streaming.StreamingDataset(local=str(tmp_path / 'nothing'))
 
 
-@pytest.mark.xfail(strict=True, reason='streaming_mds EncodingTypeError (and the JSON/XSV encoders\' CodecError) '
-                                       'must derive from errors.ColumnTypeError')
 def test_wrong_column_value_is_attribute_error(tmp_path: Any) -> None:
     with streaming.MDSWriter(out=str(tmp_path / 'w'), columns={'x': 'bytes'}) as writer:
         with pytest.raises(AttributeError):
             writer.write({'x': 'not bytes'})
         writer.write({'x': b'ok'})
+    for cls, out in ((streaming.JSONWriter, 'j'), (streaming.CSVWriter, 'c')):
+        with cls(out=str(tmp_path / out), columns={'x': 'float'}) as writer:
+            with pytest.raises(AttributeError) as info:
+                writer.write({'x': 1})
+            assert isinstance(info.value, errors.ColumnTypeError) and 'an int is not a float' in str(info.value)
+            writer.write({'x': 1.5})
 
 
-@pytest.mark.xfail(strict=True, reason='streaming_core/storage.py get_backend raises UnknownNameError (a LookupError) '
-                                       'for an unregistered scheme; raise errors.UnknownSchemeError')
+def test_unknown_scheme_is_value_error_with_the_reference_phrase() -> None:
+    from streaming_core.storage import get_backend
+    with pytest.raises(ValueError, match='Unsupported remote path: foo://bucket/x') as info:
+        get_backend('foo://bucket/x')
+    assert isinstance(info.value, errors.UnknownSchemeError) and 'Installed storage scheme names' in str(info.value)
+
+
 def test_dataset_with_unsupported_remote_is_value_error(tmp_path: Any) -> None:
     with pytest.raises(ValueError):
         streaming.StreamingDataset(remote='foo://bucket/x', local=str(tmp_path / 'l'))

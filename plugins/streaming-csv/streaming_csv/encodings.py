@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streaming_core.errors import CodecError, ShardCorruptError
+from streaming_core.errors import ColumnTypeError, ShardCorruptError
 
 __all__ = ['XSV_ENCODINGS', 'xsv_encode', 'xsv_decoder']
 
@@ -18,7 +18,7 @@ def xsv_encode(name: str, encoding: str, value: Any) -> str:
     if not isinstance(value, XSV_ENCODINGS[encoding]):
         hint = ' (an int is not a float; convert it with float())' if encoding == 'float' and isinstance(value, int) \
             else ''
-        raise CodecError(f'Column {name!r} is declared {encoding!r}, but the value is {type(value).__name__}: '
+        raise ColumnTypeError(f'Column {name!r} is declared {encoding!r}, but the value is {type(value).__name__}: '
                          f'{value!r:.60}.{hint}')
     return value if encoding == 'str' else str(value)
 

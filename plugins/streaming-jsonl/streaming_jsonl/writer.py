@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError
+from streaming_core.errors import CodecError, ColumnTypeError
 from streaming_core.util import pyjson_sorted
 from streaming_core.writer import MissingColumnError, ShardWriter
 
@@ -26,9 +26,10 @@ JSON_ENCODINGS: dict[str, type] = {'str': str, 'int': int, 'float': float}
 
 
 def check_json_value(name: str, encoding: str, value: Any) -> None:
-    """Raise :class:`~streaming_core.errors.CodecError` unless ``value`` has the type ``encoding`` takes."""
+    """Raise :class:`~streaming_core.errors.ColumnTypeError` (an ``AttributeError`` too, as the reference) unless
+    ``value`` has the type ``encoding`` takes."""
     if not isinstance(value, JSON_ENCODINGS[encoding]):
-        raise CodecError(f'Column {name!r} is declared {encoding!r}, but the value is {type(value).__name__}: '
+        raise ColumnTypeError(f'Column {name!r} is declared {encoding!r}, but the value is {type(value).__name__}: '
                          f'{value!r:.60}.' + (' (an int is not a float; convert it with float())'
                                               if encoding == 'float' and isinstance(value, int) else ''))
 

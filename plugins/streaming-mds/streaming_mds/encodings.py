@@ -16,15 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError, UnknownNameError
+from streaming_core.errors import CodecError, ColumnTypeError, UnknownNameError
 
 __all__ = ['EncodingTypeError', 'EncodingOverflowError', 'UnknownEncodingError', 'Encoding', 'Bytes', 'Str', 'Int',
            'Scalar', 'StrInt', 'StrFloat', 'StrDecimal', 'Pickle', 'JSON', 'SCALAR_TYPES', 'scalar_factory',
            'short_repr']
 
 
-class EncodingTypeError(CodecError, TypeError):
-    """A column value has a type its encoding does not take.
+class EncodingTypeError(ColumnTypeError):
+    """A column value has a type its encoding does not take (a :class:`~streaming_core.errors.ColumnTypeError`:
+    also a ``TypeError``, and an ``AttributeError`` as the reference's encoders raise).
 
     Args:
         message: The whole message.

@@ -2,8 +2,10 @@
 
 It *is* a :class:`streaming_core.StreamingDataset` (a subclass), so ``isinstance`` checks in our loader, our
 trainer integrations and users' code hold; it is also a :class:`streaming.base.array.Array`, as in the reference.
-What it adds is the reference's custom-stream selection: without ``streams``, ``stream_name`` picks a class from
-:data:`streaming.base.stream.streams_registry` and ``stream_config`` gives its extra arguments.
+What it adds is the reference's registry for the custom-stream selection: without ``streams``, ``stream_name``
+picks a class from :data:`streaming.base.stream.streams_registry` and ``stream_config`` gives its extra arguments.
+A class registered there is in streaming-core's ``stream`` registry too, and the core builds it; one published only
+in the reference's entry-point group is built here, with the same arguments.
 """
 
 from __future__ import annotations
@@ -40,13 +42,17 @@ class StreamingDataset(_CoreDataset, Array):
         if stream_config is not None and not isinstance(stream_config, Mapping):
             raise TypeError(f'`stream_config` must be a dict of the stream class\'s arguments, got '
                             f'{type(stream_config).__name__}.')
-        if not kwargs.get('streams') and (kwargs.get('remote') or kwargs.get('local')) \
-                and streams_registry.get(stream_name) is not Stream:
-            kwargs['streams'] = [build_stream(stream_name, stream_config, kwargs)]
-            kwargs.pop('remote', None)
-            kwargs.pop('local', None)
-            stream_config = None
-        super().__init__(stream_config=stream_config, **kwargs)
+        if not kwargs.get('streams') and (kwargs.get('remote') or kwargs.get('local')):
+            registered = streams_registry.get(stream_name)  # a RegistryError (ValueError) naming the registry
+            if not (inspect.isclass(registered) and issubclass(registered, Stream)):
+                raise TypeError(f'stream_name={stream_name!r} names {registered!r} in streams_registry, which is not '
+                                f'a subclass of streaming.Stream; register a Stream subclass.')
+            if not streams_registry.in_core(stream_name, registered):
+                kwargs['streams'] = [build_stream(stream_name, stream_config, kwargs)]
+                kwargs.pop('remote', None)
+                kwargs.pop('local', None)
+                stream_name, stream_config = 'stream', None
+        super().__init__(stream_name=stream_name, stream_config=stream_config, **kwargs)
 
 
 # Tools that filter keyword arguments by the constructor's signature (training frameworks do) see every argument.
@@ -56,10 +62,6 @@ StreamingDataset.__init__.__signature__ = inspect.signature(_CoreDataset.__init_
 def build_stream(stream_name: str, stream_config: Mapping[str, Any] | None, dataset_kwargs: Mapping[str, Any]) -> Any:
     """The single stream of a dataset built without ``streams``: the registered class of ``stream_name`` called with
     the dataset's stream arguments (``remote``, ``local``, ``split``, ``download_retry`` ...) and ``stream_config``."""
-    registered = streams_registry.get(stream_name)
-    if not (inspect.isclass(registered) and issubclass(registered, Stream)):
-        raise TypeError(f'stream_name={stream_name!r} names {registered!r} in streams_registry, which is not a '
-                        f'subclass of streaming.Stream; register a Stream subclass.')
     defaults = {name: dataset_kwargs[name] for name in _STREAM_DEFAULTS if dataset_kwargs.get(name) is not None}
     return construct_from_registry(stream_name, streams_registry, partial_function=False,
                                    kwargs={**defaults, **dict(stream_config or {})})

@@ -88,10 +88,22 @@ class TypedRegistry(Generic[T]):
                             f'{".".join(self.namespace)} as {name!r}.')
         return self.register(name, func=func)
 
+    @property
+    def plugin_name(self) -> str:
+        """The plugin name this registry's registrations carry in streaming-core's registry."""
+        return f'<{".".join(self.namespace)}>'
+
     def _add_to_core(self, name: str, func: Any) -> None:
         registry = _core_registry(self.core_kind)
         if registry is not None:
-            registry.add(name, func, plugin=f'<{".".join(self.namespace)}>', override=True)
+            registry.add(name, func, plugin=self.plugin_name, override=True)
+
+    def in_core(self, name: str, obj: Any) -> bool:
+        """Whether streaming-core's registry of this kind holds ``obj`` under ``name`` (the core then builds it)."""
+        registry = _core_registry(self.core_kind)
+        if registry is None or name not in registry:
+            return False
+        return registry.get(name) is obj
 
     # Lookups.
     def get(self, name: str) -> T:
@@ -242,9 +254,18 @@ def save_registry(registry: TypedRegistry[Any] | None = None) -> Iterator[None]:
         from streaming.base.stream import streams_registry
         registry = streams_registry
     saved = dict(registry._items)
+    core = _core_registry(registry.core_kind)
+    core_saved = {entry.name: entry for entry in core.entries()} if core is not None else {}
     try:
         yield
     finally:
         with registry._lock:
             registry._items.clear()
             registry._items.update(saved)
+        if core is not None:
+            for name in registry._items.keys() | set(core.names_from(registry.plugin_name)):
+                old = core_saved.get(name)
+                if old is None:
+                    core.remove(name)
+                else:
+                    core.add(name, old.obj, plugin=old.plugin, override=True)
