@@ -52,7 +52,10 @@ print(json.dumps({'seconds': seconds, 'peak_mb': resource.getrusage(resource.RUS
                   'base_mb': base / 1024, 'shape': list(out.shape), 'valid': int((out >= 0).sum())}))
 '''
 
-REF_CHILD = '''
+REF_CHILD = f'''
+import sys; sys.path.insert(0, {ROOT!r})
+from compat.reference_guard import assert_reference_streaming; assert_reference_streaming()
+''' + '''
 import json, logging, resource, sys, time, warnings
 warnings.simplefilter('ignore'); logging.disable(logging.CRITICAL)
 import numpy as np

@@ -49,6 +49,9 @@ def worker(impl: str, case: str, compression: str | None, count: int, out: str) 
     if impl == 'ours':
         from streaming_mds import MDSWriter
     else:
+        sys.path.insert(0, ROOT)
+        from compat.reference_guard import assert_reference_streaming
+        assert_reference_streaming()  # mosaicml-streaming 0.13 from .venv-ref, never our streaming-compat
         from streaming import MDSWriter
     samples = make_samples(case, count)
     # Warm up outside the clock: one-time imports, plugin discovery, codec library loading (for both writers).

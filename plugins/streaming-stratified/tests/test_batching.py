@@ -173,7 +173,11 @@ def test_plan_node_is_the_slice():
 
 
 REF_PYTHON = os.path.join(ROOT, '.venv-ref', 'bin', 'python')
-REF_SCRIPT = textwrap.dedent('''
+#: First lines of every script run in the reference virtualenv: refuse to go on unless ``import streaming`` is
+#: mosaicml-streaming 0.13 there (never our streaming-compat), see compat/reference_guard.py.
+REF_GUARD = (f'import sys; sys.path.insert(0, {ROOT!r})\n'
+             'from compat.reference_guard import assert_reference_streaming; assert_reference_streaming()\n')
+REF_SCRIPT = REF_GUARD + textwrap.dedent('''
     import json, os, shutil, sys, tempfile, warnings, logging
     warnings.simplefilter('ignore'); logging.disable(logging.CRITICAL)
     import numpy as np
