@@ -38,7 +38,7 @@ import numpy as np
 
 from streaming_core.errors import CodecError
 
-__all__ = ['spark_encoding', 'infer_spark_columns', 'check_spark_columns', 'value_converter']
+__all__ = ['spark_encoding', 'infer_spark_columns', 'check_spark_columns', 'value_converter', 'json_compatible']
 
 _INT_ENCODINGS = {'int', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'str_int'}
 _FLOAT_ENCODINGS = {'float16', 'float32', 'float64', 'str_float'}
@@ -100,19 +100,31 @@ def infer_spark_columns(schema: Any) -> dict[str, str]:
     return {field.name: spark_encoding(field.dataType, field.name) for field in schema.fields}
 
 
-def _json_compatible(dtype: Any, top: bool = True) -> bool:
+def json_compatible(dtype: Any, top: bool = True) -> bool:
+    """Whether a Spark type can be stored in a ``json`` column: a Struct, Array or Map (string keys) built from
+    strings, numbers, booleans and nulls.
+
+    Args:
+        dtype: A ``pyspark.sql.types`` data type.
+        top: Whether ``dtype`` is a column's own type (a bare scalar column is not a ``json`` column) rather than a
+            nested one.
+    """
     t = _types()
     if isinstance(dtype, t.StructType):
-        return all(_json_compatible(f.dataType, False) for f in dtype.fields)
+        return all(json_compatible(f.dataType, False) for f in dtype.fields)
     if isinstance(dtype, t.ArrayType):
-        return _json_compatible(dtype.elementType, False)
+        return json_compatible(dtype.elementType, False)
     if isinstance(dtype, t.MapType):
-        return isinstance(dtype.keyType, t.StringType) and _json_compatible(dtype.valueType, False)
+        return isinstance(dtype.keyType, t.StringType) and json_compatible(dtype.valueType, False)
     if top:
         return False
     simple = (t.StringType, t.IntegerType, t.LongType, t.ShortType, t.ByteType, t.FloatType, t.DoubleType,
               t.BooleanType, t.NullType)
     return isinstance(dtype, simple)
+
+
+#: The old private name of :func:`json_compatible`, kept for callers that used it.
+_json_compatible = json_compatible
 
 
 def check_spark_columns(schema: Any, columns: Mapping[str, str]) -> None:
@@ -146,7 +158,7 @@ def check_spark_columns(schema: Any, columns: Mapping[str, str]) -> None:
                                  f'(expected {expect}).')
             continue
         if base == 'json':
-            if not _json_compatible(dtype):
+            if not json_compatible(dtype):
                 raise ValueError(f'Column {name!r}: "json" needs a Struct, Array or Map of strings, numbers, '
                                  f'booleans and nulls; the column is {shown}.')
             continue

@@ -14,6 +14,7 @@ import streaming
 from streaming.base.array import Array
 
 import streaming_core
+from tests.deps import require
 
 # The reference's documented modules and the names each provides (spec formats.md / runtime.md).
 API = {
@@ -202,3 +203,18 @@ def test_importing_stays_lazy(python: Any) -> None:
     '''))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == '[]'
+
+
+def test_is_json_compatible_is_the_core_check() -> None:
+    require('pyspark')
+    from pyspark.sql import types as t
+    from streaming.base.converters import is_json_compatible
+
+    from streaming_core.convert import spark_types
+    assert spark_types._json_compatible is spark_types.json_compatible  # the old name still works
+    nested = t.StructType([t.StructField('a', t.ArrayType(t.LongType())), t.StructField('b', t.StringType())])
+    assert is_json_compatible(nested) and spark_types.json_compatible(nested)
+    assert is_json_compatible(t.MapType(t.StringType(), t.DoubleType()))
+    assert not is_json_compatible(t.MapType(t.LongType(), t.DoubleType()))  # JSON keys are strings
+    assert not is_json_compatible(t.StringType())  # a scalar column is not a json column
+    assert not is_json_compatible(t.ArrayType(t.BinaryType()))

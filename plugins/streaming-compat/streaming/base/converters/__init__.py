@@ -29,7 +29,7 @@ def infer_dataframe_schema(dataframe: Any, user_defined_cols: dict[str, str] | N
 def is_json_compatible(data_type: Any) -> bool:
     """Whether a Spark type can be stored in a ``json`` column: a Struct, Array or Map (string keys) built from
     strings, numbers, booleans and nulls."""
-    return _types._json_compatible(data_type)
+    return _types.json_compatible(data_type)
 
 
 def _spark_to_mds() -> dict[Any, str]:
