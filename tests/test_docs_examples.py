@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Pages whose Python blocks form one runnable script (they make their own data).
 RUNNABLE = ['docs/guide/resumption.md', 'docs/plugins/api.md', 'docs/guide/parquet.md',
-            'docs/guide/startup.md', 'docs/guide/webdataset.md', 'docs/storage/hf.md']
+            'docs/guide/startup.md', 'docs/guide/webdataset.md', 'docs/storage/hf.md', 'docs/migrating.md']
 
 _BLOCK = re.compile(r'^```python\n(.*?)^```', re.S | re.M)
 
