@@ -41,7 +41,8 @@ def mirrored(tmp_path: Any) -> dict[str, str]:
     """A dataset written to ``mirror``; ``remote`` holds only its ``index.json`` (a stream reading it must fetch the
     shards from the mirror)."""
     mirror, remote = str(tmp_path / 'mirror'), str(tmp_path / 'remote')
-    with MDSWriter(out=mirror, columns={'id': 'int', 'text': 'str'}, size_limit=300, compression='gz') as writer:
+    with MDSWriter(out=mirror, columns={'id': 'int', 'text': 'str'}, size_limit=300, compression='gz',
+                   hashes=['sha1']) as writer:
         for i in range(SAMPLES):
             writer.write({'id': i, 'text': str(i)})
     os.makedirs(remote)
@@ -201,3 +202,39 @@ def test_unknown_stream_name_in_the_core_is_a_value_error(int_dataset: str) -> N
     with pytest.raises(ValueError, match="stream_name='nope'") as info:
         CoreDataset(local=int_dataset, stream_name='nope')
     assert isinstance(info.value, UnknownMethodError)
+
+
+class TruncatingStream(MirrorStream):
+    """Fetches a shorter file than the index declares."""
+
+    def _download_file(self, from_basename: str, to_basename: str | None = None) -> str:
+        local = super()._download_file(from_basename, to_basename)
+        with open(local, 'r+b') as handle:
+            handle.truncate(os.path.getsize(local) - 1)
+        return local
+
+
+class TamperingStream(MirrorStream):
+    """Fetches a file of the right size with one byte changed."""
+
+    def _download_file(self, from_basename: str, to_basename: str | None = None) -> str:
+        local = super()._download_file(from_basename, to_basename)
+        with open(local, 'r+b') as handle:
+            handle.seek(-1, os.SEEK_END)
+            last = handle.read(1)
+            handle.seek(-1, os.SEEK_END)
+            handle.write(bytes([last[0] ^ 0xFF]))
+        return local
+
+
+def test_an_overriding_download_is_still_checked(mirrored: dict[str, str], tmp_path: Any) -> None:
+    """What a subclass's ``_download_file`` fetched is checked against the index: its size always, its hash with
+    ``validate_hash``."""
+    args = {'remote': mirrored['remote'], 'mirror': mirrored['mirror'], 'log': mirrored['log']}
+    truncated = StreamingDataset(streams=[TruncatingStream(local=str(tmp_path / 'a'), **args)], batch_size=4)
+    with pytest.raises(OSError, match='the index declares'):
+        truncated[0]
+    tampered = StreamingDataset(streams=[TamperingStream(local=str(tmp_path / 'b'), **args)], batch_size=4,
+                                validate_hash='sha1')
+    with pytest.raises(ValueError, match='Checksum failure'):
+        tampered[0]
