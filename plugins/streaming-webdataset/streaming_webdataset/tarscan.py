@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
 
@@ -28,6 +29,7 @@ __all__ = ['BLOCK', 'Member', 'Sample', 'TarLayoutError', 'iter_members', 'group
 #: The tar block size: headers are one block, member data is padded to whole blocks.
 BLOCK = 512
 _ZERO = bytes(BLOCK)
+_HIGH = bytes(range(128, 256))
 _REGULAR = (b'0', b'\0', b'7')
 _KEY = re.compile(r'^((?:.*/|)[^.]+)[.]([^/]*)$')
 _META = re.compile(r'__[^/]*__($|/)')
@@ -40,8 +42,7 @@ class TarLayoutError(IndexFormatError):
     """A tar is readable but not in WebDataset layout (a member of no sample, a duplicate field or key)."""
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One regular file of a tar.
 
     Attributes:
@@ -93,9 +94,11 @@ def _checksum_ok(block: bytes, shown: str, at: int) -> bool:
         stored = _number(block[148:156], shown, at, 'checksum')
     except ShardCorruptError:
         return False
-    unsigned = sum(block[:148]) + 256 + sum(block[156:])
-    signed = unsigned - 256 * sum(1 for b in block[:148] + block[156:] if b > 127)
-    return stored in (unsigned, signed)
+    unsigned = sum(block) - sum(block[148:156]) + 256  # the checksum field counts as 8 spaces
+    if stored == unsigned:
+        return True
+    high = BLOCK - len(block.translate(None, _HIGH)) - (8 - len(block[148:156].translate(None, _HIGH)))
+    return stored == unsigned - 256 * high  # some old writers summed signed bytes
 
 
 def _pax_records(data: bytes, shown: str, at: int) -> dict[str, str]:
@@ -141,8 +144,8 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
     long_name: str | None = None
     pax: dict[str, str] = {}
     while True:
-        after = f' (after member {last!r})' if last is not None else ''
         if pos + BLOCK > size:
+            after = f' (after member {last!r})' if last is not None else ''
             raise ShardCorruptError(f'{shown} is truncated: it ends at byte {size}{after} without the tar '
                                     f'end-of-archive block. Write the tar again or remove it.')
         block = read(pos, BLOCK)
@@ -152,15 +155,15 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
         if block == _ZERO:
             return
         if not _checksum_ok(block, shown, pos):
+            after = f' (after member {last!r})' if last is not None else ''
             what = 'is not a tar file' if pos == 0 else f'has a corrupt tar header at byte {pos}{after}'
             raise ShardCorruptError(f'{shown} {what} (header checksum mismatch).')
         kind = block[156:157]
         name = _text(block[0:100])
-        prefix = _text(block[345:500])
-        if prefix and kind not in (b'L', b'K', b'S'):
-            name = prefix + '/' + name
+        if block[345] and kind not in (b'L', b'K', b'S'):
+            name = _text(block[345:500]) + '/' + name
         member_size = _number(block[124:136], shown, pos, 'size')
-        if 'size' in pax:
+        if pax and 'size' in pax:
             try:
                 member_size = int(pax['size'])
             except ValueError:
@@ -168,7 +171,7 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
                                         f'{pax["size"]!r}.') from None
         if long_name is not None:
             name = long_name
-        if 'path' in pax:
+        if pax and 'path' in pax:
             name = pax['path']
         data = pos + BLOCK
         if data + member_size > size:
@@ -193,12 +196,16 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
             if kind in _REGULAR and not (kind == b'\0' and name.endswith('/')):
                 yield Member(name, data, member_size)
             last = name
-            long_name, pax = None, {}
+            if long_name is not None or pax:
+                long_name, pax = None, {}
         pos = following
 
 
 def split_name(name: str) -> tuple[str, str] | None:
     """``(key, field)`` of a member name as WebDataset splits it (the field lowercased), or None (no sample)."""
+    if '/' not in name:  # the common case, without the regular expression (same result)
+        stem, dot, rest = name.partition('.')
+        return (stem, rest.lower()) if dot and stem else None
     match = _KEY.match(name)
     if match is None:
         return None
