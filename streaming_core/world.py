@@ -30,9 +30,10 @@ logger = logging.getLogger('streaming_core.world')
 #: How long a rank waits for every rank to register its host in the rendezvous store (seconds).
 LAYOUT_TIMEOUT = 300.0
 _PREFIX = 'streaming_core/node_layout'
-#: Per process: (id of the store, world size) -> ranks per node; and the stores this process registered with.
-_layouts: dict[tuple[int, int], int] = {}
-_registered: set[tuple[int, int]] = set()
+#: Per process: (id of the store, world size) -> (the store, ranks per node), and -> the store this process registered
+#: with. The store itself is kept so that its id cannot be reused by a later process group's store while recorded.
+_layouts: dict[tuple[int, int], tuple[Any, int]] = {}
+_registered: dict[tuple[int, int], Any] = {}
 _needed = [False]  # a dataset was constructed in this process: learn the layout before forking workers
 
 
@@ -68,14 +69,16 @@ def register_node() -> None:
     if dist is None or os.environ.get('LOCAL_WORLD_SIZE') or _in_dataloader_worker():
         return
     found = _store_key(dist)
-    if found is None or found[1] in _registered:
+    if found is None or _registered.get(found[1]) is found[0]:
         return
     store, key = found
-    host = socket.gethostname()
-    store.add(f'{_PREFIX}/host/{host}', 1)
-    if store.add(f'{_PREFIX}/ranks', 1) == dist.get_world_size():
-        store.set(f'{_PREFIX}/done', b'1')
-    _registered.add(key)
+    # The store, not this process, records whether this rank registered: a group re-created on the same store
+    # server (or a store at a reused address) never counts a rank twice or misses one.
+    if store.add(f'{_PREFIX}/rank/{dist.get_rank()}', 1) == 1:
+        store.add(f'{_PREFIX}/host/{socket.gethostname()}', 1)
+        if store.add(f'{_PREFIX}/ranks', 1) == dist.get_world_size():
+            store.set(f'{_PREFIX}/done', b'1')
+    _registered[key] = store
 
 
 def _store_local_world_size(dist: Any) -> int | None:
@@ -84,9 +87,9 @@ def _store_local_world_size(dist: Any) -> int | None:
     if found is None:
         return None
     store, key = found
-    local = _layouts.get(key)
-    if local is not None:
-        return local
+    known = _layouts.get(key)
+    if known is not None and known[0] is store:
+        return known[1]
     if _in_dataloader_worker():
         return None  # a forked worker shares its parent's store connection: never use it
     register_node()
@@ -103,7 +106,7 @@ def _store_local_world_size(dist: Any) -> int | None:
         logger.warning('Host %s runs %d of %d ranks: nodes are uneven, so each rank counts as its own node.',
                        socket.gethostname(), local, world_size)
         local = 1
-    _layouts[key] = local
+    _layouts[key] = (store, local)
     return local
 
 

@@ -128,6 +128,39 @@ def test_the_node_layout_comes_from_the_process_group_without_local_world_size(t
         assert got[rank][0] == _interleaved(plan[0, rank])
 
 
+def _regrouped_rank(rank: int, path: str, ports: list[int], out: str) -> None:
+    from streaming_core import world as world_module
+    world_module.LAYOUT_TIMEOUT = 30.0  # a missed registration fails in seconds, not minutes
+    os.environ.update(MASTER_ADDR='127.0.0.1')
+    os.environ.pop('LOCAL_WORLD_SIZE', None)
+    layouts = []
+    for port in ports:
+        os.environ['MASTER_PORT'] = str(port)
+        dist.init_process_group('gloo', rank=rank, world_size=2)
+        try:
+            if rank == 0:  # what a new store at a reused address (same id) looked like to the old per-process record
+                store = dist.distributed_c10d._get_default_store()
+                world_module._registered[(id(store), 2)] = object()
+                world_module._layouts[(id(store), 2)] = (object(), 1)
+            dataset = StreamingDataset(local=path, batch_size=4)
+            layouts.append(dataset.world.local_world_size)
+        finally:
+            dist.destroy_process_group()
+    with open(f'{out}.{rank}', 'w') as handle:
+        handle.write(repr(layouts))
+
+
+def test_a_new_process_group_learns_the_layout_again(tmp_path):
+    """Destroying the process group and creating another (a second fit, a re-launch in one process) registers the
+    rank in the new group's store: a record about an earlier store never makes a rank skip it (the other ranks
+    would wait for it until the layout timeout)."""
+    path = write_mds(str(tmp_path / 'ds'), 40)
+    out = str(tmp_path / 'out')
+    tmp_mp.start_processes(_regrouped_rank, args=(path, [free_port(), free_port()], out), nprocs=2, join=True,
+                           start_method='spawn')
+    assert [eval(open(f'{out}.{rank}').read()) for rank in range(2)] == [[2, 2], [2, 2]]
+
+
 @pytest.mark.skipif(sys.platform != 'linux', reason='memfd')
 def test_dataloader_workers_share_the_rank_state(tmp_path):
     """Workers (fork and spawn) see the rank's set_epoch and load_state_dict and advance its epoch."""
