@@ -78,7 +78,7 @@ _LAZY: dict[str, str] = {
     'ProcessLocal': 'streaming_core.storage',
     'check_options': 'streaming_core.storage',
     'LOCAL_FILE_ERRORS': 'streaming_core.storage',
-    'get_list_arg': 'streaming_core.util',
+    'get_list_arg': 'streaming_core.arguments',
     'read_range': 'streaming_core.storage',
     'SourceFile': 'streaming_core.derived_index',
     'list_with_stats': 'streaming_core.storage',
