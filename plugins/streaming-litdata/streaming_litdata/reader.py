@@ -1,0 +1,182 @@
+"""The ``litdata`` shard format: one index entry per litdata chunk (:class:`LitdataReader`) and an opened chunk
+(:class:`LitdataView`).
+
+A chunk file is ``[num_items: u32][offsets: u32 * (num_items + 1)][items]``; an item is ``[size: u32 per leaf]``
+followed by the leaves' bytes, decoded by the dataset's ``data_format`` and put back together by its ``data_spec``
+(see :mod:`streaming_litdata.decode`). A chunk whose rows litdata stored only as a trailing Arrow IPC file (nested
+rows of plain values) is read from that file with pyarrow.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
+from streaming_litdata.decode import count_leaves, decoder, parse_spec, unflatten
+
+__all__ = ['LitdataReader', 'LitdataView', 'LitdataFormat', 'ARROW_MAGIC']
+
+#: The end of a chunk that carries its rows as an Arrow IPC file.
+ARROW_MAGIC = b'LDARW01\0'
+
+
+class LitdataReader(ShardReaderBase):
+    """One ``litdata`` index entry: one chunk file, its item count and the dataset's ``data_format``/``data_spec``."""
+
+    format_name = 'litdata'
+    entry_keys = frozenset({'compression', 'data_format', 'data_spec', 'format', 'hashes', 'raw_data', 'samples',
+                            'size_limit', 'version', 'zip_data'})
+    part_names = ('data',)
+    min_bytes_per_sample = 4  # one offset per item
+
+    def parse(self, entry: Mapping[str, Any], where: str) -> None:
+        """Validate ``data_format`` (names) and ``data_spec`` (a pytree spec string or null)."""
+        formats = entry['data_format']
+        if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+            raise IndexFormatError(f'{where}: "data_format" must be a list of names, got {formats!r}.')
+        spec_text = entry['data_spec']
+        if spec_text is not None and not isinstance(spec_text, str):
+            raise IndexFormatError(f'{where}: "data_spec" must be a string or null, got {spec_text!r}.')
+        if self.compression is not None:
+            raise IndexFormatError(f'{where}: compressed litdata chunks ({self.compression!r}) are not supported.')
+        self.data_format: list[str] = list(formats)
+        self.data_spec: str | None = spec_text
+        self._decoders = [decoder(name, where) for name in formats]
+        self._spec = parse_spec(spec_text, where)
+        if self._spec is not None and count_leaves(self._spec) != len(formats):
+            raise IndexFormatError(f'{where}: "data_spec" has {count_leaves(self._spec)} leaves but "data_format" '
+                                   f'names {len(formats)}.')
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop('_decoders', None)  # lambdas: rebuilt after unpickling
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._decoders = [decoder(name, self.where) for name in self.data_format]
+
+    def decode(self, item: bytes | memoryview, where: str) -> Any:
+        """One item's bytes to its value.
+
+        Raises:
+            ShardCorruptError: the item is shorter than its size header says (naming ``where``).
+        """
+        count = len(self._decoders)
+        head = 4 * count
+        if len(item) < head:
+            raise ShardCorruptError(f'{where}: an item of {len(item)} bytes is shorter than its {head}-byte size '
+                                    f'header.')
+        sizes = struct.unpack_from(f'<{count}I', item, 0)
+        if head + sum(sizes) > len(item):
+            raise ShardCorruptError(f'{where}: an item of {len(item)} bytes declares {head + sum(sizes)}.')
+        leaves = []
+        position = head
+        for size, decode in zip(sizes, self._decoders):
+            leaves.append(decode(bytes(item[position:position + size])))
+            position += size
+        return unflatten(leaves, self._spec)
+
+    def open(self, paths: Sequence[str]) -> LitdataView:
+        """Open the local chunk and check it against the entry."""
+        if len(paths) != 1:
+            raise ValueError(f'{self.where}: a litdata shard is one file, got {len(paths)} paths.')
+        return LitdataView(self, paths[0])
+
+
+class LitdataView:
+    """An opened chunk: ``view[i]`` is item ``i`` (a dict, list, tuple or single value, as it was written).
+
+    Raises:
+        ShardCorruptError: naming the file, when it is shorter than the index says or its offsets are inconsistent.
+    """
+
+    def __init__(self, reader: LitdataReader, path: str) -> None:
+        self.path = path
+        self._reader = reader
+        raw = reader.parts[0][0]
+        self._map: Any = map_file(path, raw.bytes)
+        size = raw.bytes
+        count = reader.samples
+        header = 4 + 4 * (count + 1)
+        if size < header:
+            raise ShardCorruptError(f'{path}: {size} bytes cannot hold the header of {count} items ({header} bytes); '
+                                    f'the chunk is shorter than its index says (truncated).')
+        (stored,) = struct.unpack_from('<I', self._map, 0)
+        if stored != count:
+            raise ShardCorruptError(f'{path}: the chunk holds {stored} items but index.json says {count}.')
+        offsets = np.frombuffer(self._map, dtype='<u4', count=count + 1, offset=4).astype(np.int64)
+        if offsets[0] != header or np.any(np.diff(offsets) < 0) or offsets[-1] > size:
+            raise ShardCorruptError(f'{path}: the item offsets are inconsistent with a {size}-byte chunk (truncated '
+                                    f'or corrupt).')
+        self._offsets = offsets.tolist()
+        self._rows: list[Any] | None = None
+        if count and offsets[-1] == header and reader.data_format:  # items live only in a trailing Arrow file
+            self._rows = self._arrow_rows(size, count)
+
+    def _arrow_rows(self, size: int, count: int) -> list[Any]:
+        if size < 12 or bytes(self._map[size - 8:size]) != ARROW_MAGIC:
+            raise ShardCorruptError(f'{self.path}: every item is empty and there is no Arrow row footer.')
+        (length,) = struct.unpack_from('<I', self._map, size - 12)
+        start = size - 12 - length
+        if start < 0:
+            raise ShardCorruptError(f'{self.path}: the Arrow row footer claims {length} bytes, more than the chunk.')
+        import pyarrow as pa
+        try:
+            table = pa.ipc.open_file(pa.py_buffer(bytes(self._map[start:size - 12]))).read_all()
+        except (pa.ArrowException, OSError) as err:
+            raise ShardCorruptError(f'{self.path}: the Arrow row footer cannot be read ({err}).') from None
+        rows = table.to_pylist()
+        if len(rows) != count:
+            raise ShardCorruptError(f'{self.path}: the Arrow row footer holds {len(rows)} rows, not {count}.')
+        return rows
+
+    def __len__(self) -> int:
+        return self._reader.samples
+
+    def __getitem__(self, index: int) -> Any:
+        if not 0 <= index < self._reader.samples:
+            raise IndexError(f'{self.path}: item {index} is out of range for a chunk of {self._reader.samples}.')
+        if self._rows is not None:
+            return self._rows[index]
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return self._reader.decode(self._map[start:end], f'{self.path}: item {index}')
+
+    def samples(self, positions: Iterable[int]) -> Iterator[Any]:
+        """The items at ``positions`` in order."""
+        for index in positions:
+            yield self[index]
+
+    def close(self) -> None:
+        """Release the memory map."""
+        mapping = getattr(self, '_map', None)
+        if mapping is not None and not isinstance(mapping, bytes):
+            mapping.close()
+        self._map = b''
+
+    def __enter__(self) -> 'LitdataView':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LitdataFormat:
+    """The ``litdata`` shard format (read-only: write datasets with litdata's ``optimize``)."""
+
+    name = 'litdata'
+
+    def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False,
+               where: str = '') -> LitdataReader:
+        """Validate one index entry and return its reader."""
+        return LitdataReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+
+    @property
+    def writer(self) -> type:
+        """No writer: litdata datasets are written by litdata."""
+        raise NotImplementedError('streaming-litdata reads datasets written by litdata; write them with litdata, or '
+                                  'convert them to MDS with "streaming convert litdata SRC OUT".')

@@ -1,0 +1,141 @@
+"""Datasets written by litdata 0.2.76's ``optimize`` (golden files made by ``golden/make_golden.py`` in a side
+virtualenv) read item for item as litdata itself reads them; the chunks stream through the runtime; features we do
+not read are refused by name and damaged chunks are ShardCorruptErrors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import sys
+from typing import Any
+
+import pytest
+
+from streaming_core import StreamingDataset
+from streaming_core.errors import IndexFormatError, ShardCorruptError
+from streaming_core.index import index_text
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
+if GOLDEN not in sys.path:
+    sys.path.insert(0, GOLDEN)
+
+
+def _ours(name: str) -> list[Any]:
+    from streaming_litdata import LitdataFormat, convert_index
+    root = os.path.join(GOLDEN, name)
+    index = convert_index(open(os.path.join(root, 'index.json'), 'rb').read(), f'{root}/index.json')
+    items = []
+    for entry in index['shards']:
+        reader = LitdataFormat().reader(entry, where=name)
+        with reader.open([os.path.join(root, entry['raw_data']['basename'])]) as view:
+            items += [view[i] for i in range(len(view))]
+    return items
+
+
+@pytest.mark.parametrize('name', ['mixed', 'rows'])
+def test_every_item_equals_litdatas_reading(name: str) -> None:
+    from make_golden import canonical
+    expected = pickle.load(open(os.path.join(GOLDEN, f'{name}-expected.pkl'), 'rb'))
+    ours = _ours(name)
+    assert len(ours) == len(expected) == 40
+    for i, (mine, theirs) in enumerate(zip(ours, expected)):
+        assert canonical(mine) == theirs, f'{name} item {i}'
+
+
+def test_values_have_the_types_litdata_returns() -> None:
+    import numpy as np
+    import torch
+    from make_golden import mixed
+    item = _ours('mixed')[7]
+    assert item['id'] == 7 and item['score'] == 7 / 3 and item['flag'] is False and item['name'] == 'item 7 \u00e9'
+    assert item['blob'] == mixed(7)['blob']
+    assert isinstance(item['vec'], np.ndarray) and item['vec'].dtype == np.float32
+    assert item['mat'].shape == (2, 3) and item['mat'][1, 2] == 35
+    assert isinstance(item['tvec'], torch.Tensor) and item['tvec'].tolist() == [0, 7, 14, 21]
+    assert item['tmat'].shape == (2, 2) and item['tmat'].dtype == torch.float32
+    assert item['image'].size == (4, 5) and item['image'].mode == 'RGB'
+    assert item['nested'] == {'tags': ['t7', 'u7'], 'pair': (7, 8), 'meta': {'k': 7, 'name': 'n7'}}
+    assert item['scores'] == [7.0, 3.5]
+
+
+def _as_streaming_dataset(tmp_path: Any, name: str) -> str:
+    """The golden chunks beside the index convert_index makes (what the derived index will hold)."""
+    from streaming_litdata import convert_index
+    out = str(tmp_path / name)
+    shutil.copytree(os.path.join(GOLDEN, name), out)
+    index = convert_index(open(os.path.join(out, 'index.json'), 'rb').read(), name)
+    with open(os.path.join(out, 'index.json'), 'w') as handle:
+        handle.write(index_text(index['shards']))
+    return out
+
+
+def test_chunks_stream_through_the_runtime_shuffled_and_resumed(tmp_path: Any) -> None:
+    data = _as_streaming_dataset(tmp_path, 'rows')
+    args = dict(local=data, batch_size=4, shuffle=True, num_canonical_nodes=1, shuffle_block_size=32)
+    full = [s['id'] for s in StreamingDataset(**args)]
+    assert sorted(full) == list(range(40)) and full != list(range(40))
+    dataset = StreamingDataset(**args)
+    seen = []
+    for item in dataset:
+        if len(seen) == 13:
+            break
+        seen.append(item['id'])
+    resumed = StreamingDataset(**args)
+    resumed.load_state_dict(dataset.state_dict(13, True))
+    assert seen + [s['id'] for s in resumed] == full
+    assert StreamingDataset(local=data, batch_size=1)[17] == {'id': 17, 'text': 'row 17', 'labels': [17, 18, 19]}
+
+
+def test_a_chunk_shorter_than_its_index_says_is_corrupt(tmp_path: Any) -> None:
+    from streaming_litdata import LitdataFormat, convert_index
+    root = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), root)
+    entry = convert_index(open(os.path.join(root, 'index.json'), 'rb').read(), 'mixed')['shards'][0]
+    path = os.path.join(root, entry['raw_data']['basename'])
+    with open(path, 'r+b') as handle:
+        handle.truncate(200)
+    with pytest.raises(ShardCorruptError, match=r'chunk-0-0\.bin: the file has 200 bytes but the index declares'):
+        LitdataFormat().reader(entry, where='mixed').open([path])
+    entry['raw_data']['bytes'] = 200  # an index that agrees with the short file: the offsets give it away
+    with pytest.raises(ShardCorruptError, match=r'item offsets are inconsistent with a 200-byte chunk'):
+        LitdataFormat().reader(entry, where='mixed').open([path])
+
+
+@pytest.mark.parametrize('change, message', [
+    ({'encryption': {'level': 'sample'}}, r'the dataset is encrypted \(litdata encryption\)'),
+    ({'compression': 'zstd'}, r"litdata compression='zstd'; compressed litdata chunks are not supported"),
+    ({'compression_level': 'sample'}, r"compression_level='sample'"),
+    ({'item_loader': 'TokensLoader'}, r"litdata's TokensLoader; only the default PyTreeLoader"),
+])
+def test_unsupported_features_are_refused_by_name(change: dict[str, Any], message: str) -> None:
+    from streaming_litdata import convert_index
+    obj = json.loads(open(os.path.join(GOLDEN, 'rows', 'index.json')).read())
+    obj['config'].update(change)
+    with pytest.raises(IndexFormatError, match=message):
+        convert_index(json.dumps(obj).encode(), 'rows/index.json')
+
+
+def test_an_unknown_data_format_is_refused_by_name() -> None:
+    from streaming_litdata import LitdataFormat, convert_index
+    obj = json.loads(open(os.path.join(GOLDEN, 'rows', 'index.json')).read())
+    obj['config']['data_format'] = ['int', 'video', 'json']
+    entry = convert_index(json.dumps(obj).encode(), 'rows/index.json')['shards'][0]
+    with pytest.raises(IndexFormatError, match=r"the litdata data format 'video' is not supported"):
+        LitdataFormat().reader(entry, where='rows')
+
+
+def test_the_builder_converts_litdatas_index(tmp_path: Any) -> None:
+    from streaming_core.derived_index import SourceFile
+    from streaming_litdata import LitdataIndexBuilder
+    root = os.path.join(GOLDEN, 'mixed')
+    size = os.path.getsize(os.path.join(root, 'index.json'))
+
+    def read(name: str, start: int, length: int) -> bytes:
+        with open(os.path.join(root, name), 'rb') as handle:
+            handle.seek(start)
+            return handle.read(length)
+    index = LitdataIndexBuilder().build([SourceFile('index.json', size)], read, where=root)
+    assert [e['samples'] for e in index['shards']] == [16, 16, 8]
+    assert index['shards'][0]['data_format'][:4] == ['int', 'float', 'bool', 'str']
