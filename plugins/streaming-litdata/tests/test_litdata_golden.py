@@ -34,7 +34,7 @@ def _ours(name: str) -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize('name', ['mixed', 'rows'])
+@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow'])
 def test_every_item_equals_litdatas_reading(name: str) -> None:
     from make_golden import canonical
     expected = pickle.load(open(os.path.join(GOLDEN, f'{name}-expected.pkl'), 'rb'))

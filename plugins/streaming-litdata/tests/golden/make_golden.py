@@ -4,12 +4,13 @@ reads back from them.
 Run it in a side virtualenv that has litdata (never in ``.venv``)::
 
     python3 -m venv /tmp/venv-litdata
-    /tmp/venv-litdata/bin/pip install -c constraints.txt torch==2.13.0 litdata==0.2.76
+    /tmp/venv-litdata/bin/pip install -c constraints.txt torch==2.13.0 litdata==0.2.76 pyarrow
     /tmp/venv-litdata/bin/python plugins/streaming-litdata/tests/golden/make_golden.py
 
 It writes, next to this file, ``mixed/`` (every data type litdata serializes: ints, floats, bools, str, bytes, 1-D
-and n-D NumPy arrays and tensors, a PIL image, a JPEG, nested dicts, lists and tuples) and ``rows/`` (plain dict
-rows, which litdata stores as an Arrow row footer), and for each ``expected.pkl``: every sample as litdata's
+and n-D NumPy arrays and tensors, a PIL image, a JPEG, nested dicts, lists and tuples) ``rows/`` (plain dict
+rows in the pytree layout) and ``arrow/`` (the same rows, which litdata with pyarrow stores only as an Arrow row
+footer), and for each ``expected.pkl``: every sample as litdata's
 ``StreamingDataset`` returns it, in :func:`canonical` form. The tests compare our reading with those.
 """
 
@@ -58,9 +59,18 @@ def mixed(i: int) -> dict[str, Any]:
             'scores': [float(i), i / 2]}
 
 
-def rows(i: int) -> dict[str, Any]:
-    """Sample ``i`` of ``rows`` (plain values only)."""
+def arrow(i: int) -> dict[str, Any]:
+    """Sample ``i`` of ``arrow`` (plain values only: with pyarrow installed, litdata keeps such rows only in an
+    Arrow IPC footer of each chunk)."""
     return {'id': i, 'text': f'row {i}', 'labels': [i, i + 1, i + 2]}
+
+
+def rows(i: int) -> dict[str, Any]:
+    """Sample ``i`` of ``rows``: the rows of :func:`arrow` in litdata's pytree layout (its Arrow footer turned off
+    in the writing process, as when pyarrow is not installed)."""
+    import litdata.streaming.item_loader as item_loader
+    item_loader._PYARROW_AVAILABLE = False
+    return arrow(i)
 
 
 def canonical(value: Any) -> Any:
@@ -119,6 +129,7 @@ def main() -> None:
     _write_jpegs()
     _write('mixed', mixed)
     _write('rows', rows)
+    _write('arrow', arrow)
 
 
 if __name__ == '__main__':
