@@ -235,14 +235,14 @@ class ShardManager:
         locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {reader.where}', on_wait=on_wait)
         try:
             if stream.is_ready(reader):
-                stream.prepare_shard(reader)  # drops a leftover compressed copy
+                stream.prepare_files(reader)  # ready (prepared meanwhile): drops a leftover compressed copy only
                 return
             cache = self.cache if self.evictable(shard) else None
             if cache is not None:
                 cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
             try:
                 stream.prepare_shard(reader)
-                if not reader.compression:
+                if not reader.compression and type(stream).prepare_shard is Stream.prepare_shard:
                     self._checked.add(shard)  # just downloaded: the download checked its size (and hash)
             except BaseException as err:
                 if cache is not None:
