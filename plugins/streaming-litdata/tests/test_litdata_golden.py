@@ -139,3 +139,32 @@ def test_the_builder_converts_litdatas_index(tmp_path: Any) -> None:
     index = LitdataIndexBuilder().build([SourceFile('index.json', size)], read, where=root)
     assert [e['samples'] for e in index['shards']] == [16, 16, 8]
     assert index['shards'][0]['data_format'][:4] == ['int', 'float', 'bool', 'str']
+
+
+def test_convert_litdata_to_mds_keeps_every_item(tmp_path: Any) -> None:
+    import numpy as np
+
+    from streaming_core.cli import main
+    out = str(tmp_path / 'mds')
+    assert main(['convert', 'litdata', os.path.join(GOLDEN, 'mixed'), out, '--quiet']) == 0
+    index = json.loads(open(os.path.join(out, 'index.json')).read())
+    shard = index['shards'][0]
+    assert dict(zip(shard['column_names'], shard['column_encodings'])) == {
+        'blob': 'bytes', 'flag': 'int', 'id': 'int', 'image': 'pil', 'mat': 'ndarray', 'name': 'str',
+        'nested': 'json', 'photo': 'jpeg', 'score': 'float64', 'scores': 'json', 'tmat': 'ndarray', 'tvec': 'ndarray',
+        'vec': 'ndarray'}
+    converted = StreamingDataset(local=out, batch_size=1)
+    source = _ours('mixed')
+    assert len(converted) == len(source) == 40
+    for got, want in zip(converted, source):
+        assert (got['id'], got['score'], got['flag'], got['name'], got['blob']) == (
+            want['id'], want['score'], int(want['flag']), want['name'], want['blob'])
+        np.testing.assert_array_equal(got['vec'], want['vec'])
+        np.testing.assert_array_equal(got['mat'], want['mat'])
+        np.testing.assert_array_equal(got['tvec'], want['tvec'].numpy())
+        np.testing.assert_array_equal(got['tmat'], want['tmat'].numpy())
+        np.testing.assert_array_equal(np.asarray(got['image']), np.asarray(want['image']))
+        assert got['photo'].size == want['photo'].size  # a JPEG column (the MDS jpeg encoding re-encodes)
+        assert got['nested'] == {'tags': want['nested']['tags'], 'pair': list(want['nested']['pair']),
+                                 'meta': want['nested']['meta']}
+        assert got['scores'] == want['scores']
