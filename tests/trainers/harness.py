@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -48,9 +49,30 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def run(command: list[str], timeout: float = 240, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    """Run a client command from the repo root; fail with its output's tail if it fails."""
-    result = subprocess.run(command, cwd=ROOT, env=env(**extra_env), capture_output=True, text=True, timeout=timeout)
+def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
+        **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """Run a client command (from the repo root unless ``cwd``); fail with its output's tail if it fails. A run that
+    outlives ``timeout`` is a hang: every process it started prints its threads' stacks (faulthandler, SIGABRT to
+    the process group) and the failure shows them."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env(PYTHONFAULTHANDLER='1', **extra_env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f'{" ".join(command[:4])}... hung for {timeout:.0f} s; the stacks of its processes:\n'
+                             f'{stdout[-3000:]}\n{stderr[-30000:]}') from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    result = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     if result.returncode != 0:
         raise AssertionError(f'{" ".join(command[:4])}... exited {result.returncode}:\n'
                              f'{result.stdout[-3000:]}\n{result.stderr[-6000:]}')

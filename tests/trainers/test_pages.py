@@ -12,12 +12,9 @@ from tests.trainers import harness
 pytestmark = pytest.mark.slow  # real trainers in fresh processes
 
 
-
 def test_lightning_page_runs(tmp_path):
     require('lightning')
     script = tmp_path / 'lightning_page.py'
     script.write_text('\n\n'.join(python_blocks('docs/guide/lightning.md')))
-    result = harness.subprocess.run([harness.sys.executable, str(script)], cwd=str(tmp_path), env=harness.env(),
-                                    capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    harness.run([harness.sys.executable, str(script)], timeout=300, cwd=str(tmp_path))
     assert (tmp_path / 'lightning-demo' / 'ckpt' / 'step=10.ckpt').exists()
