@@ -108,3 +108,10 @@ def test_inspect_describes_a_directory_of_tars(tmp_path: Any, capsys: Any) -> No
     summary = json.loads(capsys.readouterr().out)
     assert summary['formats'] == {'webdataset': 1} and summary['samples'] == 1
     assert summary['columns'] == {'jpg': 'bytes', 'cls': 'int'}
+
+
+def test_verify_checks_a_directory_of_tars(tmp_path: Any, capsys: Any) -> None:
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=2, per_tar=5)
+    assert main(['verify', data]) == 0
+    assert 'OK: every shard matches the index.' in capsys.readouterr().out

@@ -215,3 +215,12 @@ def test_over_s3_with_workers_and_the_sidecar(tmp_path: Any, s3_env: Any) -> Non
     again = StreamingDataset(remote=remote, local=str(tmp_path / 'cache2'), batch_size=5)
     assert again.streams[0].index_identity != dataset.streams[0].index_identity  # the listing changed
     assert [again[i] for i in (0, 33, 59)] == [expected[0], expected[33], expected[59]]
+
+
+def test_cache_limit_evicts_downloaded_tars(tmp_path: Any) -> None:
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_tars(remote, tars=4, per_tar=30)
+    size = os.path.getsize(os.path.join(remote, 'shard-00000.tar'))
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, cache_limit=2 * size + 100)
+    assert sorted(sample_id(s) for s in dataset) == list(range(120))
+    assert len([name for name in os.listdir(local) if name.endswith('.tar')]) <= 2
