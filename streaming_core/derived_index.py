@@ -26,7 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, StreamingError, UnknownNameError, UnsafePathError
+from streaming_core.errors import (
+    IndexFormatError,
+    IndexNotFoundError,
+    StreamingError,
+    UnknownNameError,
+    UnsafePathError,
+)
 from streaming_core.index import check_basename, index_text, parse_index_text, resolve_inside
 from streaming_core.storage import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.util import redact_url
@@ -53,6 +59,11 @@ class DerivedIndexError(StreamingError, ValueError):
 class NoDatasetError(DerivedIndexError, FileNotFoundError):
     """Nothing at all where a dataset should be: no ``index.json`` and no files (a ``FileNotFoundError`` too, as a
     missing ``index.json`` always was)."""
+
+
+class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
+    """Nothing in the local directory of a stream without a remote: also a ``RuntimeError``, as the reference raises
+    for a missing local ``index.json`` with no remote."""
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,12 @@ def sync_index(stream: Any) -> SyncedIndex:
             data, ident = _read(path)
         except FileNotFoundError:
             if _derivable(stream.local_dir):
-                return _derived_locked(stream, stream.local_dir, copies=False)
+                from streaming_core.derived_index import NoDatasetError, NoLocalDatasetError
+                try:
+                    return _derived_locked(stream, stream.local_dir, copies=False)
+                except NoDatasetError as err:
+                    raise NoLocalDatasetError(f'No `remote` provided, but local file {path} does not exist either: '
+                                              f'{err}') from None
             raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
         return SyncedIndex(path, data, _file_id_text(ident))
     local_dir = stream.local_dir

@@ -26,7 +26,7 @@ ERROR_MODULES = ['streaming_core.errors', 'streaming_core.compression', 'streami
                  'streaming_core.index_sync', 'streaming_core.cache_record', 'streaming_core.writer',
                  'streaming_core.shards', 'streaming_core.convert.runner', 'streaming_mds.encodings',
                  'streaming_datasets.conversion', 'streaming_datasets.base', 'streaming.base.registry_utils',
-                 'streaming._conflict']
+                 'streaming._conflict', 'streaming_core.derived_index']
 
 
 def _all_error_classes() -> list[type[BaseException]]:
@@ -119,6 +119,11 @@ def _missing_index(tmp_path: Any) -> None:
     streaming.StreamingDataset(local=str(tmp_path / 'nothing'))
 
 
+def _empty_local_directory(tmp_path: Any) -> None:
+    (tmp_path / 'empty').mkdir(parents=True)
+    streaming.StreamingDataset(local=str(tmp_path / 'empty'))
+
+
 def _wrong_column_value(tmp_path: Any) -> None:
     with streaming.MDSWriter(out=str(tmp_path / 'w'), columns={'x': 'int'}) as writer:
         writer.write({'x': 'seven'})
@@ -147,6 +152,7 @@ def _hash_mismatch(tmp_path: Any) -> None:
 # (situation, the reference's type a handler matches, our class, a phrase of the message)
 SITUATIONS = [(_corrupt_index, json.JSONDecodeError, errors.IndexJSONError, 'empty or corrupted'),
               (_missing_index, RuntimeError, errors.IndexNotFoundError, 'does not exist either'),
+              (_empty_local_directory, RuntimeError, errors.IndexNotFoundError, 'does not exist either'),
               (_wrong_column_value, AttributeError, errors.ColumnTypeError, "declared 'int'"),
               (_unknown_scheme, ValueError, errors.UnknownSchemeError, 'Unsupported remote path'),
               (_unknown_batching, ValueError, errors.UnknownMethodError, 'batching method'),
