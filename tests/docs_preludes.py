@@ -1,0 +1,115 @@
+"""What a reader already has when running a documentation page: the preludes of ``tests/test_docs_pages.py``.
+
+Each prelude runs before its page's blocks, in the page's process and working directory (an empty temporary
+directory). ``S3_ENDPOINT_URL`` points at a moto server whose buckets are empty; ``DOCS_HTTP_URL`` and
+``DOCS_HTTP_ROOT`` name a static HTTP server and the directory it serves, for the pages listed in :data:`SERVERS`.
+"""
+
+from __future__ import annotations
+
+#: Functions every prelude may use.
+HELPERS = '''
+import os
+
+import numpy as np
+
+
+def write_mds(out, columns, samples, **kwargs):
+    """Write ``samples`` (dicts) as an MDS dataset at ``out``: data the reader already has."""
+    from streaming_mds import MDSWriter
+    with MDSWriter(out=out, columns=columns, **kwargs) as writer:
+        for sample in samples:
+            writer.write(sample)
+
+
+def image(seed, size=(16, 12), mode='RGB'):
+    """A small random PIL image."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    shape = (size[1], size[0], 3) if mode == 'RGB' else (size[1], size[0])
+    return Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8), mode)
+
+
+def aws_profile(name):
+    """Add profile ``name`` (moto's test keys) to ~/.aws/credentials."""
+    os.makedirs(os.path.expanduser('~/.aws'), exist_ok=True)
+    with open(os.path.expanduser('~/.aws/credentials'), 'a') as handle:
+        handle.write(f'[{name}]\\naws_access_key_id = testing\\naws_secret_access_key = testing\\n')
+
+
+def texts(count, words=8):
+    """``count`` small English-ish documents."""
+    vocab = ['the', 'data', 'streams', 'into', 'training', 'from', 'object', 'storage']
+    return [' '.join(vocab[(i * 7 + k) % len(vocab)] for k in range(words + i % 5)) for i in range(count)]
+'''
+
+#: Server placeholders a reader replaces with their own values: page -> {text in the page: Python expression}.
+FILL_IN: dict[str, dict[str, str]] = {
+    'docs/storage/s3.md': {"'https://<ACCOUNT_ID>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']"},
+    'docs/storage/index.md': {"'https://<account>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']"},
+    'docs/storage/http.md': {"'https://data.example.com/datasets/train'": "os.environ['DOCS_HTTP_URL'] + '/train'"},
+}
+
+#: Pages that need servers besides moto S3.
+SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',)}
+
+_ID_COLUMNS = "{'id': 'int', 'text': 'str'}"
+
+PRELUDES: dict[str, str] = {
+    'README.md': '''
+samples = [(np.full((28, 28), i % 256, np.uint8), i % 10) for i in range(300)]
+''',
+    'docs/quickstart.md': '''
+import torch
+
+
+def my_samples():
+    rng = np.random.default_rng(0)
+    for i in range(500):
+        yield rng.integers(0, 256, (32, 32, 3), dtype=np.uint8), i % 10, f'sample {i}'
+
+
+def train_step(images, labels):
+    assert tuple(images.shape[1:]) == (32, 32, 3) and len(labels) == len(images)
+
+
+model = torch.nn.Linear(4, 2)
+''',
+    'docs/guide/reading.md': f'''
+aws_profile('books')
+write_mds('s3://bucket/web', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(70))))
+write_mds('s3://other/books', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(30))))
+write_mds('s3://bucket/images', {{'image': 'png', 'label': 'int'}},
+          ({{'image': image(i, (40, 30)), 'label': i % 3}} for i in range(64)))
+''',
+    'docs/guide/writing.md': f'''
+for i in range(2):
+    write_mds(f's3://bucket/dataset/{{i}}', {_ID_COLUMNS}, ({{'id': k, 'text': 'x'}} for k in range(5)))
+    write_mds(f'out/ds/{{i}}', {_ID_COLUMNS}, ({{'id': k, 'text': 'x'}} for k in range(5)))
+''',
+    'docs/guide/cache.md': '',
+    'docs/guide/distributed.md': f'''
+import socket
+
+with socket.socket() as sock:
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+os.environ.update(RANK='0', WORLD_SIZE='1', LOCAL_WORLD_SIZE='1', MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+write_mds('s3://bucket/ds', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(200))))
+r, n = 3, 16
+''',
+    'docs/storage/s3.md': f'''
+write_mds('s3://my-r2-bucket/train', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
+r2_opts = minio_opts = {{'endpoint_url': os.environ['S3_ENDPOINT_URL']}}
+''',
+    'docs/storage/index.md': f'''
+aws_profile('prod')
+for remote in ('s3://my-bucket/train', 's3://r2-bucket/train'):
+    write_mds(remote, {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
+''',
+    'docs/storage/http.md': f'''
+write_mds(os.path.join(os.environ['DOCS_HTTP_ROOT'], 'train'), {_ID_COLUMNS},
+          ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
+''',
+    'docs/storage/azure.md': '',
+}

@@ -1,0 +1,97 @@
+"""Every page's Python examples run: the ``python`` blocks of each page below, in order, in a fresh process.
+
+A page's fragments use what a reader already has (``my_samples()``, ``train_step``, ``model``, a source dataset on
+disk, data in their bucket). Each page gets a small *prelude*, defined here and not in the doc, that supplies
+exactly that; ``s3://`` URLs reach a real moto S3 server on loopback (``S3_ENDPOINT_URL`` and test credentials in
+the environment, every bucket the pages name created empty before each page). Placeholders a reader fills in by
+hand (``<ACCOUNT_ID>`` endpoints) are replaced by the loopback values listed in :data:`FILL_IN`; each must still be
+in its page, so a page that changes cannot silently stop being checked.
+
+:func:`test_every_page_with_python_is_run` keeps it that way: a page of ``docs/`` (or the README) with a
+``python`` block must be run here, in ``tests/test_docs_examples.py``'s RUNNABLE, or by a page test named in
+:data:`PAGE_TESTS`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from tests.docs_preludes import FILL_IN, HELPERS, PRELUDES, SERVERS
+from tests.fixtures.servers import CLOUD_ENV_VARS, need_module
+from tests.test_docs_examples import ROOT, RUNNABLE, python_blocks
+
+#: Pages run by their own test (they need more than a prelude: trainers, Spark...), and that test's file.
+PAGE_TESTS = {
+    'docs/guide/lightning.md': 'tests/trainers/test_pages.py',
+    'docs/guide/parquet.md': 'plugins/streaming-parquet/tests/test_parquet_docs.py',
+}
+
+#: Every bucket the pages name, created (empty) before each page runs.
+BUCKETS = ('bucket', 'my-bucket', 'other', 'aws-bucket', 'r2-bucket', 'my-r2-bucket', 'minio-bucket')
+
+
+def _reset_s3(url: str) -> None:
+    """Empty moto (every bucket of earlier pages) and create :data:`BUCKETS`."""
+    import boto3
+    urllib.request.urlopen(urllib.request.Request(f'{url}/moto-api/reset', method='POST'), timeout=30).read()
+    client = boto3.client('s3', endpoint_url=url, aws_access_key_id='testing', aws_secret_access_key='testing',
+                          region_name='us-east-1')
+    for bucket in BUCKETS:
+        client.create_bucket(Bucket=bucket)
+
+
+def page_script(page: str) -> str:
+    """The script run for ``page``: the shared helpers, its prelude, then its blocks (placeholders filled in)."""
+    text = '\n\n'.join(python_blocks(page))
+    for placeholder, value in FILL_IN.get(page, {}).items():
+        assert placeholder in text, f'{page} no longer has {placeholder!r}: update FILL_IN in tests/docs_preludes.py'
+        text = text.replace(placeholder, value)
+    return '\n\n'.join([HELPERS, PRELUDES[page], text])
+
+
+@pytest.mark.slow  # a process per page, a moto S3 server
+@pytest.mark.parametrize('page', sorted(PRELUDES))
+def test_page_runs(page, tmp_path, request):
+    need_module('boto3')
+    moto = request.getfixturevalue('moto_server')
+    _reset_s3(moto.url)
+    home = tmp_path / 'home'
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in CLOUD_ENV_VARS}
+    env.update(PYTHONPATH=ROOT, HOME=str(home), STREAMING_CORE_CACHE_DIR=str(tmp_path / 'cache'),
+               S3_ENDPOINT_URL=moto.url, AWS_ACCESS_KEY_ID='testing', AWS_SECRET_ACCESS_KEY='testing',
+               AWS_DEFAULT_REGION='us-east-1', MPLBACKEND='Agg')
+    if 'http' in SERVERS.get(page, ()):
+        server = request.getfixturevalue('http_server')
+        os.makedirs(os.path.join(server.root, tmp_path.name))  # a directory of this page's own
+        env.update(DOCS_HTTP_URL=f'{server.url}/{tmp_path.name}', DOCS_HTTP_ROOT=os.path.join(server.root,
+                                                                                             tmp_path.name))
+    script = tmp_path / 'page.py'
+    script.write_text(page_script(page))
+    work = tmp_path / 'work'
+    work.mkdir()
+    result = subprocess.run([sys.executable, str(script)], cwd=str(work), capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, f'{page}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
+
+
+def _pages_with_python() -> list[str]:
+    pages = ['README.md'] + sorted(os.path.relpath(path, ROOT)
+                                   for path in glob.glob(os.path.join(ROOT, 'docs', '**', '*.md'), recursive=True))
+    return [page for page in pages if python_blocks(page)]
+
+
+def test_every_page_with_python_is_run():
+    covered = set(RUNNABLE) | set(PRELUDES) | set(PAGE_TESTS)
+    missing = [page for page in _pages_with_python() if page not in covered]
+    assert not missing, (f'{missing} have python blocks that no test runs: add each to PRELUDES in '
+                         'tests/docs_preludes.py (or to RUNNABLE in tests/test_docs_examples.py)')
+    for page, test in PAGE_TESTS.items():
+        with open(os.path.join(ROOT, test)) as handle:
+            assert page in handle.read(), f'{test} does not run {page}'
