@@ -45,13 +45,16 @@ def texts(count, words=8):
 
 #: Server placeholders a reader replaces with their own values: page -> {text in the page: Python expression}.
 FILL_IN: dict[str, dict[str, str]] = {
-    'docs/storage/s3.md': {"'https://<ACCOUNT_ID>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']"},
+    'docs/storage/s3.md': {"'https://<ACCOUNT_ID>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']",
+                           "'http://minio.internal:9000'": "os.environ['S3_ENDPOINT_URL']"},
     'docs/storage/index.md': {"'https://<account>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']"},
     'docs/storage/http.md': {"'https://data.example.com/datasets/train'": "os.environ['DOCS_HTTP_URL'] + '/train'"},
+    'docs/storage/azure.md': {"'http://127.0.0.1:10000/devstoreaccount1'": "os.environ['DOCS_AZURE_URL']",
+                              "'<the well-known Azurite key>'": "os.environ['DOCS_AZURE_KEY']"},
 }
 
 #: Pages that need servers besides moto S3.
-SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',)}
+SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',), 'docs/storage/azure.md': ('azurite',)}
 
 _ID_COLUMNS = "{'id': 'int', 'text': 'str'}"
 
@@ -99,8 +102,8 @@ write_mds('s3://bucket/ds', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in e
 r, n = 3, 16
 ''',
     'docs/storage/s3.md': f'''
-write_mds('s3://my-r2-bucket/train', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
-r2_opts = minio_opts = {{'endpoint_url': os.environ['S3_ENDPOINT_URL']}}
+for remote in ('s3://my-r2-bucket/train', 's3://aws-bucket/a', 's3://r2-bucket/b', 's3://minio-bucket/c'):
+    write_mds(remote, {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
 ''',
     'docs/storage/index.md': f'''
 aws_profile('prod')
@@ -111,5 +114,13 @@ for remote in ('s3://my-bucket/train', 's3://r2-bucket/train'):
 write_mds(os.path.join(os.environ['DOCS_HTTP_ROOT'], 'train'), {_ID_COLUMNS},
           ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
 ''',
-    'docs/storage/azure.md': '',
+    'docs/storage/azure.md': '''
+from azure.storage.blob import BlobServiceClient
+
+service = BlobServiceClient(os.environ['DOCS_AZURE_URL'], credential={
+    'account_name': 'devstoreaccount1', 'account_key': os.environ['DOCS_AZURE_KEY']})
+if service.get_container_client('my-container').exists():
+    service.delete_container('my-container')
+service.create_container('my-container')
+''',
 }
