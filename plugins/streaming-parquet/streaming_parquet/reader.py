@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -22,12 +24,69 @@ import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase
 
-__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'CACHED_SLICES']
+__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_cache']
 
 #: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
 SLICE_ROWS = 32768
-#: Decoded slices kept per opened file (a small LRU).
-CACHED_SLICES = 2
+#: Decoded rows kept per process, across every open file, in bytes (estimated: the Arrow size plus 64 bytes per
+#: value for the Python objects); ``$STREAMING_PARQUET_DECODED_BYTES`` overrides it. A shuffle reads a file's rows in
+#: random order, so each slice should be decoded once per epoch, not once per sample: the budget holds the slices
+#: the shuffle's window touches, the oldest decoded first out (at least the newest stays).
+DECODED_BYTES = int(os.environ.get('STREAMING_PARQUET_DECODED_BYTES', 512 << 20))
+
+
+class _DecodedCache:
+    """The budget of the process's decoded slices. Each view keeps its slices in its own dict (no lock on the
+    per-sample path); this records them in decoding order with their estimated sizes, and past
+    :data:`DECODED_BYTES` removes the oldest from their view (at least the newest stays)."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[int, int, int], tuple[int, dict[tuple[int, int], Any]]] = OrderedDict()
+        self.bytes = 0
+        self._lock = threading.Lock()
+        self.decodes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, key: tuple[int, int, int], cost: int, owner: dict[tuple[int, int], Any]) -> None:
+        """Record a slice its view just stored in ``owner`` under ``key[1:]``; evict past the budget."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= old[0]
+            self._items[key] = (cost, owner)
+            self.bytes += cost
+            self.decodes += 1
+            while self.bytes > DECODED_BYTES and len(self._items) > 1:
+                (_, group, part), (freed, holder) = self._items.popitem(last=False)
+                holder.pop((group, part), None)
+                self.bytes -= freed
+
+    def drop(self, token: int) -> None:
+        """Forget every slice of one view."""
+        with self._lock:
+            for key in [k for k in self._items if k[0] == token]:
+                cost, holder = self._items.pop(key)
+                holder.pop(key[1:], None)
+                self.bytes -= cost
+
+    def keys_of(self, token: int) -> list[tuple[int, int]]:
+        """``(group, part)`` of the slices of one view held now."""
+        with self._lock:
+            return [(k[1], k[2]) for k in self._items if k[0] == token]
+
+    def reset(self) -> None:
+        """Empty (after a fork: the parent's lock may have been held)."""
+        self._items = OrderedDict()
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+
+#: The process's decoded slices (see :class:`_DecodedCache`).
+decoded_cache = _DecodedCache()
+os.register_at_fork(after_in_child=decoded_cache.reset)
+_TOKENS = itertools.count()
 
 
 class ParquetReader(ShardReaderBase):
@@ -128,7 +187,8 @@ class ParquetView:
         import pyarrow.parquet as pq
         self.path = path
         self._reader = reader
-        self._cache: OrderedDict[tuple[int, int], tuple[int, list[list[Any]]]] = OrderedDict()
+        self._token = next(_TOKENS)
+        self._slices: dict[tuple[int, int], tuple[int, list[list[Any]]]] = {}  # (group, part) -> (first, columns)
         size = os.path.getsize(path)
         expected = reader.parts[0][0].bytes
         if size != expected:
@@ -163,11 +223,10 @@ class ParquetView:
 
     def _slice(self, group: int, part: int) -> tuple[int, list[list[Any]]]:
         """``(first row, decoded columns)`` of slice ``part`` of row group ``group`` (cached)."""
-        key = (group, part)
-        found = self._cache.get(key)
-        if found is not None:
-            self._cache.move_to_end(key)
-            return found
+        found = self._slices.get((group, part))
+        return found if found is not None else self._decode(group, part)
+
+    def _decode(self, group: int, part: int) -> tuple[int, list[list[Any]]]:
         import pyarrow as pa
         try:
             if self._reader.row_groups[group] <= SLICE_ROWS:
@@ -185,9 +244,9 @@ class ParquetView:
                                     f'{err}); the file is corrupt.') from None
         columns = [_column_values(table.column(name).combine_chunks()) for name in self._names]
         found = (self._starts[group] + part * SLICE_ROWS, columns)
-        self._cache[key] = found
-        while len(self._cache) > CACHED_SLICES:
-            self._cache.popitem(last=False)
+        self._slices[(group, part)] = found
+        decoded_cache.put((self._token, group, part),
+                          int(table.nbytes) + 64 * table.num_rows * max(len(self._names), 1), self._slices)
         return found
 
     def _locate(self, index: int) -> tuple[int, list[list[Any]]]:
@@ -219,7 +278,8 @@ class ParquetView:
 
     def close(self) -> None:
         """Drop the decoded slices and the file."""
-        self._cache.clear()
+        decoded_cache.drop(self._token)
+        self._slices.clear()
         for attr in ('_file', '_source'):
             handle = getattr(self, attr, None)
             if handle is not None:

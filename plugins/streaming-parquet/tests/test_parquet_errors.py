@@ -110,7 +110,7 @@ def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatc
     for i in (99, 0, 17, 50, 33, 98, 1):
         assert_row(dataset[i])
     assert [s['id'] for s in dataset] == list(range(100))
-    # The view itself: at most CACHED_SLICES decoded slices of at most SLICE_ROWS rows each.
+    # The view itself: slices of at most SLICE_ROWS rows, as many kept as the byte budget allows (at least one).
     import json
 
     from streaming_core.derived_index import DERIVED_INDEX_NAME
@@ -120,6 +120,19 @@ def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatc
     view = ParquetFormat().reader(entry).open([os.path.join(data, 'part-00000.parquet')])
     for i in (5, 40, 90, 20, 70):
         assert view[i]['id'] == i
-    assert len(view._cache) == reader_module.CACHED_SLICES
-    assert all(len(columns[0]) <= 16 for _, columns in view._cache.values())
+    held = reader_module.decoded_cache.keys_of(view._token)
+    assert sorted(held) == [(0, 0), (0, 1), (0, 2), (0, 4), (0, 5)]
+    monkeypatch.setattr(reader_module, 'DECODED_BYTES', 1)
+    assert view[99]['id'] == 99 and reader_module.decoded_cache.keys_of(view._token) == [(0, 6)]
     view.close()
+    assert reader_module.decoded_cache.keys_of(view._token) == []
+
+
+def test_a_shuffled_epoch_decodes_each_row_group_once(tmp_path: Any) -> None:
+    import streaming_parquet.reader as reader_module
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=4, rows=200, row_group=20)  # 40 row groups
+    dataset = StreamingDataset(local=data, batch_size=8, shuffle=True, shuffle_seed=2)
+    before = reader_module.decoded_cache.decodes
+    assert sorted(s['id'] for s in dataset) == list(range(800))
+    assert reader_module.decoded_cache.decodes - before == 40
