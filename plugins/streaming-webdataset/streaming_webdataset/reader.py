@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
+from streaming_webdataset.tablecache import load_table, save_table
 from streaming_webdataset.tarscan import BLOCK, Sample, group_samples, iter_members
 
 __all__ = ['WebDatasetReader', 'WebDatasetView', 'WebDatasetFormat', 'decode_field', 'field_kind', 'decode_sample',
@@ -119,7 +120,8 @@ class WebDatasetReader(ShardReaderBase):
 
 
 class WebDatasetView:
-    """An opened tar: ``view[i]`` is sample ``i`` as a dict (see the module docstring).
+    """An opened tar: ``view[i]`` is sample ``i`` as a dict (see the module docstring). The table of its samples
+    comes from one walk of its headers, shared with the node's other processes (:mod:`.tablecache`).
 
     Raises:
         ShardCorruptError: naming the file, when its size or sample count disagrees with the index, or it is damaged.
@@ -132,9 +134,15 @@ class WebDatasetView:
         self._url = raw.basename
         self._map: Any = map_file(path, raw.bytes)
         mapping = self._map
-        self._samples: list[Sample] = group_samples(
+        cached = load_table(path, reader.samples, raw.bytes)
+        if cached is not None:
+            self._samples: list[Sample] = cached
+            return
+        self._samples = group_samples(
             iter_members(lambda start, length: mapping[start:start + length], raw.bytes, path), path)
-        if len(self._samples) != reader.samples:
+        if len(self._samples) == reader.samples:
+            save_table(path, self._samples)
+        else:
             self.close()
             raise ShardCorruptError(f'{path}: the tar holds {len(self._samples)} samples but the index says '
                                     f'{reader.samples} (the tar was replaced after it was indexed, or a stale '

@@ -224,3 +224,36 @@ def test_cache_limit_evicts_downloaded_tars(tmp_path: Any) -> None:
     dataset = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, cache_limit=2 * size + 100)
     assert sorted(sample_id(s) for s in dataset) == list(range(120))
     assert len([name for name in os.listdir(local) if name.endswith('.tar')]) <= 2
+
+
+def test_a_tars_sample_table_is_walked_once_and_shared(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import streaming_webdataset.reader as reader_module
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=1, per_tar=12)
+    expected = read_with_tarfile(data)
+    assert list(StreamingDataset(local=data, batch_size=1)) == expected  # walks, keeps the table
+
+    def no_walk(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError('the tar was walked again')
+    monkeypatch.setattr(reader_module, 'iter_members', no_walk)
+    assert list(StreamingDataset(local=data, batch_size=1)) == expected  # another dataset: the kept table
+    # A replaced tar (other bytes, other modification time) is walked, never served from the old table.
+    write_tars(data, tars=1, per_tar=12, start=0)
+    with pytest.raises(AssertionError, match='walked again'):
+        StreamingDataset(local=data, batch_size=1)[0]
+
+
+def test_sample_tables_can_be_turned_off(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streaming_webdataset.tablecache import tables_dir
+    kept = tmp_path / 'tables'
+    monkeypatch.setenv('STREAMING_WEBDATASET_TABLES', str(kept))
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=2, per_tar=3)
+    assert len(list(StreamingDataset(local=data, batch_size=1))) == 6
+    assert len(os.listdir(kept)) == 2 and tables_dir() == str(kept)
+    monkeypatch.setenv('STREAMING_WEBDATASET_TABLES', '')
+    assert tables_dir() is None
+    other = str(tmp_path / 'other')
+    write_tars(other, tars=1, per_tar=3)
+    assert len(list(StreamingDataset(local=other, batch_size=1))) == 3
+    assert len(os.listdir(kept)) == 2
