@@ -53,6 +53,10 @@ FILL_IN: dict[str, dict[str, str]] = {
                               "'<the well-known Azurite key>'": "os.environ['DOCS_AZURE_KEY']"},
 }
 
+#: Blocks that are modules of the reader's project, not statements: page -> {block number: path under the working
+#: directory}.
+MODULES: dict[str, dict[int, str]] = {'docs/plugins/writing.md': {0: 'streaming_example_plugin/plugin.py'}}
+
 #: Pages that need servers besides moto S3.
 SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',), 'docs/storage/azure.md': ('azurite',)}
 
@@ -113,6 +117,41 @@ for remote in ('s3://my-bucket/train', 's3://r2-bucket/train'):
     'docs/storage/http.md': f'''
 write_mds(os.path.join(os.environ['DOCS_HTTP_ROOT'], 'train'), {_ID_COLUMNS},
           ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))))
+''',
+    'docs/plugins/writing.md': '''
+import sys
+
+# the page's plugin, installed: its package, and a distribution whose entry point names it
+sys.path.insert(0, os.getcwd())
+open('streaming_example_plugin/__init__.py', 'w').close()
+os.makedirs('streaming_example_plugin-0.1.0.dist-info')
+with open('streaming_example_plugin-0.1.0.dist-info/METADATA', 'w') as handle:
+    handle.write('Metadata-Version: 2.1\\nName: streaming-example-plugin\\nVersion: 0.1.0\\n')
+with open('streaming_example_plugin-0.1.0.dist-info/entry_points.txt', 'w') as handle:
+    handle.write('[streaming_core]\\nexample = streaming_example_plugin.plugin\\n')
+''',
+    'docs/guide/simulator.md': f'''
+write_mds('s3://bucket/train', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(300))),
+          size_limit=2000)
+''',
+    'docs/guide/conversion.md': f'''
+import json
+import sys
+
+os.makedirs('data')
+for part in range(3):
+    with open(f'data/part-{{part}}.jsonl', 'w') as handle:
+        for i, text in enumerate(texts(40)):
+            handle.write(json.dumps({{'id': part * 100 + i, 'text': text}}) + '\\n')
+for name in ('a', 'b'):
+    write_mds(f'out/{{name}}', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(10))))
+os.environ['PYSPARK_PYTHON'] = os.environ['PYSPARK_DRIVER_PYTHON'] = sys.executable
+from pyspark.sql import SparkSession  # noqa: E402
+
+spark = (SparkSession.builder.master('local[2]').config('spark.ui.enabled', 'false')
+         .config('spark.sql.shuffle.partitions', '2').config('spark.driver.memory', '1g').getOrCreate())
+spark.sparkContext.setLogLevel('ERROR')
+df = spark.createDataFrame([(i, t) for i, t in enumerate(texts(100))], 'id long, text string')
 ''',
     'docs/storage/azure.md': '''
 from azure.storage.blob import BlobServiceClient

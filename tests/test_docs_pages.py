@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.docs_preludes import FILL_IN, HELPERS, PRELUDES, SERVERS
+from tests.docs_preludes import FILL_IN, HELPERS, MODULES, PRELUDES, SERVERS
 from tests.fixtures.servers import CLOUD_ENV_VARS, need_module
 from tests.test_docs_examples import ROOT, RUNNABLE, python_blocks
 
@@ -46,9 +46,17 @@ def _reset_s3(url: str) -> None:
         client.create_bucket(Bucket=bucket)
 
 
-def page_script(page: str) -> str:
-    """The script run for ``page``: the shared helpers, its prelude, then its blocks (placeholders filled in)."""
-    text = '\n\n'.join(python_blocks(page))
+def page_script(page: str, work: str) -> str:
+    """The script run for ``page``: the shared helpers, its prelude, then its blocks (placeholders filled in).
+
+    The blocks :data:`MODULES` names are not in the script: they are written as modules under ``work``.
+    """
+    blocks = python_blocks(page)
+    for i, path in MODULES.get(page, {}).items():
+        os.makedirs(os.path.dirname(os.path.join(work, path)), exist_ok=True)
+        with open(os.path.join(work, path), 'w') as handle:
+            handle.write(blocks[i])
+    text = '\n\n'.join(block for i, block in enumerate(blocks) if i not in MODULES.get(page, {}))
     for placeholder, value in FILL_IN.get(page, {}).items():
         assert placeholder in text, f'{page} no longer has {placeholder!r}: update FILL_IN in tests/docs_preludes.py'
         text = text.replace(placeholder, value)
@@ -75,10 +83,10 @@ def test_page_runs(page, tmp_path, request):
     if 'azurite' in SERVERS.get(page, ()):
         azurite = request.getfixturevalue('azurite')
         env.update(DOCS_AZURE_URL=azurite.blob_endpoint, DOCS_AZURE_KEY=azurite.key)
-    script = tmp_path / 'page.py'
-    script.write_text(page_script(page))
     work = tmp_path / 'work'
     work.mkdir()
+    script = tmp_path / 'page.py'
+    script.write_text(page_script(page, str(work)))
     result = subprocess.run([sys.executable, str(script)], cwd=str(work), capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, f'{page}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
