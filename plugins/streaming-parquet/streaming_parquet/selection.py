@@ -4,7 +4,7 @@
 order and using the first that matches any file:
 
 1. ``data/{split}-*.parquet`` and ``data/{split}.parquet`` (what ``push_to_hub`` writes:
-   ``data/train-00000-of-00003.parquet``);
+   ``data/train-00000-of-00003.parquet``; for another configuration ``{config}/{split}-*.parquet``);
 2. ``{config}/{split}/*.parquet`` (the Hub's Parquet conversion, ``default/train/0000.parquet``) and
    ``{split}/**`` (a directory named after the split), with ``config=`` restricting to one configuration;
 3. a directory whose name contains the split as a word (``my-train-set/**``, ``dir/2023_train/**``);
@@ -91,10 +91,11 @@ def _split_layouts(split: str, config: str | None) -> list[tuple[str, re.Pattern
     words = '|'.join(re.escape(word) for word in _keywords(split))
     prefix = re.escape(config) + '/' if config else ''
     layouts = [
-        (f'{config + "/" if config else ""}data/{split}-*.parquet',
-         re.compile(rf'{prefix}data/(?:{words})(?:-[^/]*)?\.parquet\Z')),
-        (f'{config or "{config}"}/{split}/*.parquet, {split}/**',
-         re.compile(rf'(?:{re.escape(config)}/(?:partial-)?(?:{words})/.*|(?:{words})/.*)\Z' if config
+        (f'{config}/[data/]{split}-*.parquet' if config else f'data/{split}-*.parquet',
+         re.compile(rf'{prefix}(?:data/)?(?:{words})(?:-[^/]*)?\.parquet\Z' if config
+                    else rf'data/(?:{words})(?:-[^/]*)?\.parquet\Z')),
+        (f'{config}/{split}/**' if config else f'{{config}}/{split}/*.parquet, {split}/**',
+         re.compile(rf'{re.escape(config)}/(?:partial-)?(?:{words})/.*\Z' if config
                     else rf'(?:[^/]+/(?:partial-)?(?:{words})/[^/]*|(?:{words})/.*)\Z')),
         (f'a directory named like *-{split}-*',
          re.compile(rf'{prefix}(?:.*/)?(?:[^/]*{_SEP})?(?:{words})(?:{_SEP}[^/]*)?/.*\Z')),

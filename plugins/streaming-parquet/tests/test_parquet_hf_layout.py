@@ -41,6 +41,10 @@ def test_split_layouts_of_the_hub() -> None:
     assert select_names(CONVERTED, split='train', config='other') == ['other/train/0000.parquet',
                                                                      'other/train/0001.parquet']
     assert select_names(CONVERTED, config='default') == CONVERTED[:3]
+    pushed_configs = ['data/train-00000-of-00001.parquet', 'fr/train-00000-of-00001.parquet',
+                      'fr/test-00000-of-00001.parquet']
+    assert select_names(pushed_configs, split='train', config='fr') == ['fr/train-00000-of-00001.parquet']
+    assert select_names(pushed_configs, split='train') == ['data/train-00000-of-00001.parquet']
     assert select_names(['train/a.parquet', 'train/sub/b.parquet', 'test/c.parquet'], split='train') == [
         'train/a.parquet', 'train/sub/b.parquet']
     assert select_names(['x/my-train-set/a.parquet', 'x/test/b.parquet'], split='train') == [
