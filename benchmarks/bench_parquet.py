@@ -13,10 +13,15 @@ medians:
 * **ours, shuffled**: ``StreamingDataset(local=dir, shuffle=True)`` in one process, then with ``columns=['text',
   'label']`` (``ParquetStream``), then through ``StreamingDataLoader(num_workers=2)``.
 
+``--hub-files N`` (default 1,000; 0 to skip) also times the first sample of a remote of N small Parquet files on the
+loopback Hub (``streaming_hf.testing.HubServer``, ``hf://`` URLs): listing, N footers read with ranged requests,
+the derived index, one file downloaded; cold (empty cache) and warm (the derived index cached, a new process's
+construction lists the repository again).
+
 Run in ``.venv``::
 
-    .venv/bin/python benchmarks/bench_parquet.py               # 200k rows, 3 rounds
-    .venv/bin/python benchmarks/bench_parquet.py --quick       # 50k rows, 1 round
+    .venv/bin/python benchmarks/bench_parquet.py               # 200k rows, 3 rounds, 1,000 Hub files
+    .venv/bin/python benchmarks/bench_parquet.py --quick       # 50k rows, 1 round, 200 Hub files
 """
 
 from __future__ import annotations
@@ -100,6 +105,41 @@ def _batch(samples: list) -> list:
     return samples
 
 
+def hub_first_sample(files: int, root: str) -> tuple[float, float]:
+    """Seconds to the first sample of ``files`` files served by the loopback Hub: cold, then warm."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_core import StreamingDataset
+    from streaming_core.storage import clear_backend_cache
+    from streaming_hf import backend
+    from streaming_hf.testing import HubServer
+    hub = HubServer(page_size=1000)
+    try:
+        contents = {}
+        for f in range(files):
+            out = io.BytesIO()
+            ids = list(range(f * 100, f * 100 + 100))
+            pq.write_table(pa.table({'id': ids, 'text': [f'row {i}' for i in ids]}), out)
+            contents[f'data/train-{f:05d}-of-{files:05d}.parquet'] = out.getvalue()
+        hub.state.repo('datasets', 'bench/many').push(contents)
+        os.environ['HF_ENDPOINT'] = hub.url
+        times = []
+        for _ in range(2):
+            clear_backend_cache()
+            backend._PINS.clear()
+            start = time.perf_counter()
+            dataset = StreamingDataset(remote='hf://datasets/bench/many/data', local=os.path.join(root, 'hub-cache'),
+                                       batch_size=1)
+            assert dataset[0]['id'] == 0 and len(dataset) == files * 100
+            times.append(time.perf_counter() - start)
+        return times[0], times[1]
+    finally:
+        hub.close()
+
+
 def main() -> None:
     """Write the data, run the interleaved rounds and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
@@ -107,10 +147,11 @@ def main() -> None:
     parser.add_argument('--files', type=int, default=8)
     parser.add_argument('--row-group', type=int, default=5000)
     parser.add_argument('--rounds', type=int, default=3)
-    parser.add_argument('--quick', action='store_true', help='50k rows, 1 round')
+    parser.add_argument('--hub-files', type=int, default=1000)
+    parser.add_argument('--quick', action='store_true', help='50k rows, 1 round, 200 Hub files')
     args = parser.parse_args()
     if args.quick:
-        args.rows, args.rounds = 50_000, 1
+        args.rows, args.rounds, args.hub_files = 50_000, 1, min(args.hub_files, 200)
     root = tempfile.mkdtemp(prefix='bench-parquet-')
     os.environ.setdefault('STREAMING_CORE_CACHE_DIR', os.path.join(root, 'cache-root'))
     try:
@@ -138,6 +179,10 @@ def main() -> None:
         for name, values in times.items():
             median = statistics.median(values)
             print(f'| {name} | {median:.2f} | {args.rows / median:,.0f} |')
+        if args.hub_files:
+            cold, warm = hub_first_sample(args.hub_files, root)
+            print(f'\nFirst sample of {args.hub_files} files on the loopback Hub (hf://): cold {cold:.2f} s, warm '
+                  f'{warm:.2f} s')
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
