@@ -280,7 +280,8 @@ class HubServer:
         hub_handler = type('Hub', (_HubHandler,), {'state': self.state, 'cdn_base': self.cdn_url})
         self._hub = ThreadingHTTPServer(('127.0.0.1', 0), hub_handler)
         self.url = f'http://127.0.0.1:{self._hub.server_address[1]}'
-        self._threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (self._hub, self._cdn)]
+        self._threads = [threading.Thread(target=s.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
+                         for s in (self._hub, self._cdn)]
         for thread in self._threads:
             thread.start()
 
