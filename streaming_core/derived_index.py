@@ -13,6 +13,16 @@ Choosing the builder: ``format=`` names one (its files are selected by its patte
 otherwise the builders whose patterns match the listing are found and exactly one must match. An empty directory,
 a directory with no file any builder indexes, or one with files of several builders is an error saying what was
 found and what to pass.
+
+Foreign indexes: an ``index.json`` that is not ours (a JSON object with no ``shards`` key, such as litdata's
+``{"chunks": [...], "config": {...}}``) is handed to the index builder that claims it: a builder with a
+``claims_index(obj) -> bool`` method, called with the parsed object (``format=`` names one, or exactly one must
+claim it). The builder's ``build`` receives that one file (``index.json``, its bytes already read) and may read the
+directory's other files by name. The derived index follows the same rules as above, its identity being the digest
+of the builder and the index file's content (``derived:<builder>:<sha256>``): it is rebuilt when the foreign index
+changes, and local copies the new version does not vouch for (same size and hash in both) are removed first. No
+builder claiming it is an :class:`ForeignIndexError` naming the file and, for a format we know
+(:data:`KNOWN_FOREIGN_INDEXES`), the distribution to install.
 """
 
 from __future__ import annotations
@@ -33,12 +43,14 @@ from streaming_core.errors import (
     UnknownNameError,
     UnsafePathError,
 )
-from streaming_core.index import check_basename, index_text, parse_index_text, resolve_inside
+from streaming_core.index import INDEX_BASENAME, check_basename, index_text, parse_index_text, resolve_inside
 from streaming_core.storage import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.util import redact_url
 
-__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME',
-           'list_source', 'choose_builder', 'listing_identity', 'derive_index', 'builder_matches', 'build_index']
+__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
+           'DERIVED_LISTING_NAME', 'KNOWN_FOREIGN_INDEXES', 'list_source', 'choose_builder', 'listing_identity',
+           'derive_index', 'builder_matches', 'build_index', 'foreign_index', 'claiming_builder',
+           'derive_foreign_index']
 
 logger = logging.getLogger('streaming_core.derived_index')
 
@@ -64,6 +76,22 @@ class NoDatasetError(DerivedIndexError, FileNotFoundError):
 class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
     """Nothing in the local directory of a stream without a remote: also a ``RuntimeError``, as the reference raises
     for a missing local ``index.json`` with no remote."""
+
+
+class ForeignIndexError(IndexFormatError):
+    """A directory's ``index.json`` is not a streaming index (no ``shards``) and no installed index builder claims
+    it; the message names the file and, for a known format, the distribution that reads it."""
+
+
+def _is_litdata(obj: dict[str, Any]) -> bool:
+    return isinstance(obj.get('chunks'), list) and isinstance(obj.get('config'), dict)
+
+
+#: Foreign ``index.json`` layouts the core recognises without their plugin (for the install hint when no builder
+#: claims one): format name -> test of the parsed object. The distribution comes from ``INSTALL_HINTS``.
+KNOWN_FOREIGN_INDEXES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    'litdata': _is_litdata,
+}
 
 
 @dataclass(frozen=True)
@@ -161,6 +189,10 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
         except UnknownNameError as err:
             raise UnknownNameError(f'format={fmt!r} for {where}: {err}') from None
         selected = builder_matches(builder, files)
+        if not selected and not tuple(builder.patterns):
+            raise DerivedIndexError(f'{where} has no index.json; the {fmt!r} index builder (format={fmt!r}) reads '
+                                    f'only a directory\'s own index.json (of its format). Point `remote`/`local` at '
+                                    f'the directory holding it.')
         if not selected:
             found = f'found {len(files)} other file(s): {_summary(files)}' if files else 'it is empty'
             raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(builder.patterns)} file for '
@@ -227,11 +259,15 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
 
 
 def _build(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
-           options: dict[str, Any] | None) -> bytes:
-    """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable)."""
+           options: dict[str, Any] | None, preread: dict[str, bytes] | None = None) -> bytes:
+    """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable).
+    ``preread`` holds files already read whole (served from memory)."""
     where = redact_url(source)
+    known = preread or {}
 
     def read(file_name: str, start: int, length: int) -> bytes:
+        if file_name in known:
+            return known[file_name][start:start + length]
         return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
 
     index = builder.build(list(files), read, where=where)
@@ -318,3 +354,155 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                'files': [item.key() for item in selected]}
     write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
     return path, data, identity
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Foreign index.json files (litdata's...): handed to the index builder that claims them.
+
+def foreign_index(data: bytes) -> dict[str, Any] | None:
+    """The parsed ``index.json`` when it is not a streaming index: a JSON object with no ``shards`` key (``None``
+    for ours, and for text that is not a JSON object, which the index reader reports as corrupted).
+
+    An index holding the text ``"shards"`` is taken for ours without parsing it here (ours can be gigabytes).
+    """
+    if b'"shards"' in data:
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) and 'shards' not in obj else None
+
+
+def _claims(builder: Any, obj: dict[str, Any]) -> bool:
+    claims = getattr(builder, 'claims_index', None)
+    return callable(claims) and bool(claims(obj))
+
+
+def _not_ours(obj: dict[str, Any], shown: str) -> ForeignIndexError:
+    """The error for a foreign index no builder claims: what it looks like and what to install."""
+    from streaming_core.name_registry import INSTALL_HINTS
+    keys = ', '.join(repr(key) for key in sorted(obj)[:6]) or 'none'
+    message = (f'{shown} is not a streaming index: it has no "shards" list (its top-level keys: {keys}), and no '
+               f'installed index builder reads it.')
+    for name, test in KNOWN_FOREIGN_INDEXES.items():
+        try:
+            known = test(obj)
+        except Exception:  # a signature test never hides the real error
+            known = False
+        if known:
+            dist = INSTALL_HINTS['index_builder'].get(name) or INSTALL_HINTS['format'].get(name) or name
+            return ForeignIndexError(f'{message} It is a {name} index: install the distribution {dist!r}, which '
+                                     f'reads it directly (pip install {dist}), and construct again.')
+    return ForeignIndexError(f'{message} Point `remote`/`local` at a directory written by streaming-core (or '
+                             f'mosaicml-streaming), or install the plugin that reads this format.')
+
+
+def claiming_builder(fmt: str | None, obj: dict[str, Any], shown: str) -> tuple[str, Any]:
+    """The index builder that reads the foreign index ``obj`` (the file ``shown``).
+
+    Args:
+        fmt: The ``format=`` the user gave (``None``: the one builder whose ``claims_index(obj)`` is true).
+        obj: The parsed ``index.json`` (a JSON object with no ``shards``).
+        shown: The file, for messages.
+
+    Returns:
+        ``(builder name, builder)``.
+
+    Raises:
+        UnknownNameError: ``fmt`` names no index builder.
+        ForeignIndexError: no builder claims it (naming the distribution to install for a known format), the one
+            ``fmt`` names does not, or several do and no ``format=`` chooses.
+    """
+    from streaming_core.registry import get_registry
+    registry = get_registry('index_builder')
+    if fmt is not None:
+        try:
+            builder = registry.get(fmt)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'format={fmt!r} for {shown}: {err}') from None
+        if not _claims(builder, obj):
+            raise ForeignIndexError(f'{shown} is not a streaming index (no "shards" list) and the {fmt!r} index '
+                                    f'builder (format={fmt!r}) does not read it. Pass the format it was written in, '
+                                    f'or no format= to detect it.')
+        return fmt, builder
+    claimers = [(entry.name, entry.obj) for entry in registry.entries() if _claims(entry.obj, obj)]
+    if len(claimers) == 1:
+        return claimers[0]
+    if claimers:
+        raise ForeignIndexError(f'{shown} is not a streaming index and several index builders read it: '
+                                f'{[name for name, _ in claimers]}. Pass format= one of them to choose.')
+    raise _not_ours(obj, shown)
+
+
+def _parse_file(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, 'rb') as handle:
+            return parse_index_text(handle.read(), path)
+    except (OSError, IndexFormatError):
+        return None
+
+
+def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
+                         previous: Sequence[dict[str, Any]] = ()) -> tuple[str, bytes, str]:
+    """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
+    parsed ``obj``), built when its content changed (caller holds the stream's index lock).
+
+    Args:
+        stream: The stream (``format``, ``download_timeout``, ``download_retry``, ``storage_options``,
+            ``local_dir``).
+        source: The directory holding the dataset (the remote directory, or the local one without a remote).
+        sdir: The local directory's state directory.
+        data: The bytes of its ``index.json``.
+        obj: ``data`` parsed (:func:`foreign_index`'s result).
+        copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
+            copy the new version does not vouch for (same size and hash in both versions) is removed first.
+        previous: Other index versions the local copies may come from (a streaming index cached there before).
+
+    Returns:
+        ``(path of the derived index, its bytes, its identity)``.
+
+    Raises:
+        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
+        IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
+    """
+    from streaming_core.index_sync import stale_files
+    where = redact_url(source)
+    shown = redact_url(join(source, INDEX_BASENAME))
+    name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
+    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
+    identity = listing_identity(name, [item])
+    path = os.path.join(sdir, DERIVED_INDEX_NAME)
+    old = _read_listing(sdir)
+    if old is not None and old.get('identity') == identity:
+        try:
+            with open(path, 'rb') as handle:
+                built = handle.read()
+            if hashlib.sha256(built).hexdigest() == old.get('index_sha256'):
+                return path, built, identity
+        except OSError:
+            pass
+    logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
+    built = _build(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
+                   retries=int(stream.download_retry or 0), options=stream.storage_options,
+                   preread={INDEX_BASENAME: data})
+    if copies:
+        new = parse_index_text(built, f'the {name} index derived from {shown}')
+        olds = [index for index in (_parse_file(path), *previous) if index is not None]
+        stale: set[str] = set()
+        for index in olds or [None]:
+            stale.update(stale_files(index, new, stream.local_dir))
+        for copy in sorted(stale):
+            try:
+                os.remove(copy)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
+                                     f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
+                                     f'use another `local`.') from err
+    write_file_atomic(path, built)
+    listing = {'identity': identity, 'builder': name, 'source': where,
+               'index_sha256': hashlib.sha256(built).hexdigest(), 'files': [item.key()]}
+    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    return path, built, identity

@@ -19,7 +19,12 @@ directory's state directory), so the processes of a node never race:
 A directory (remote, in place or local) without ``index.json`` whose files index themselves (``*.parquet``, or the
 stream's ``format`` names an index builder) is read through an index derived from its files, built once per node
 under the same lock and kept in the state directory (:mod:`streaming_core.derived_index`); an ``index.json`` always
-wins.
+wins. An ``index.json`` that is not ours (no ``shards``: litdata's, for one) is handed to the index builder that
+claims it, and read through the index derived from it, rebuilt when its content changes (its identity is
+``derived:<builder>:<sha256>``); with a remote, the foreign ``index.json`` is copied to the local directory like
+ours, and local files the new version does not vouch for are removed first. No builder claiming it is a
+:class:`~streaming_core.derived_index.ForeignIndexError` naming the file (and the plugin to install for a known
+format).
 
 A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
@@ -126,6 +131,9 @@ def sync_index(stream: Any) -> SyncedIndex:
                     raise NoLocalDatasetError(f'No `remote` provided, but local file {path} does not exist either: '
                                               f'{err}') from None
             raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
+        foreign = _foreign_obj(data)
+        if foreign is not None:
+            return _foreign_locked(stream, data, foreign)
         return SyncedIndex(path, data, _file_id_text(ident))
     local_dir = stream.local_dir
     in_place = is_in_place(remote, local_dir)
@@ -195,6 +203,23 @@ def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedInde
     return SyncedIndex(path, data, identity)
 
 
+def _foreign_obj(data: bytes) -> dict[str, Any] | None:
+    from streaming_core.derived_index import foreign_index
+    return foreign_index(data)
+
+
+def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any]) -> SyncedIndex:
+    """The index derived from a local foreign ``index.json`` (no remote), under the stream's index lock."""
+    from streaming_core.derived_index import derive_foreign_index
+    sdir = state_dir(stream.local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
+    try:
+        return SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False))
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
 def _probe(stream: Any, url: str) -> str | None:
     """The remote index's identity without downloading it (``None``: unknown or unreachable; the download that
     follows then decides, and reports errors)."""
@@ -224,6 +249,10 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
         raise MissingIndexError(f'The remote {redact_url(stream.remote_dir)} is the local directory itself and has '
                                 f'no {INDEX_BASENAME} ({path}).') from None
     identity = _file_id_text(ident)
+    foreign = _foreign_obj(data)
+    if foreign is not None:
+        from streaming_core.derived_index import derive_foreign_index
+        path, data, identity = derive_foreign_index(stream, stream.local_dir, sdir, data, foreign, copies=False)
     record = read_record(sdir)
     if record is None or (record.remote_key == remote_key(stream.remote_dir) and record.source_identity != identity):
         write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), ident, time.time()))
@@ -284,6 +313,9 @@ class _Refresh:
                 return self._offline(record, local_now, err)
             with open(tmp, 'rb') as handle:
                 new = handle.read()
+            foreign = _foreign_obj(new)
+            if foreign is not None:
+                return self._foreign(new, foreign, record, local_now, started)
             try:
                 new_obj = parse_index_text(new, self.shown)
             except IndexFormatError as err:
@@ -316,6 +348,28 @@ class _Refresh:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
+    def _foreign(self, new: bytes, obj: dict[str, Any], record: CacheRecord | None,
+                 local_now: tuple[int, int, int] | None, started: float) -> SyncedIndex:
+        """The remote ``index.json`` is not ours: read the remote through the index derived from it (rebuilt when it
+        changed, stale local copies removed first), and keep a copy of it in the local directory."""
+        from streaming_core.derived_index import derive_foreign_index
+        stream, path = self.stream, self.path
+        previous = []
+        if local_now is not None:
+            with open(path, 'rb') as handle:
+                old = _parse_or_none(handle.read(), path)  # a streaming index cached here before
+            if old is not None:
+                previous.append(old)
+        derived, data, identity = derive_foreign_index(stream, stream.remote_dir, self.sdir, new, obj, copies=True,
+                                                       previous=previous)
+        if record is None:
+            _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
+        if file_identity(path) is None or _read(path)[0] != new:
+            write_file_atomic(path, new)
+        write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), file_identity(path),
+                                            started))
+        return SyncedIndex(derived, data, identity)
+
     def _offline(self, record: CacheRecord | None, local_now: tuple[int, int, int],
                  err: BaseException) -> SyncedIndex:
         """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
@@ -328,6 +382,11 @@ class _Refresh:
                    f'{self.path}, last compared with the remote at {when}. It may be out of date.')
         warnings.warn(message, stacklevel=2)
         logger.warning(message)
+        foreign = _foreign_obj(data)
+        if foreign is not None:  # a copy of a foreign index: its derived index (cached unless the copy changed)
+            from streaming_core.derived_index import derive_foreign_index
+            return SyncedIndex(*derive_foreign_index(self.stream, self.stream.remote_dir, self.sdir, data, foreign,
+                                                     copies=False))
         return SyncedIndex(self.path, data, identity)
 
 

@@ -36,14 +36,17 @@ INSTALL_HINTS: dict[str, dict[str, str]] = {
     'storage': {'s3': 'streaming-s3', 'gs': 'streaming-gcs', 'oci': 'streaming-oci', 'azure': 'streaming-azure',
                 'azure-dl': 'streaming-azure', 'dbfs': 'streaming-databricks', 'sftp': 'streaming-sftp'},
     'format': {'mds': 'streaming-mds', 'json': 'streaming-jsonl', 'csv': 'streaming-csv', 'tsv': 'streaming-csv',
-               'xsv': 'streaming-csv', 'parquet': 'streaming-parquet'},
+               'xsv': 'streaming-csv', 'parquet': 'streaming-parquet', 'webdataset': 'streaming-webdataset',
+               'litdata': 'streaming-litdata'},
     'shuffle': {'py1e': 'streaming-py1e', 'py1b': 'streaming-py1e', 'py1br': 'streaming-py1e',
                 'py1s': 'streaming-py1e', 'py2s': 'streaming-py1e', 'py1n': 'streaming-py1e'},
     'batching': {'stratified': 'streaming-stratified', 'per_stream': 'streaming-stratified',
                  'device_per_stream': 'streaming-stratified'},
     'converter': {name: 'streaming-datasets' for name in ('cifar10', 'imagenet', 'coco', 'ade20k', 'c4', 'pile',
-                                                          'enwiki', 'laion400m', 'webvid', 'tokens', 'pack-tokens')},
-    'index_builder': {'parquet': 'streaming-parquet'},
+                                                          'enwiki', 'laion400m', 'webvid', 'tokens', 'pack-tokens')}
+                 | {'webdataset': 'streaming-webdataset', 'litdata': 'streaming-litdata'},
+    'index_builder': {'parquet': 'streaming-parquet', 'webdataset': 'streaming-webdataset',
+                      'litdata': 'streaming-litdata'},
     'stream': {},
 }
 

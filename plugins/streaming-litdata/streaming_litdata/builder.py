@@ -81,13 +81,18 @@ def convert_index(data: bytes, where: str) -> dict[str, Any]:
 class LitdataIndexBuilder:
     """Indexes a directory written by litdata's ``optimize``/``BinaryWriter`` from its ``index.json``.
 
-    Streams reach it for a directory whose ``index.json`` is litdata's once the core hands such directories to index
-    builders (today an ``index.json`` is always read as streaming-core's own); :func:`convert_index` is the same
+    The core hands it a directory whose ``index.json`` it claims (:meth:`claims_index`: litdata's ``chunks`` and
+    ``config``, no ``shards``); ``patterns`` is empty, so a directory *without* an ``index.json`` is never detected
+    as litdata (a parent of nested datasets' ``index.json`` files stays one). :func:`convert_index` is the same
     conversion for tools.
     """
 
     name = 'litdata'
-    patterns = (INDEX_NAME,)
+    patterns: tuple[str, ...] = ()
+
+    def claims_index(self, obj: Any) -> bool:
+        """Whether the parsed ``index.json`` ``obj`` is litdata's (see :func:`is_litdata_index`)."""
+        return is_litdata_index(obj)
 
     def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
         """Read ``index.json`` and convert it.
