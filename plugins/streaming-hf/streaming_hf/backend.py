@@ -7,7 +7,8 @@ Requests (the paths ``huggingface_hub`` uses, against ``HF_ENDPOINT``, default `
   training cannot mix two versions. The commit is also put in the environment, so processes started from this one
   (spawned DataLoader workers) use the same commit.
 * ``GET /api/{datasets|models}/{repo}/tree/{commit}/{path}?recursive=true``: the listing, following the ``Link:
-  <...>; rel="next"`` pages; sizes, and as etags the file's LFS sha256 (or its git blob id).
+  <...>; rel="next"`` pages; sizes, and as etags the file's LFS sha256 (or its git blob id). A commit's tree never
+  changes, so it is listed once per process (forked children inherit the listing).
 * ``GET/HEAD /{datasets/}{repo}/resolve/{commit}/{path}``: downloads, existence checks and ranged reads (``Range:
   bytes=a-b``). Redirects (the Hub sends LFS files to its CDN) are followed, and the token is sent to the Hub's own
   host only, never to another host.
@@ -52,6 +53,8 @@ _MAX_REDIRECTS = 5
 _CHUNK = 1 << 20
 #: Pins made in this process: ``(endpoint, kind, repo, revision) -> commit`` (forked children inherit it).
 _PINS: dict[tuple[str, str, str, str], str] = {}
+#: Listings made in this process: ``(endpoint, kind, repo, commit, directory) -> files`` (a commit never changes).
+_LISTINGS: dict[tuple[str, str, str, str, str], list[tuple[str, Any, Any]]] = {}
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -259,9 +262,21 @@ class HfBackend(ProcessLocal):
         text = url[len(where.root):].lstrip('/')  # the prefix inside the repository, as written
         directory = text.rsplit('/', 1)[0] if '/' in text else ''
         commit = self.commit_of(where, url, timeout)
+        key = (self.endpoint, where.kind, where.repo, commit, directory)
+        files = _LISTINGS.get(key)
+        if files is None:
+            files = self._tree(where, url, commit, directory, timeout)
+            _LISTINGS[key] = files
+        found = [(where.with_path(name), {'size': size, 'etag': etag, 'mtime': None})
+                 for name, size, etag in files if name.startswith(text)]
+        return sorted(found)
+
+    def _tree(self, where: HfURL, url: str, commit: str, directory: str,
+              timeout: float) -> list[tuple[str, Any, Any]]:
+        """``(path, size, etag)`` of every file under ``directory`` at ``commit`` (every page of the tree API)."""
         target: str | None = (f'{self.endpoint}/api/{where.kind}/{where.repo}/tree/{commit}/{quote(directory)}'
                               f'?recursive=true&expand=false').replace(f'{commit}/?', f'{commit}?')
-        found = []
+        files = []
         pages = 0
         while target is not None:
             try:
@@ -275,15 +290,11 @@ class HfBackend(ProcessLocal):
             for entry in entries:
                 if not isinstance(entry, dict) or entry.get('type') != 'file':
                     continue
-                name = str(entry.get('path', ''))
-                if not name.startswith(text):
-                    continue
                 lfs = entry.get('lfs') if isinstance(entry.get('lfs'), dict) else {}
-                found.append((where.with_path(name), {'size': entry.get('size'),
-                                                      'etag': lfs.get('oid') or entry.get('oid'), 'mtime': None}))
+                files.append((str(entry.get('path', '')), entry.get('size'), lfs.get('oid') or entry.get('oid')))
             pages += 1
             target = _next_link(links, target)
-        return sorted(found)
+        return files
 
 
 def _next_link(header: str | None, current: str) -> str | None:

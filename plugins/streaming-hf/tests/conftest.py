@@ -24,12 +24,14 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[HubServer]:
     monkeypatch.setenv('HF_HOME', str(tmp_path / 'hf-home'))  # no token file of the developer's
     monkeypatch.setenv('HF_ENDPOINT', server.url)
     backend._PINS.clear()
+    backend._LISTINGS.clear()
     clear_backend_cache()
     try:
         yield server
     finally:
         server.close()
         backend._PINS.clear()
+        backend._LISTINGS.clear()
         for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
             os.environ.pop(name, None)
         clear_backend_cache()

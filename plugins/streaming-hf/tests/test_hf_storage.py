@@ -103,6 +103,9 @@ def test_a_hub_dataset_streams_end_to_end_and_stays_pinned(hub: HubServer, tmp_p
     assert ids == list(range(60)) + [1000, 1001]
     assert all(f'/{first}/' in p for m, p, _ in hub.state.requests if '/resolve/' in p or p.startswith('/cdn/'))
     assert hub.state.cdn_authorization and not any(hub.state.cdn_authorization)
+    # A second dataset in this process: the commit's listing is not fetched again.
+    again = StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'cache'), batch_size=4)
+    assert len(again) == 62 and hub.state.count('GET', '/tree/') == 1
     # DataLoader workers read the same commit (the pin is inherited), from the node's cache.
     loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, collate_fn=lambda batch: batch)
     assert sorted(s['id'] for batch in loader for s in batch) == ids
