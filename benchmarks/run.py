@@ -40,8 +40,10 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     'writer': ('bench_writer.py', [], ['--rounds', '1', '--small', '20000', '--image', '5000']),
     'startup': ('bench_startup.py', ['--shards', '1e3,1e4,1e5'], ['--shards', '1e3,1e4', '--rounds', '1']),
     'planning': ('bench_planning.py', ['--samples', '1e7,1e8'], ['--samples', '1e7', '--nodes', '1,8']),
+    'webdataset': ('bench_webdataset.py', [], ['--quick']),
+    'parquet': ('bench_parquet.py', [], ['--quick']),
 }
-DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup')
+DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup', 'webdataset', 'parquet')
 
 
 def run_one(name: str, args: list[str], out_dir: str) -> tuple[int, float]:
