@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from streaming_core.plugin_api import (
+    ClientCache,
     PermanentStorageError,
     ProcessLocal,
     StorageError,
@@ -94,27 +95,19 @@ class DatabricksBackend(ProcessLocal):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._clients: dict[float, Any] = {}
+        self._clients: ClientCache[Any] = ClientCache()  # one SDK client per process and timeout
 
     def __repr__(self) -> str:
         return f'DatabricksBackend(host={self.host!r}, profile={self.profile!r}, auth_type={self.auth_type!r})'
 
     def reset(self) -> None:
         """Drop the clients (the core calls this between retries)."""
-        with self._lock:
-            self._clients = {}
+        self._clients.clear()
 
     # Clients.
     def _client(self, timeout: float) -> Any:
         self._check_process()
-        client = self._clients.get(float(timeout))
-        if client is None:
-            with self._lock:
-                client = self._clients.get(float(timeout))
-                if client is None:
-                    client = self._make_client(float(timeout))
-                    self._clients[float(timeout)] = client
-        return client
+        return self._clients.get(float(timeout), lambda: self._make_client(float(timeout)))
 
     def _make_client(self, timeout: float) -> Any:
         from databricks.sdk import WorkspaceClient
