@@ -1,7 +1,8 @@
 """What a reader already has when running a documentation page: the preludes of ``tests/test_docs_pages.py``.
 
 Each prelude runs before its page's blocks, in the page's process and working directory (an empty temporary
-directory). ``S3_ENDPOINT_URL`` points at a moto server whose buckets are empty; ``DOCS_HTTP_URL`` and
+directory; a prelude that makes data does so only in the main process, and not again for a page's second script,
+see :data:`SECOND_SCRIPT`). ``S3_ENDPOINT_URL`` points at a moto server whose buckets are empty; ``DOCS_HTTP_URL`` and
 ``DOCS_HTTP_ROOT`` name a static HTTP server and the directory it serves, for the pages listed in :data:`SERVERS`.
 """
 
@@ -56,6 +57,10 @@ FILL_IN: dict[str, dict[str, str]] = {
 #: Blocks that are modules of the reader's project, not statements: page -> {block number: path under the working
 #: directory}.
 MODULES: dict[str, dict[int, str]] = {'docs/plugins/writing.md': {0: 'streaming_example_plugin/plugin.py'}}
+
+#: Pages run as two scripts, each in a fresh process (the second from this block on): a conversion script whose
+#: spawned workers import it, then the training script that reads the result. Both start with the prelude.
+SECOND_SCRIPT: dict[str, int] = {'docs/datasets/imagenet.md': 1, 'docs/datasets/index.md': 1}
 
 #: Pages that need servers besides moto S3.
 SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',), 'docs/storage/azure.md': ('azurite',)}
@@ -163,3 +168,154 @@ if service.get_container_client('my-container').exists():
 service.create_container('my-container')
 ''',
 }
+
+#: Fake sources in the real layouts (a few samples each), as ``plugins/streaming-datasets/tests`` builds them.
+_CIFAR_SOURCE = '''
+import pickle
+
+
+def cifar_source(root='cifar-10-batches-py'):
+    os.makedirs(root)
+    rng = np.random.default_rng(0)
+    for name, count in [*[(f'data_batch_{i}', 6) for i in range(1, 6)], ('test_batch', 8)]:
+        batch = {b'batch_label': name.encode(), b'labels': [int(v) for v in rng.integers(0, 10, count)],
+                 b'data': rng.integers(0, 256, (count, 3072), dtype=np.uint8),
+                 b'filenames': [f'{name}_{k}.png'.encode() for k in range(count)]}
+        with open(os.path.join(root, name), 'wb') as handle:
+            pickle.dump(batch, handle, protocol=2)
+    names = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck')
+    with open(os.path.join(root, 'batches.meta'), 'wb') as handle:
+        pickle.dump({b'label_names': [n.encode() for n in names]}, handle, protocol=2)
+
+
+if __name__ == '__main__' and not os.path.exists('cifar-10-batches-py'):
+    cifar_source()
+'''
+
+_TRANSFORMS = '''
+import types
+
+import torch
+
+
+def to_tensor(image):
+    """What torchvision.transforms.ToTensor() does to an RGB image."""
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1).float() / 255
+
+
+transforms = types.SimpleNamespace(ToTensor=lambda: to_tensor)  # torchvision.transforms, for this page
+'''
+
+
+def _records(remote: str, columns: str, sample: str, count: int = 12) -> str:
+    """A prelude line writing ``count`` samples (``sample``: an expression of ``i``) to ``remote``."""
+    return f"write_mds({remote!r}, {columns}, ({sample} for i in range(count)))\n".replace('count', str(count))
+
+
+PRELUDES.update({
+    'docs/datasets/ade20k.md': _records(
+        's3://bucket/ade20k/train', "{'x': 'jpeg', 'y': 'png', 'name': 'str'}",
+        "{'x': image(i), 'y': image(i, mode='L'), 'name': f'ADE_train_{i:08d}'}") + '''
+
+def joint_random_crop_and_flip(image, mask):
+    """The same random horizontal flip of the image and its mask."""
+    from PIL import Image
+    if np.random.rand() < 0.5:
+        return image.transpose(Image.FLIP_LEFT_RIGHT), mask.transpose(Image.FLIP_LEFT_RIGHT)
+    return image, mask
+''',
+    'docs/datasets/c4.md': _records(
+        's3://bucket/c4/train', "{'text': 'str', 'timestamp': 'str', 'url': 'str'}",
+        "{'text': texts(12)[i], 'timestamp': '2019-04-25T12:57:54Z', 'url': f'https://example.com/{i}'}"),
+    'docs/datasets/cifar10.md': _CIFAR_SOURCE + _TRANSFORMS,
+    'docs/datasets/index.md': _CIFAR_SOURCE + '''
+my_transform = None
+''',
+    'docs/datasets/coco.md': _records(
+        's3://bucket/coco/val2017', "{'image': 'jpeg', 'image_id': 'int', 'file_name': 'str', 'width': 'int', "
+        "'height': 'int', 'boxes': 'json', 'category_ids': 'json', 'segmentation': 'json', 'annotations': 'json'}",
+        "{'image': image(i), 'image_id': i, 'file_name': f'{i:012d}.jpg', 'width': 16, 'height': 12, "
+        "'boxes': [[1.0, 2.0, 5.0, 4.0]], 'category_ids': [18], 'segmentation': [[[1.0, 2.0, 6.0, 2.0, 6.0, 6.0]]], "
+        "'annotations': [{'id': 100 + i, 'area': 20.0, 'iscrowd': 0}]}") + '''
+
+def detection_transforms(image, annotations):
+    return np.asarray(image), annotations
+''',
+    'docs/datasets/enwiki.md': _records(
+        's3://bucket/enwiki/train', "{'id': 'str', 'url': 'str', 'title': 'str', 'text': 'str'}",
+        "{'id': str(12 + i), 'url': f'https://en.wikipedia.org/wiki?curid={12 + i}', 'title': 'Anarchism', "
+        "'text': texts(12)[i]}"),
+    'docs/datasets/imagenet.md': '''
+def imagenet_source(root='imagenet'):
+    for split, per_class in (('train', 4), ('val', 2)):
+        for label, wnid in enumerate(['n01440764', 'n01443537', 'n01484850']):
+            os.makedirs(os.path.join(root, split, wnid))
+            for k in range(per_class):
+                name = f'{wnid}_{k}.JPEG' if split == 'train' else f'ILSVRC2012_val_{label * 10 + k:08d}.JPEG'
+                image(label * 10 + k).save(os.path.join(root, split, wnid, name), format='JPEG')
+
+
+if __name__ == '__main__' and not os.path.exists('imagenet'):
+    imagenet_source()
+
+
+def train_transforms(image):
+    return np.asarray(image.resize((8, 8)))
+''',
+    'docs/datasets/laion400m.md': _records(
+        's3://bucket/laion400m/train', "{'key': 'str', 'url': 'str', 'caption': 'str', 'width': 'int', "
+        "'height': 'int', 'image': 'bytes', 'metadata': 'json', 'download': 'json'}",
+        "{'key': f'{i:09d}', 'url': f'https://example.com/{i}.jpg', 'caption': texts(12)[i], 'width': 16, "
+        "'height': 12, 'image': jpeg_bytes(i), 'metadata': {'URL': f'https://example.com/{i}.jpg', "
+        "'TEXT': texts(12)[i], 'similarity': 0.31}, 'download': {'status': 'success'}}") .replace(
+        'write_mds', '''import io
+
+
+def jpeg_bytes(seed):
+    out = io.BytesIO()
+    image(seed).save(out, format='JPEG')
+    return out.getvalue()
+
+
+def image_transform(image):
+    return np.asarray(image)
+
+
+def tokenize(caption):
+    return caption.split()
+
+
+write_mds''', 1),
+    'docs/datasets/llm-packing.md': '''
+from streaming_datasets import convert_tokens
+
+write_mds('data/c4/train', {'text': 'str', 'timestamp': 'str', 'url': 'str'},
+          ({'text': text, 'timestamp': '2019-04-25T12:57:54Z', 'url': f'https://example.com/{i}'}
+           for i, text in enumerate(texts(400, words=40))))
+convert_tokens(['data/c4/train'], 'data/c4-tokens')
+''',
+    'docs/datasets/pile.md': _records(
+        's3://bucket/pile/train', "{'text': 'str', 'pile_set_name': 'str'}",
+        "{'text': texts(12)[i], 'pile_set_name': 'Pile-CC'}"),
+    'docs/datasets/webvid.md': '''
+import csv
+
+os.makedirs('clips')
+with open('results_2M_val.csv', 'w', newline='') as handle:
+    rows = csv.writer(handle)
+    rows.writerow(['videoid', 'name', 'page_dir', 'duration', 'contentUrl'])
+    for i in range(3):
+        with open(f'clips/{i}.mp4', 'wb') as clip:
+            clip.write(bytes([i]) * 64)
+        rows.writerow([str(1000 + i), f'clip {i}', f'{i:03d}_{i:03d}', 'PT00H00M11S',
+                       'file://' + os.path.abspath(f'clips/{i}.mp4')])
+''' + _records(
+        's3://bucket/webvid/val', "{'videoid': 'str', 'caption': 'str', 'page_dir': 'str', 'duration': 'str', "
+        "'content_url': 'str', 'video': 'bytes'}",
+        "{'videoid': str(1000 + i), 'caption': f'clip {i}', 'page_dir': '000_000', 'duration': 'PT00H00M11S', "
+        "'content_url': f'https://example.com/{i}.mp4', 'video': bytes([i]) * 64}", 3) + '''
+
+def decode_video(data):
+    return np.frombuffer(data, np.uint8)
+''',
+})

@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.docs_preludes import FILL_IN, HELPERS, MODULES, PRELUDES, SERVERS
+from tests.docs_preludes import FILL_IN, HELPERS, MODULES, PRELUDES, SECOND_SCRIPT, SERVERS
 from tests.fixtures.servers import CLOUD_ENV_VARS, need_module
 from tests.test_docs_examples import ROOT, RUNNABLE, python_blocks
 
@@ -46,21 +46,27 @@ def _reset_s3(url: str) -> None:
         client.create_bucket(Bucket=bucket)
 
 
-def page_script(page: str, work: str) -> str:
-    """The script run for ``page``: the shared helpers, its prelude, then its blocks (placeholders filled in).
-
-    The blocks :data:`MODULES` names are not in the script: they are written as modules under ``work``.
-    """
+def page_scripts(page: str, work: str) -> list[str]:
+    """The scripts run for ``page`` (one, or two for :data:`SECOND_SCRIPT`): the shared helpers, its prelude, then
+    its blocks (placeholders filled in). The blocks :data:`MODULES` names are written as modules under ``work``."""
     blocks = python_blocks(page)
     for i, path in MODULES.get(page, {}).items():
         os.makedirs(os.path.dirname(os.path.join(work, path)), exist_ok=True)
         with open(os.path.join(work, path), 'w') as handle:
             handle.write(blocks[i])
-    text = '\n\n'.join(block for i, block in enumerate(blocks) if i not in MODULES.get(page, {}))
-    for placeholder, value in FILL_IN.get(page, {}).items():
-        assert placeholder in text, f'{page} no longer has {placeholder!r}: update FILL_IN in tests/docs_preludes.py'
-        text = text.replace(placeholder, value)
-    return '\n\n'.join([HELPERS, PRELUDES[page], text])
+    fill = FILL_IN.get(page, {})
+    for placeholder in fill:
+        assert any(placeholder in block for block in blocks), \
+            f'{page} no longer has {placeholder!r}: update FILL_IN in tests/docs_preludes.py'
+    cut = SECOND_SCRIPT.get(page, len(blocks))
+    scripts = []
+    for part in (range(cut), range(cut, len(blocks))):
+        text = '\n\n'.join(blocks[i] for i in part if i not in MODULES.get(page, {}))
+        for placeholder, value in fill.items():
+            text = text.replace(placeholder, value)
+        if text:
+            scripts.append('\n\n'.join([HELPERS, PRELUDES[page], text]))
+    return scripts
 
 
 @pytest.mark.slow  # a process per page, a moto S3 server
@@ -85,11 +91,12 @@ def test_page_runs(page, tmp_path, request):
         env.update(DOCS_AZURE_URL=azurite.blob_endpoint, DOCS_AZURE_KEY=azurite.key)
     work = tmp_path / 'work'
     work.mkdir()
-    script = tmp_path / 'page.py'
-    script.write_text(page_script(page, str(work)))
-    result = subprocess.run([sys.executable, str(script)], cwd=str(work), capture_output=True, text=True,
-                            timeout=300, env=env)
-    assert result.returncode == 0, f'{page}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
+    for i, text in enumerate(page_scripts(page, str(work))):
+        script = tmp_path / f'page-{i}.py'
+        script.write_text(text)
+        result = subprocess.run([sys.executable, str(script)], cwd=str(work), capture_output=True, text=True,
+                                timeout=300, env=env)
+        assert result.returncode == 0, f'{page} ({script.name}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
 
 
 def _pages_with_python() -> list[str]:
