@@ -158,6 +158,28 @@ spark = (SparkSession.builder.master('local[2]').config('spark.ui.enabled', 'fal
 spark.sparkContext.setLogLevel('ERROR')
 df = spark.createDataFrame([(i, t) for i, t in enumerate(texts(100))], 'id long, text string')
 ''',
+    'docs/guide/huggingface.md': '''
+import torch
+
+
+class Regression(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(1, 1)
+
+    def forward(self, x, labels):
+        out = self.layer(x.view(-1, 1))
+        return {'loss': torch.nn.functional.mse_loss(out, labels.view(-1, 1)), 'logits': out}
+
+
+def collate(samples):
+    return {'x': torch.tensor([s['x'] for s in samples]), 'labels': torch.tensor([2 * s['x'] for s in samples])}
+
+
+model = Regression()
+for split, count in (('train', 64), ('val', 16)):
+    write_mds(f's3://bucket/ds/{split}', {'x': 'float32'}, ({'x': i / count} for i in range(count)))
+''',
     'docs/storage/azure.md': '''
 from azure.storage.blob import BlobServiceClient
 
