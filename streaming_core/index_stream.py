@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from streaming_core.errors import IndexFormatError
+from streaming_core.errors import IndexFormatError, IndexJSONError
 
 __all__ = ['iter_index_entries', 'CHUNK']
 
@@ -65,8 +65,9 @@ class _Scanner:
         """Consume the next non-blank character, one of ``chars``."""
         char = self.peek()
         if not char or char not in chars:
-            raise IndexFormatError(f'Index file at {self.path} is empty or corrupted: expected one of {chars!r} '
-                                   f'near character {self.pos} of the current chunk, got {char or "end of file"!r}.')
+            raise IndexJSONError(f'Index file at {self.path} is empty or corrupted: expected one of {chars!r} '
+                                 f'near character {self.pos} of the current chunk, got {char or "end of file"!r}.',
+                                 self.buf, self.pos)
         self.pos += 1
         return char
 
@@ -79,7 +80,8 @@ class _Scanner:
             except json.JSONDecodeError as err:
                 if self.fill():
                     continue
-                raise IndexFormatError(f'Index file at {self.path} is empty or corrupted. {err}') from err
+                raise IndexJSONError(f'Index file at {self.path} is empty or corrupted. {err}', err.doc,
+                                     err.pos) from err
             except RecursionError:  # hostile nesting: refused like any other corrupt index
                 raise IndexFormatError(f'Index file at {self.path} is corrupted: values nested too deeply.') from None
             if end == len(self.buf) and not self.eof and self.fill():
@@ -97,8 +99,10 @@ def iter_index_entries(handle: IO[bytes], path: str, top: dict[str, Any] | None 
         top: If given, receives the other top-level keys (``version``...).
 
     Raises:
+        IndexJSONError: the text is empty or not valid JSON (a ``json.JSONDecodeError`` too, as in the reference,
+            and as :func:`streaming_core.index.parse_index_text` raises).
         IndexFormatError: the text is not a version 2 index (raised when the problem is reached: a bad
-            ``version`` after the shards is reported once they are read).
+            ``version`` after the shards is reported once they are read), or not UTF-8.
     """
     scan = _Scanner(handle, path)
     others: dict[str, Any] = {} if top is None else top
@@ -113,7 +117,8 @@ def iter_index_entries(handle: IO[bytes], path: str, top: dict[str, Any] | None 
         while True:
             key = scan.value()
             if not isinstance(key, str):
-                raise IndexFormatError(f'Index file at {path} is empty or corrupted: a key is not a string.')
+                raise IndexJSONError(f'Index file at {path} is empty or corrupted: a key is not a string.', scan.buf,
+                                     scan.pos)
             scan.expect(':')
             if key == 'shards':
                 if scan.peek() != '[':
@@ -132,7 +137,8 @@ def iter_index_entries(handle: IO[bytes], path: str, top: dict[str, Any] | None 
             if scan.expect(',}') == '}':
                 break
     if scan.peek():
-        raise IndexFormatError(f'Index file at {path} is empty or corrupted: extra data after the index object.')
+        raise IndexJSONError(f'Index file at {path} is empty or corrupted: extra data after the index object.',
+                             scan.buf, scan.pos)
     version = others.get('version')
     if version != 2 or isinstance(version, bool):
         raise IndexFormatError(f'Unsupported streaming data version: {version!r} in {path}. Expected 2.')
