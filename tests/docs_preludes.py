@@ -50,6 +50,7 @@ FILL_IN: dict[str, dict[str, str]] = {
                            "'http://minio.internal:9000'": "os.environ['S3_ENDPOINT_URL']"},
     'docs/storage/index.md': {"'https://<account>.r2.cloudflarestorage.com'": "os.environ['S3_ENDPOINT_URL']"},
     'docs/storage/http.md': {"'https://data.example.com/datasets/train'": "os.environ['DOCS_HTTP_URL'] + '/train'"},
+    'docs/storage/gcs.md': {"'/secrets/sa.json'": "os.path.abspath('sa.json')"},
     'docs/storage/azure.md': {"'http://127.0.0.1:10000/devstoreaccount1'": "os.environ['DOCS_AZURE_URL']",
                               "'<the well-known Azurite key>'": "os.environ['DOCS_AZURE_KEY']"},
 }
@@ -63,7 +64,8 @@ MODULES: dict[str, dict[int, str]] = {'docs/plugins/writing.md': {0: 'streaming_
 SECOND_SCRIPT: dict[str, int] = {'docs/datasets/imagenet.md': 1, 'docs/datasets/index.md': 1}
 
 #: Pages that need servers besides moto S3.
-SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',), 'docs/storage/azure.md': ('azurite',)}
+SERVERS: dict[str, tuple[str, ...]] = {'docs/storage/http.md': ('http',), 'docs/storage/azure.md': ('azurite',),
+                                        'docs/storage/gcs.md': ('gcs',)}
 
 _ID_COLUMNS = "{'id': 'int', 'text': 'str'}"
 
@@ -179,6 +181,49 @@ def collate(samples):
 model = Regression()
 for split, count in (('train', 64), ('val', 16)):
     write_mds(f's3://bucket/ds/{split}', {'x': 'float32'}, ({'x': i / count} for i in range(count)))
+''',
+    'docs/storage/gcs.md': f'''
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+
+
+class TokenEndpoint(BaseHTTPRequestHandler):
+    """Google's OAuth token endpoint, for the service account below: any signed assertion gets a token."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers['Content-Length']))
+        body = json.dumps({{'access_token': 'docs-token', 'expires_in': 3600, 'token_type': 'Bearer'}}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+token_server = HTTPServer(('127.0.0.1', 0), TokenEndpoint)
+threading.Thread(target=token_server.serve_forever, daemon=True).start()
+key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+with open('sa.json', 'w') as handle:
+    json.dump({{'type': 'service_account', 'project_id': 'docs', 'private_key_id': '1', 'client_id': '1',
+               'client_email': 'reader@docs.iam.gserviceaccount.com',
+               'private_key': key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()).decode(),
+               'token_uri': f'http://127.0.0.1:{{token_server.server_port}}/token'}}, handle)
+client = storage.Client(project='test', credentials=AnonymousCredentials(),
+                        client_options={{'api_endpoint': os.environ['STORAGE_EMULATOR_HOST']}})
+if client.lookup_bucket('my-bucket') is None:
+    client.create_bucket('my-bucket')
+write_mds('gs://my-bucket/train', {_ID_COLUMNS}, ({{'id': i, 'text': t}} for i, t in enumerate(texts(40))),
+          exist_ok=True)
 ''',
     'docs/storage/azure.md': '''
 from azure.storage.blob import BlobServiceClient

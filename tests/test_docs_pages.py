@@ -86,6 +86,8 @@ def test_page_runs(page, tmp_path, request):
         os.makedirs(os.path.join(server.root, tmp_path.name))  # a directory of this page's own
         env.update(DOCS_HTTP_URL=f'{server.url}/{tmp_path.name}', DOCS_HTTP_ROOT=os.path.join(server.root,
                                                                                              tmp_path.name))
+    if 'gcs' in SERVERS.get(page, ()):
+        env.update(STORAGE_EMULATOR_HOST=request.getfixturevalue('gcs_emulator').url)
     if 'azurite' in SERVERS.get(page, ()):
         azurite = request.getfixturevalue('azurite')
         env.update(DOCS_AZURE_URL=azurite.blob_endpoint, DOCS_AZURE_KEY=azurite.key)
