@@ -79,7 +79,7 @@ import torch
 
 def my_samples():
     rng = np.random.default_rng(0)
-    for i in range(500):
+    for i in range(200):
         yield rng.integers(0, 256, (32, 32, 3), dtype=np.uint8), i % 10, f'sample {i}'
 
 
