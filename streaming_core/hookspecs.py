@@ -248,6 +248,30 @@ def register_batching_methods(registry: RegistryView) -> None:
     """
 
 
+@hookspec('stream', 'stream class')
+def register_streams(registry: RegistryView) -> None:
+    """Register :class:`~streaming_core.Stream` subclasses, selected with
+    ``StreamingDataset(stream_name=<name>, stream_config={...})``.
+
+    Register one class per name; the dataset builds each stream as ``cls(**stream_config, remote=..., local=...)``
+    from its own arguments (or from ``streams=[...]`` entries). The builtin ``'stream'`` is
+    :class:`~streaming_core.Stream`. The engine honours the overridable methods listed in the migration guide
+    (``get_shards`` called by keyword, ``prepare_shard``, ``_download_file``, ``_decompress_shard_part``).
+
+    Example::
+
+        from streaming_core import Stream
+
+        class MirroredStream(Stream):
+            def _download_file(self, from_basename, to_basename=None):
+                ...
+
+        @hookimpl
+        def register_streams(registry):
+            registry.add('mirrored', MirroredStream)
+    """
+
+
 @hookspec('converter', 'converter')
 def register_converters(registry: RegistryView) -> None:
     """Register converters, the subcommands of streaming convert.

@@ -58,6 +58,7 @@ BUILTINS: dict[str, str] = {
     'builtin.hashes': 'streaming_core.builtin.hashes',
     'builtin.naive': 'streaming_core.builtin.naive',
     'builtin.random': 'streaming_core.builtin.random_batching',
+    'builtin.streams': 'streaming_core.builtin.streams',
 }
 
 

@@ -553,21 +553,15 @@ def stream_class(name: str) -> type[Stream]:
         TypeError: what is registered is not a subclass of :class:`Stream`.
     """
     from streaming_core.errors import UnknownMethodError, UnknownNameError
-    from streaming_core.registry import KINDS, get_registry
+    from streaming_core.registry import get_registry
     if not isinstance(name, str) or not name:
         raise ValueError(f'`stream_name` must be the name of a registered stream class, got {name!r}.')
-    found: Any = None
-    if 'stream' in KINDS:
-        try:
-            found = get_registry('stream').get(name)
-        except UnknownNameError as err:
-            if name != 'stream':
-                raise UnknownMethodError(f'stream_name={name!r}: {err}') from None
-    if found is None:
-        if name != 'stream':
-            raise UnknownMethodError(f'stream_name={name!r}: no stream class is registered under that name (this '
-                                     f'streaming-core has no stream registry). Pass Stream objects in `streams`.')
-        found = Stream
+    if name == 'stream':
+        return Stream  # the builtin, without a registry lookup
+    try:
+        found: Any = get_registry('stream').get(name)
+    except UnknownNameError as err:
+        raise UnknownMethodError(f'stream_name={name!r}: {err}') from None
     if not (isinstance(found, type) and issubclass(found, Stream)):
         raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
                         f'register a Stream subclass.')

@@ -177,3 +177,33 @@ def test_custom_codec_compressor_and_hash_by_name(tmp_path):
         dataset = StreamingDataset(remote=out, local=copy, batch_size=1, validate_hash='crc32')
         assert [s['t'] for s in dataset] == ['ALPHA', 'BETA']
     shutil.rmtree(copy)
+
+
+def test_custom_stream_class_by_name(mds_dir):
+    """A plugin's Stream subclass, chosen with stream_name= and built from stream_config=; its get_shards override
+    decides the shards the dataset reads."""
+    from streaming_core import Stream
+    from streaming_core.errors import UnknownMethodError
+    path = mds_dir(30, size_limit=256)
+    assert StreamingDataset(local=path, batch_size=1).num_shards > 1
+
+    class FirstShardOnly(Stream):
+        def __init__(self, *, keep: int = 1, **kwargs):
+            super().__init__(**kwargs)
+            self.keep = keep
+
+        def get_shards(self, world, allow_unsafe_types):
+            return super().get_shards(world=world, allow_unsafe_types=allow_unsafe_types)[:self.keep]
+
+    plugin = _plugin(register_streams=lambda registry: registry.add('first-shards', FirstShardOnly))
+    with registered_plugin(plugin, 'stream-plugin'):
+        dataset = StreamingDataset(local=path, batch_size=1, stream_name='first-shards', stream_config={'keep': 1})
+        assert type(dataset.streams[0]) is FirstShardOnly
+        first = int(dataset.samples_per_shard[0])
+        assert dataset.num_shards == 1 and ids_of(dataset) == list(range(first))
+    try:
+        StreamingDataset(local=path, batch_size=1, stream_name='first-shards')
+    except UnknownMethodError as err:
+        assert 'first-shards' in str(err)
+    else:
+        raise AssertionError('a stream name whose plugin is gone must be refused')

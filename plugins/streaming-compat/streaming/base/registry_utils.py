@@ -95,7 +95,7 @@ class TypedRegistry(Generic[T]):
 
     def _add_to_core(self, name: str, func: Any) -> None:
         registry = _core_registry(self.core_kind)
-        if registry is not None:
+        if registry is not None and not (name in registry and registry.get(name) is func):  # a builtin stays its own
             registry.add(name, func, plugin=self.plugin_name, override=True)
 
     def in_core(self, name: str, obj: Any) -> bool:
