@@ -9,7 +9,10 @@ in its page, so a page that changes cannot silently stop being checked.
 
 :func:`test_every_page_with_python_is_run` keeps it that way: a page of ``docs/`` (or the README) with a
 ``python`` block must be run here, in ``tests/test_docs_examples.py``'s RUNNABLE, or by a page test named in
-:data:`PAGE_TESTS`.
+:data:`PAGE_TESTS`; :func:`test_every_code_block_names_its_language` keeps Python out of bare fences.
+
+moto is reset (every bucket emptied) before each page: the pages share the session's moto server, which other
+test modules use with buckets of their own, one module at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tests.test_docs_examples import ROOT, RUNNABLE, python_blocks
 PAGE_TESTS = {
     'docs/guide/lightning.md': 'tests/trainers/test_pages.py',
     'docs/guide/parquet.md': 'plugins/streaming-parquet/tests/test_parquet_docs.py',
+    'docs/migrating.md': 'plugins/streaming-compat/tests/test_migrating_doc.py',
 }
 
 #: Every bucket the pages name, created (empty) before each page runs.
@@ -101,13 +105,18 @@ def test_page_runs(page, tmp_path, request):
         assert result.returncode == 0, f'{page} ({script.name}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
 
 
+def _pages() -> list[str]:
+    """README.md and every Markdown page under docs/."""
+    return ['README.md'] + sorted(os.path.relpath(path, ROOT)
+                                  for path in glob.glob(os.path.join(ROOT, 'docs', '**', '*.md'), recursive=True))
+
+
 def _pages_with_python() -> list[str]:
-    pages = ['README.md'] + sorted(os.path.relpath(path, ROOT)
-                                   for path in glob.glob(os.path.join(ROOT, 'docs', '**', '*.md'), recursive=True))
-    return [page for page in pages if python_blocks(page)]
+    return [page for page in _pages() if python_blocks(page)]
 
 
 def test_every_page_with_python_is_run():
+    assert not set(PRELUDES) & set(RUNNABLE), 'a page is run twice: keep it in RUNNABLE or in PRELUDES, not both'
     covered = set(RUNNABLE) | set(PRELUDES) | set(PAGE_TESTS)
     missing = [page for page in _pages_with_python() if page not in covered]
     assert not missing, (f'{missing} have python blocks that no test runs: add each to PRELUDES in '
@@ -115,3 +124,17 @@ def test_every_page_with_python_is_run():
     for page, test in PAGE_TESTS.items():
         with open(os.path.join(ROOT, test)) as handle:
             assert page in handle.read(), f'{test} does not run {page}'
+
+
+def test_every_code_block_names_its_language():
+    """A bare fence could hide Python from the runs above: shell is ``bash``, output and layouts ``text``."""
+    bare = []
+    for page in _pages():
+        with open(os.path.join(ROOT, page)) as handle:
+            inside = False
+            for number, line in enumerate(handle, 1):
+                if line.startswith('```'):
+                    if not inside and line.strip() == '```':
+                        bare.append(f'{page}:{number}')
+                    inside = not inside
+    assert not bare, f'code blocks without a language (use python, bash, text, toml...): {bare}'
