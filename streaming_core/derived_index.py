@@ -50,7 +50,7 @@ from streaming_core.util import redact_url
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
            'DERIVED_LISTING_NAME', 'KNOWN_FOREIGN_INDEXES', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'foreign_index', 'claiming_builder',
-           'derive_foreign_index']
+           'derive_foreign_index', 'build_foreign_index']
 
 logger = logging.getLogger('streaming_core.derived_index')
 
@@ -433,6 +433,23 @@ def claiming_builder(fmt: str | None, obj: dict[str, Any], shown: str) -> tuple[
         raise ForeignIndexError(f'{shown} is not a streaming index and several index builders read it: '
                                 f'{[name for name, _ in claimers]}. Pass format= one of them to choose.')
     raise _not_ours(obj, shown)
+
+
+def build_foreign_index(source: str, data: bytes, obj: dict[str, Any], *, fmt: str | None = None,
+                        timeout: float = 60.0, retries: int = 2,
+                        options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index derived from the foreign ``index.json`` of the directory ``source`` (its bytes ``data``, parsed
+    ``obj``), built now and not kept (for tools such as ``streaming inspect``; streams use the node's cached copy).
+
+    Raises:
+        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
+        IndexFormatError: the builder refuses it, or its result is invalid.
+    """
+    name, builder = claiming_builder(fmt, obj, redact_url(join(source, INDEX_BASENAME)))
+    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
+    built = _build(name, builder, [item], source, timeout=timeout, retries=retries, options=options,
+                   preread={INDEX_BASENAME: data})
+    return json.loads(built)
 
 
 def _parse_file(path: str) -> dict[str, Any] | None:

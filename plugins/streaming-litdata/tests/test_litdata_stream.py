@@ -198,3 +198,16 @@ def test_over_s3_shuffled_with_two_workers_and_resumed(tmp_path: Any, s3_env: An
     resumed = StreamingDataset(**{**args, 'local': str(tmp_path / 'cache2')})
     resumed.load_state_dict(partial.state_dict(17, True))
     assert head + [item['id'] for item in resumed] == full
+
+
+def test_tools_build_the_same_index_from_litdatas_index_json() -> None:
+    from streaming_core.derived_index import build_foreign_index, foreign_index
+    from streaming_litdata import convert_index
+    root = os.path.join(GOLDEN, 'mixed')
+    with open(os.path.join(root, 'index.json'), 'rb') as handle:
+        data = handle.read()
+    obj = foreign_index(data)
+    assert obj is not None and foreign_index(b'{"shards": [], "version": 2}') is None and foreign_index(b'{') is None
+    index = build_foreign_index(root, data, obj)
+    assert index == convert_index(data, 'mixed')
+    assert [entry['samples'] for entry in index['shards']] == [16, 16, 8]
