@@ -211,3 +211,14 @@ def test_tools_build_the_same_index_from_litdatas_index_json() -> None:
     index = build_foreign_index(root, data, obj)
     assert index == convert_index(data, 'mixed')
     assert [entry['samples'] for entry in index['shards']] == [16, 16, 8]
+
+
+def test_an_unreachable_remote_falls_back_on_the_local_copy_of_its_index(tmp_path: Any) -> None:
+    remote, local = _copy(tmp_path, 'rows', 'remote'), str(tmp_path / 'local')
+    first = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert [s['id'] for s in first] == list(range(40))
+    shutil.rmtree(remote)
+    with pytest.warns(UserWarning, match=r'Cannot read the remote index .*using the local copy'):
+        offline = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert offline.streams[0].index_identity == first.streams[0].index_identity
+    assert [s['id'] for s in offline] == list(range(40))
