@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -143,3 +144,14 @@ def test_every_code_block_names_its_language():
                         bare.append(f'{page}:{number}')
                     inside = not inside
     assert not bare, f'code blocks without a language (use python, bash, text, toml...): {bare}'
+
+
+def test_readme_counts_match_the_registries():
+    """The README's layout table counts the builtin hashes and the MDS encodings: keep the numbers true."""
+    from streaming_core.registry import get_registry
+    with open(os.path.join(ROOT, 'README.md')) as handle:
+        readme = handle.read()
+    hashes = int(re.search(r'(\d+) hashes', readme).group(1))
+    encodings = int(re.search(r'its (\d+) column encodings', readme).group(1))
+    assert hashes == len(get_registry('hash').names())
+    assert encodings == len(get_registry('codec').names())
