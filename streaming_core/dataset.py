@@ -16,24 +16,22 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.catalogue import ShardCatalogue
-from streaming_core.errors import CacheLimitError, EmptyDatasetError, UnknownMethodError, UnknownNameError
+from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.indexing import getitem
 from streaming_core.integrations.resharding import refuse_foreign_sharding
-from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
-from streaming_core.registry import get_registry
+from streaming_core.order_config import OrderConfig, OrderField, parse_epoch_size
+from streaming_core.planning import EpochPlanner, apply_weights
 from streaming_core.shards import ShardManager
 from streaming_core.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream, stream_class
-from streaming_core.util import bytes_to_int, gc_paused, number_abbrev_to_int
+from streaming_core.util import bytes_to_int, gc_paused
 from streaming_core.world import World, register_node
 
 __all__ = ['StreamingDataset']
 
 logger = logging.getLogger('streaming_core.dataset')
 
-_PARTITION_ALGOS = ('orig', 'relaxed')
-_SAMPLING_METHODS = ('balanced', 'fixed')
 _STATE_KEYS = ('epoch', 'sample_in_epoch', 'num_canonical_nodes', 'shuffle_seed')
 #: Datasets with at least this many samples per epoch plan the next epoch in the background.
 PLAN_AHEAD_MIN = 1 << 19
@@ -84,7 +82,25 @@ class StreamingDataset(IterableDataset):
             or a ``torchvision.transforms`` object, not a lambda).
 
     The ``streams`` given are never modified: the dataset works on its own copies (``dataset.streams``).
+
+    The order arguments (``shuffle``, ``shuffle_algo``, ``shuffle_seed``, ``shuffle_block_size``,
+    ``num_canonical_nodes``, ``partition_algo``, ``batching_method``, ``sampling_method``, ``sampling_granularity``,
+    ``batch_size``, ``replication``) are attributes over one validated
+    :class:`~streaming_core.order_config.OrderConfig`, ``dataset.order_config``: assigning one checks it as the
+    argument is checked, and every epoch's planner is built from that config.
     """
+
+    shuffle = OrderField()
+    shuffle_algo = OrderField()
+    shuffle_seed = OrderField()
+    shuffle_block_size = OrderField()
+    num_canonical_nodes = OrderField()
+    partition_algo = OrderField()
+    batching_method = OrderField()
+    sampling_method = OrderField()
+    sampling_granularity = OrderField()
+    batch_size = OrderField()
+    replication = OrderField()
 
     def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
                  local: str | None = None, split: str | None = None, download_retry: int = 2,
@@ -101,35 +117,14 @@ class StreamingDataset(IterableDataset):
                  transform: Callable[[Any], Any] | None = None, format: str | None = None) -> None:
         if bool(streams) == (bool(remote) or bool(local)):
             raise ValueError('You must provide either `streams` or `remote`/`local`, but not both.')
-        if sampling_method not in _SAMPLING_METHODS:
-            raise ValueError(f'Invalid sampling method: {sampling_method}. Must be one of {list(_SAMPLING_METHODS)}.')
-        if isinstance(sampling_granularity, bool) or not isinstance(sampling_granularity, numbers.Integral) \
-                or sampling_granularity <= 0:
-            raise ValueError(f'`sampling_granularity` must be a positive integer, but got: {sampling_granularity}.')
-        if partition_algo not in _PARTITION_ALGOS:
-            raise ValueError(f'Invalid partition_algo: {partition_algo!r}. Must be one of {list(_PARTITION_ALGOS)}.')
-        if isinstance(shuffle_seed, bool) or not isinstance(shuffle_seed, numbers.Integral) or shuffle_seed < 0:
-            raise ValueError(f'Invalid shuffle_seed: {shuffle_seed!r}. It must be a non-negative integer.')
-        get_registry('shuffle').get(shuffle_algo)
-        try:
-            get_registry('batching').get(batching_method)
-        except UnknownNameError as err:  # a ValueError, as the reference's check of batching_method
-            raise UnknownMethodError(f'batching_method={batching_method!r}: {err}') from None
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-                                       or batch_size < 1):
-            raise ValueError(f'`batch_size` must be a positive integer (the per-device batch size), got '
-                             f'{batch_size!r}.')
-        if num_canonical_nodes is not None and (isinstance(num_canonical_nodes, bool) or not isinstance(
-                num_canonical_nodes, numbers.Integral) or num_canonical_nodes < 1):
-            raise ValueError(f'`num_canonical_nodes` must be a positive integer, got {num_canonical_nodes!r}.')
-        if shuffle_block_size is not None and (not isinstance(shuffle_block_size, numbers.Integral)
-                                               or shuffle_block_size < 1):
-            raise ValueError(f'`shuffle_block_size` must be a positive integer, got {shuffle_block_size!r}.')
+        self.order_config = OrderConfig(
+            shuffle=shuffle, shuffle_algo=shuffle_algo, shuffle_seed=shuffle_seed,
+            shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
+            partition_algo=partition_algo, batching_method=batching_method, sampling_method=sampling_method,
+            sampling_granularity=sampling_granularity, batch_size=batch_size, replication=replication)
+        self.order_config.check_registered()
         if predownload is not None and (not isinstance(predownload, numbers.Integral) or predownload < 0):
             raise ValueError(f'`predownload` must be a non-negative integer, got {predownload!r}.')
-        if replication is not None and (isinstance(replication, bool) or not isinstance(replication, numbers.Integral)
-                                        or replication <= 0):
-            raise ValueError(f'Replication factor must be positive. Got {replication!r}.')
         if world is not None and not isinstance(world, World):
             raise TypeError(f'`world` must be a streaming_core.World, got {type(world).__name__}.')
         if on_bad_sample not in ('raise', 'replace'):
@@ -145,18 +140,7 @@ class StreamingDataset(IterableDataset):
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
-        self.sampling_method = sampling_method
-        self.sampling_granularity = int(sampling_granularity)
-        self.partition_algo = partition_algo
-        self.num_canonical_nodes = int(num_canonical_nodes) if num_canonical_nodes is not None else None
-        self.batch_size = int(batch_size) if batch_size is not None else None
-        self.shuffle = bool(shuffle)
-        self.shuffle_algo = shuffle_algo
-        self.shuffle_seed = int(shuffle_seed)
-        self.shuffle_block_size = int(shuffle_block_size) if shuffle_block_size is not None else None
-        self.batching_method = batching_method
         self.allow_unsafe_types = bool(allow_unsafe_types)
-        self.replication = replication
         self.predownload = predownload if predownload is not None else (
             8 * self.batch_size if self.batch_size is not None else 64)
         if self.batch_size is not None and self.predownload < self.batch_size:
@@ -165,15 +149,7 @@ class StreamingDataset(IterableDataset):
         self._explicit_world = world
         self._world_snapshot: World | None = None
         self.initial_physical_nodes: int | None = None
-        self.epoch_seed_change = self.shuffle and self.sampling_method == 'balanced'
-
-        if epoch_size is None or epoch_size == 0 or epoch_size == '':
-            parsed_epoch_size = None
-        else:
-            parsed_epoch_size = number_abbrev_to_int(epoch_size)
-            if parsed_epoch_size < 0:
-                raise ValueError(f'Epoch size cannot be negative. Received {epoch_size}.')
-            parsed_epoch_size = parsed_epoch_size or None
+        parsed_epoch_size = parse_epoch_size(epoch_size)
 
         # Streams and their indexes.
         if streams:
@@ -356,14 +332,11 @@ class StreamingDataset(IterableDataset):
         resume = self._worker_resume or self._state.read_resume()
         if resume is not None:
             self._adopt(resume)
-        if self.num_canonical_nodes is None:
-            self.num_canonical_nodes = default_num_canonical_nodes(self.shuffle_algo, parallel.num_nodes)
-        if self.shuffle_block_size is None:
-            self.shuffle_block_size = default_shuffle_block_size(self.num_canonical_nodes)
+        self.order_config = self.order_config.resolved(parallel.num_nodes)
 
     def _adopt(self, resume: Mapping[str, Any]) -> None:
-        self.num_canonical_nodes = int(resume['num_canonical_nodes'])
-        self.shuffle_seed = int(resume['shuffle_seed'])
+        self.order_config = replace(self.order_config, num_canonical_nodes=int(resume['num_canonical_nodes']),
+                                    shuffle_seed=int(resume['shuffle_seed']))
         if resume.get('initial_physical_nodes') is not None:
             self.initial_physical_nodes = int(resume['initial_physical_nodes'])
 
@@ -372,11 +345,8 @@ class StreamingDataset(IterableDataset):
             samples_per_shard=self.samples_per_shard, shards_per_stream=self.shards_per_stream,
             choose_per_stream=np.array([s.choose for s in self.streams], dtype=np.int64),
             proportion_per_stream=np.array([s.proportion for s in self.streams], dtype=np.float64),
-            epoch_size=self.epoch_size, batch_size=self._batch_size(), num_canonical_nodes=self.num_canonical_nodes,
-            shuffle=self.shuffle, shuffle_algo=self.shuffle_algo, shuffle_seed=self.shuffle_seed,
-            shuffle_block_size=self.shuffle_block_size, partition_algo=self.partition_algo,
-            batching_method=self.batching_method, sampling_method=self.sampling_method,
-            sampling_granularity=self.sampling_granularity, initial_physical_nodes=self.initial_physical_nodes)
+            epoch_size=self.epoch_size, initial_physical_nodes=self.initial_physical_nodes,
+            **{**self.order_config.planner_arguments(), 'batch_size': self._batch_size()})
 
     def _batch_size(self) -> int:
         if self.batch_size is None:

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from streaming_core.order_config import (
+    PLANNER_FIELDS,
+    SPLIT_NODES_FACTOR,
+    OrderConfig,
+    default_num_canonical_nodes,
+    default_shuffle_block_size,
+    shuffle_declares,
+)
 from streaming_core.partition import NodeLayout, check_drop_first, get_partitions, num_batches, resolve_partition_algo
 from streaming_core.registry import get_registry
 from streaming_core.sampling import Resampled, resample
@@ -32,44 +40,10 @@ __all__ = ['EpochPlanner', 'random_batching', 'default_num_canonical_nodes', 'de
            'apply_weights', 'shuffle_declares', 'BLOCK_WARNING', 'SPLIT_NODES_FACTOR']
 
 _CHUNK = 1 << 22
-#: Canonical nodes per physical node by default for a shuffle that declares ``splits_canonical_nodes``.
-SPLIT_NODES_FACTOR = 64
 #: The warning given when a shuffle that declares ``spreads_shards_within_block`` gets a shard larger than its block.
 BLOCK_WARNING = ('Shuffle block size was smaller than shard size for some shards. This will result in a more '
                  'limited shuffle, since samples from a shard are not spread beyond the shard itself. Raise '
                  'shuffle_block_size above the largest shard size for a better shuffle.')
-
-
-def shuffle_declares(algorithm: Any, name: str) -> bool:
-    """Whether a shuffle algorithm (an object, or a registered name) declares the boolean property ``name``.
-
-    Shuffles declare properties as attributes (see :class:`~streaming_core.interfaces.ShuffleAlgorithm`):
-    ``splits_canonical_nodes`` and ``spreads_shards_within_block``. An undeclared property is False.
-    """
-    if isinstance(algorithm, str):
-        algorithm = get_registry('shuffle').get(algorithm)
-    return bool(getattr(algorithm, name, False))
-
-
-def default_num_canonical_nodes(shuffle_algo: str, physical_nodes: int) -> int:
-    """The reference's default: ``64 * nodes`` for a shuffle that declares ``splits_canonical_nodes`` (``py1s``,
-    ``py2s``), else the node count.
-
-    Raises:
-        UnknownNameError: ``shuffle_algo`` is not a registered shuffle.
-    """
-    if int(physical_nodes) < 1:
-        raise ValueError(f'The number of physical nodes must be positive, got {physical_nodes}.')
-    if shuffle_declares(shuffle_algo, 'splits_canonical_nodes'):
-        return SPLIT_NODES_FACTOR * int(physical_nodes)
-    return int(physical_nodes)
-
-
-def default_shuffle_block_size(num_canonical_nodes: int) -> int:
-    """The reference's default: ``max(4_000_000 // NCN, 1 << 18)``."""
-    if int(num_canonical_nodes) < 1:
-        raise ValueError(f'num_canonical_nodes must be positive, got {num_canonical_nodes}.')
-    return max(4_000_000 // int(num_canonical_nodes), 1 << 18)
 
 
 def _check_weight(kind: str, index: int, value: float | int | None) -> None:
@@ -171,6 +145,9 @@ class EpochPlanner:
         sampling_method, sampling_granularity: Resampling of partial repeats (``'balanced'``/``'fixed'``).
         initial_physical_nodes: PN of the run's first epoch, for ``relaxed`` resumption (None on a fresh run).
         extra: Free-form options for third-party batching methods.
+
+    The order arguments are checked (and normalised to Python ints) by
+    :class:`~streaming_core.order_config.OrderConfig`, as ``StreamingDataset`` checks them (:attr:`order`).
     """
 
     samples_per_shard: NDArray[np.int64]
@@ -206,19 +183,18 @@ class EpochPlanner:
         if self.epoch_size != int(self.choose_per_stream.sum()):
             raise ValueError(f'epoch_size ({self.epoch_size}) must equal the sum of choose_per_stream '
                              f'({int(self.choose_per_stream.sum())}); derive both with apply_weights.')
-        if isinstance(self.batch_size, np.integer):
-            self.batch_size = int(self.batch_size)  # the reference rejects numpy ints; accept them
-        if int(self.num_canonical_nodes) < 1:
-            raise ValueError(f'num_canonical_nodes must be a positive integer, got {self.num_canonical_nodes}.')
-        self.num_canonical_nodes = int(self.num_canonical_nodes)
-        if self.shuffle_seed < 0:
-            raise ValueError(f'shuffle_seed must be non-negative, got {self.shuffle_seed}.')
-        if int(self.shuffle_block_size) < 1:
-            raise ValueError(f'shuffle_block_size must be positive, got {self.shuffle_block_size}.')
-        if self.sampling_method not in ('balanced', 'fixed'):
-            raise ValueError(f"Invalid sampling method: {self.sampling_method!r}. Must be 'balanced' or 'fixed'.")
-        if self.sampling_granularity <= 0:
-            raise ValueError(f'sampling_granularity must be positive, got {self.sampling_granularity}.')
+        order = self.order  # validates the order arguments (the dataset's checks and messages)
+        for name in ('num_canonical_nodes', 'shuffle_block_size'):
+            if getattr(order, name) is None:
+                raise ValueError(f'EpochPlanner needs `{name}` resolved to a positive integer, got None (see '
+                                 f'OrderConfig.resolved and default_{name}).')
+        for name in PLANNER_FIELDS:
+            setattr(self, name, getattr(order, name))  # normalised: Python ints and bools
+
+    @property
+    def order(self) -> OrderConfig:
+        """The planner's order arguments as a validated :class:`~streaming_core.order_config.OrderConfig`."""
+        return OrderConfig(**{name: getattr(self, name) for name in PLANNER_FIELDS})
 
     @property
     def epoch_seed_change(self) -> bool:
