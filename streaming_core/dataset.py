@@ -25,7 +25,7 @@ from streaming_core.shards import ShardManager
 from streaming_core.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream, stream_class
-from streaming_core.util import bytes_to_int, gc_paused
+from streaming_core.util import bytes_to_int
 from streaming_core.world import World, register_node
 
 __all__ = ['StreamingDataset']
@@ -475,7 +475,7 @@ class StreamingDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         """Iterate over this rank's (and DataLoader worker's) samples of the next epoch."""
-        from streaming_core.iteration import EpochIterator
+        from streaming_core.iteration import EpochIterator, gc_paused
         refuse_foreign_sharding(self)
         world = self._worker_world()
         epoch, offset, skip, ids = self._begin(world)

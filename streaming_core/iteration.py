@@ -17,6 +17,8 @@ the cause.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import heapq
 import logging
 import threading
@@ -31,7 +33,7 @@ from streaming_core.errors import CacheLimitError, WaitTimeoutError
 if TYPE_CHECKING:
     from streaming_core.dataset import StreamingDataset
 
-__all__ = ['EpochIterator', 'shard_runs', 'PREFETCH_PATIENCE']
+__all__ = ['EpochIterator', 'shard_runs', 'gc_paused', 'PREFETCH_PATIENCE']
 
 logger = logging.getLogger('streaming_core.iteration')
 
@@ -40,6 +42,19 @@ STRETCH_MIN = 32
 
 #: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
 PREFETCH_PATIENCE = 5.0
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No garbage collection inside the block (building many small objects at once, as an :class:`EpochIterator`
+    does: a collection would only walk them); restores the previous state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def shard_runs(shards: NDArray[np.int64], gap: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64],

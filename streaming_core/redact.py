@@ -1,8 +1,10 @@
-"""Keep credentials out of logs: a logging filter for third-party SDK loggers, and literal secrets to mask.
+"""Keep credentials out of messages and logs: URLs without their secrets, a logging filter for third-party SDK
+loggers, and literal secrets to mask.
 
-Storage plugins call :func:`register_secret` with the credentials they use and :func:`install_log_redaction` with
-their SDK's logger names (``botocore``, ``azure``...). SDKs log request headers and signing material at DEBUG;
-the filter rewrites such records before any handler sees them.
+Every message or log line that shows a storage URL shows :func:`redact_url` of it. Storage plugins call
+:func:`register_secret` with the credentials they use and :func:`install_log_redaction` with their SDK's logger
+names (``botocore``, ``azure``...). SDKs log request headers and signing material at DEBUG; the filter rewrites
+such records before any handler sees them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import logging
 import re
 import threading
 
-__all__ = ['register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
+__all__ = ['redact_url', 'register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -22,6 +24,18 @@ _PATTERNS = [
                    ['"]?\s*[:=]\s*['"]?)([^'"&\s,}]+)'''),
 ]
 _FILTER_NAME = 'streaming-core-redaction'
+_URL_SECRET = re.compile(r'(?i)((?:x-amz-[a-z-]*|signature|sig|token|key|secret|password|credential|sas)[^=&]*=)'
+                         r'[^&]*')
+_URL_USERINFO = re.compile(r'(?<=://)[^/@\s]*:[^/@\s]*@')
+
+
+def redact_url(url: str) -> str:
+    """Remove credentials from a URL (``user:pass@`` and signature/token query values) for messages and logs."""
+    text = _URL_USERINFO.sub('***@', str(url))
+    if '?' in text:
+        head, _, query = text.partition('?')
+        text = head + '?' + _URL_SECRET.sub(r'\1***', query)
+    return text
 
 
 def register_secret(value: str | None) -> None:

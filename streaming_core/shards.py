@@ -24,8 +24,8 @@ from streaming_core.cache import CacheHooks, CacheState, cache_key
 from streaming_core.catalogue import ShardCatalogue
 from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.locking import RangeLocks
+from streaming_core.redact import redact_url
 from streaming_core.stream import Stream
-from streaming_core.util import redact_url
 
 __all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'prepare_error']
 

@@ -15,10 +15,14 @@ _LIST_MAX = 1 << 16
 class Spanner:
     """Binary search over shard boundaries: O(num_shards) memory, O(log num_shards) per lookup.
 
-    Replaces the reference's per-sample table (which cost O(num_samples) memory in every process).
+    Replaces the reference's per-sample table of ``span_size`` spans (which cost O(num_samples) memory in every
+    process), so it takes no ``span_size``.
+
+    Args:
+        shard_sizes: The sample count of every shard, in global shard order.
     """
 
-    def __init__(self, shard_sizes: NDArray[np.int64] | list[int], span_size: int = 1 << 10) -> None:
+    def __init__(self, shard_sizes: NDArray[np.int64] | list[int]) -> None:
         self.shard_sizes = np.asarray(shard_sizes, dtype=np.int64)
         self._ends = np.cumsum(self.shard_sizes)  # an array, not a list: nothing per shard at 10^6 shards
         self.num_samples = int(self._ends[-1]) if self._ends.size else 0
