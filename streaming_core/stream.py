@@ -11,14 +11,13 @@ go stale and nothing of ours inside the local directory.
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import re
 import time
 from typing import Any, Mapping
 
 from streaming_core.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
-from streaming_core.errors import HashMismatchError, IndexFormatError, IndexJSONError, ShardCorruptError, StreamingError
+from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
 from streaming_core.index import INDEX_BASENAME, resolve_inside
 from streaming_core.index_sync import MissingIndexError, sync_index
 from streaming_core.locking import RangeLocks
@@ -280,7 +279,6 @@ class Stream:
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:
-            err = _as_json_error(err)
             if self.remote_dir and hasattr(err, 'add_note'):
                 err.add_note(f'{synced.path} is the local copy of {redact_url(join(self.remote_dir, INDEX_BASENAME))}'
                              f' (compared with it at construction).')
@@ -526,21 +524,6 @@ class Stream:
     def __repr__(self) -> str:
         remote = redact_url(self.remote) if self.remote else None
         return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r})'
-
-
-def _as_json_error(err: IndexFormatError) -> IndexFormatError:
-    """An index that is not valid JSON as an :class:`~streaming_core.errors.IndexJSONError` (a
-    ``json.JSONDecodeError``, as the reference raises), whichever reader found it: the streamed reader
-    (:mod:`streaming_core.index_stream`) reports it as a plain ``IndexFormatError`` saying "is empty or corrupted"."""
-    cause = err.__cause__
-    if type(err) is not IndexFormatError or 'is empty or corrupted' not in str(err) or \
-            not (cause is None or isinstance(cause, json.JSONDecodeError)):
-        return err
-    doc, pos = (cause.doc, cause.pos) if isinstance(cause, json.JSONDecodeError) else ('', 0)
-    converted = IndexJSONError(str(err), doc, pos)
-    converted.__cause__ = cause
-    converted.__traceback__ = err.__traceback__
-    return converted
 
 
 def stream_class(name: str) -> type[Stream]:

@@ -96,6 +96,11 @@ def open_index(dataset: str, split: str | None, options: dict[str, Any], scratch
         location, remote = path, False
     with open(path, 'rb') as handle:
         text = handle.read()
+    from streaming_core.derived_index import build_foreign_index, foreign_index
+    foreign = foreign_index(text)
+    if foreign is not None:  # another library's index.json (litdata's): the index its builder derives from it
+        return DatasetIndex(build_foreign_index(root, text, foreign, timeout=timeout, options=options), location,
+                            root, remote, len(text))
     return DatasetIndex(parse_index_text(text, location), location, root, remote, len(text))
 
 

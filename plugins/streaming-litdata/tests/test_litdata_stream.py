@@ -222,3 +222,16 @@ def test_an_unreachable_remote_falls_back_on_the_local_copy_of_its_index(tmp_pat
         offline = StreamingDataset(remote=remote, local=local, batch_size=4)
     assert offline.streams[0].index_identity == first.streams[0].index_identity
     assert [s['id'] for s in offline] == list(range(40))
+
+
+def test_inspect_and_verify_a_litdata_directory(tmp_path: Any) -> None:
+    """``streaming inspect`` / ``verify`` read a litdata directory through the index its builder derives."""
+    data = _copy(tmp_path, 'rows')
+    before = sorted(os.listdir(data))
+    script = os.path.join(os.path.dirname(sys.executable), 'streaming')
+    inspected = subprocess.run([script, 'inspect', data], capture_output=True, text=True, timeout=300)
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    assert 'litdata' in inspected.stdout and 'Samples:       40' in inspected.stdout
+    verified = subprocess.run([script, 'verify', data], capture_output=True, text=True, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert sorted(os.listdir(data)) == before
