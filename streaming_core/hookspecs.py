@@ -191,6 +191,13 @@ def register_index_builders(registry: RegistryView) -> None:
 
     Then ``Stream(remote='s3://bucket/texts', format='lines')`` (or no ``format=``: the ``*.lines`` files are
     detected) streams the directory.
+
+    Another library's ``index.json`` (a JSON object with no ``shards`` key, such as litdata's) is read the same way
+    by a builder with the optional method ``claims_index(obj) -> bool`` that returns True for it: the core then
+    calls ``build([SourceFile('index.json', ...)], read, where=...)`` with that file served from memory, and keeps
+    the result keyed by the file's content (rebuilt when it changes). Such a builder may leave ``patterns`` empty so
+    that a directory without its own ``index.json`` is never taken for its format. When no builder claims a foreign
+    ``index.json``, the error names the file and the distribution to install for a known format.
     """
 
 
