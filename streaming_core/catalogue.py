@@ -10,24 +10,28 @@ reader is created when it is first touched) and a pickled catalogue carries only
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streaming_core.binary_index import ShardTable
 from streaming_core.errors import EmptyDatasetError
+from streaming_core.interfaces import ShardReader
 from streaming_core.spanner import Spanner
 from streaming_core.stream import Stream
 
-__all__ = ['ShardCatalogue', 'CatalogueReaders']
+__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource']
+
+#: One stream's shards: its mapped shard table (readers created on first touch) or a sequence of readers.
+ShardSource = Union[ShardTable, Sequence[ShardReader]]
 
 
 def _offsets(counts: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
-class CatalogueReaders(Sequence[Any]):
+class CatalogueReaders(Sequence[ShardReader]):
     """Every shard's reader in global shard order, created on first touch by the stream's shard table."""
 
     def __init__(self, catalogue: 'ShardCatalogue') -> None:
@@ -36,7 +40,13 @@ class CatalogueReaders(Sequence[Any]):
     def __len__(self) -> int:
         return self._catalogue.num_shards
 
-    def __getitem__(self, shard: Any) -> Any:  # type: ignore[override]
+    @overload
+    def __getitem__(self, shard: int) -> ShardReader: ...
+
+    @overload
+    def __getitem__(self, shard: slice) -> list[ShardReader]: ...
+
+    def __getitem__(self, shard: Any) -> ShardReader | list[ShardReader]:
         if isinstance(shard, slice):
             return [self[i] for i in range(*shard.indices(len(self)))]
         shard = int(shard)
@@ -48,7 +58,7 @@ class CatalogueReaders(Sequence[Any]):
         stream = int(cat.stream_per_shard[shard])
         return cat.sources[stream][shard - int(cat.shard_offset_per_stream[stream])]
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[ShardReader]:
         for source in self._catalogue.sources:
             yield from source
 
@@ -74,15 +84,15 @@ class ShardCatalogue:
         num_samples: All samples of all streams.
     """
 
-    def __init__(self, streams: Sequence[Stream], readers: Sequence[Sequence[Any]]) -> None:
+    def __init__(self, streams: Sequence[Stream], readers: Sequence[ShardSource]) -> None:
         if len(streams) != len(readers):
             raise ValueError(f'{len(streams)} streams but {len(readers)} reader lists.')
         self.streams = list(streams)
-        self.sources: list[Sequence[Any]] = [per if isinstance(per, ShardTable) else list(per) for per in readers]
+        self.sources: list[ShardSource] = [per if isinstance(per, ShardTable) else list(per) for per in readers]
         self._build_tables()
 
     def _build_tables(self) -> None:
-        self.readers: Sequence[Any] = CatalogueReaders(self)
+        self.readers: Sequence[ShardReader] = CatalogueReaders(self)
         counts = [per.samples_per_shard if isinstance(per, ShardTable)
                   else np.array([reader.samples for reader in per], dtype=np.int64) for per in self.sources]
         self.shards_per_stream = np.array([len(per) for per in self.sources], dtype=np.int64)

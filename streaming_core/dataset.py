@@ -15,10 +15,11 @@ import numpy as np
 from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
-from streaming_core.catalogue import ShardCatalogue
+from streaming_core.catalogue import ShardCatalogue, ShardSource
 from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.indexing import getitem
 from streaming_core.integrations.resharding import refuse_foreign_sharding
+from streaming_core.interfaces import ShardReader
 from streaming_core.order_config import OrderConfig, OrderField, parse_epoch_size
 from streaming_core.planning import EpochPlanner, apply_weights
 from streaming_core.shards import ShardManager
@@ -203,14 +204,17 @@ class StreamingDataset(IterableDataset):
         if not any(stream.overrides_get_shards() for stream in self.streams):
             return ShardCatalogue.load(self.streams, self.allow_unsafe_types)
         world = self._rank_world()
-        sources: list[Any] = []
+        sources: list[ShardSource] = []
         for stream in self.streams:
             if stream.overrides_get_shards():
-                source: Any = list(stream.get_shards(world=world, allow_unsafe_types=self.allow_unsafe_types))
-                samples = sum(int(reader.samples) for reader in source)
+                readers: list[ShardReader] = list(stream.get_shards(world=world,
+                                                                    allow_unsafe_types=self.allow_unsafe_types))
+                samples = sum(int(reader.samples) for reader in readers)
+                source: ShardSource = readers
             else:
-                source = stream.shard_table(self.allow_unsafe_types)
-                samples = int(source.samples_per_shard.sum())
+                table = stream.shard_table(self.allow_unsafe_types)
+                samples = int(table.samples_per_shard.sum())
+                source = table
             if samples == 0:
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
             sources.append(source)
@@ -219,7 +223,7 @@ class StreamingDataset(IterableDataset):
     # ----------------------------------------------------------------------------------------------------------
     # The catalogue's tables, under the reference's attribute names.
     @property
-    def shards(self) -> Sequence[Any]:
+    def shards(self) -> Sequence[ShardReader]:
         """One reader per shard, in global shard order (a lazy sequence: a reader is created when first indexed)."""
         return self.catalogue.readers
 

@@ -140,15 +140,29 @@ class ShardView(Protocol):
 class ShardReader(Protocol):
     """One shard entry of an index: what to fetch and how to open it. Cheap to pickle.
 
+    The core types every reader with this Protocol (the catalogue, the shard manager, the iterator) and reads only
+    what it declares; it never attaches attributes to a reader.
+    :class:`~streaming_core.shard.ShardReaderBase` provides all of it from the index entry.
+
     Attributes:
         samples: The number of samples.
         parts: ``(raw FileInfo, zip FileInfo or None)`` per file of the shard (data, then meta for split formats).
         compression: The compression string of the entry (``'zstd:7'``) or None.
+        where: Where the entry comes from (index file and shard), for messages.
+
+    A reader may also offer ``read_sample(paths, index) -> dict`` (one sample by a positioned read, without
+    opening the shard); the shard manager uses it for a shard's first random access.
     """
 
     samples: int
     parts: Sequence[tuple[Any, Any]]
     compression: str | None
+    where: str
+
+    @property
+    def max_size(self) -> int:
+        """The most disk the shard occupies at once: its raw plus compressed bytes (for the cache limit)."""
+        ...
 
     def open(self, paths: Sequence[str]) -> ShardView:
         """Open the shard from the local raw files (``paths`` follows :attr:`parts`). Raises ``ShardCorruptError``

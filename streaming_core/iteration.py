@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, WaitTimeoutError
+from streaming_core.interfaces import ShardView
 
 if TYPE_CHECKING:
     from streaming_core.dataset import StreamingDataset
@@ -213,7 +214,7 @@ class EpochIterator:
         k = lo + int(np.searchsorted(starts[lo:hi], pos, 'right')) - 1
         return int(starts[k]), int(ends[k])
 
-    def _wait_for(self, shard: int, pos: int) -> Any:
+    def _wait_for(self, shard: int, pos: int) -> ShardView:
         """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
         self._release_behind(pos)
         start, end = self._run_of(shard, pos)

@@ -14,6 +14,7 @@ import numpy as np
 
 from streaming_core.errors import IndexFormatError, ShardCorruptError
 from streaming_core.index import FileInfo
+from streaming_core.interfaces import ShardReader, ShardView
 
 __all__ = ['MAX_SHARD_BYTES', 'SplitShardView', 'ShardReaderBase', 'require_type', 'map_file', 'read_offsets']
 
@@ -179,7 +180,7 @@ class ShardReaderBase:
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate and store the format's own keys (override)."""
 
-    def open(self, paths: Sequence[str]) -> Any:
+    def open(self, paths: Sequence[str]) -> ShardView:
         """Open the shard from its local raw files (override)."""
         raise NotImplementedError
 
@@ -219,7 +220,7 @@ class SplitShardView:
         ShardCorruptError: naming the file, when a size, the sample count or the offsets disagree with the index.
     """
 
-    def __init__(self, reader: Any, data_path: str, meta_path: str, first_offset: int = 0) -> None:
+    def __init__(self, reader: ShardReader, data_path: str, meta_path: str, first_offset: int = 0) -> None:
         self.path = data_path
         meta = map_file(meta_path, reader.parts[1][0].bytes, minimum=8)
         try:

@@ -19,10 +19,14 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
+import numpy as np
+from numpy.typing import NDArray
+
 from streaming_core.binary_index import ShardTable
 from streaming_core.cache import CacheHooks, CacheState, cache_key
 from streaming_core.catalogue import ShardCatalogue
 from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
+from streaming_core.interfaces import ShardReader, ShardView
 from streaming_core.locking import RangeLocks
 from streaming_core.redact import redact_url
 from streaming_core.stream import Stream
@@ -78,24 +82,24 @@ class ShardManager:
 
     # The catalogue's tables (properties, so a pickled manager carries none of them).
     @property
-    def readers(self) -> Sequence[Any]:
+    def readers(self) -> Sequence[ShardReader]:
         """Every shard's reader (created on first touch)."""
         return self.catalogue.readers
 
     @property
-    def stream_per_shard(self) -> Any:
+    def stream_per_shard(self) -> NDArray[np.int64]:
         """The stream of each shard."""
         return self.catalogue.stream_per_shard
 
     @property
-    def local_index(self) -> Any:
+    def local_index(self) -> NDArray[np.int64]:
         """Each shard's position within its stream."""
         return self.catalogue.shard_in_stream
 
     # ----------------------------------------------------------------------------------------------------------
     def _init_process_state(self) -> None:
         self._pid = os.getpid()
-        self._views: dict[int, Any] = {}
+        self._views: dict[int, ShardView] = {}
         self._cold: dict[int, None] = {}  # shards touched once by random access (insertion-ordered, bounded)
         self._holds: dict[int, int] = {}  # shard -> iterators of this process reading it (never trimmed)
         self._views_lock = threading.RLock()
@@ -120,7 +124,7 @@ class ShardManager:
         self._check_pid()
 
     @property
-    def open_views(self) -> dict[int, Any]:
+    def open_views(self) -> dict[int, ShardView]:
         """This process's open shard views by shard id (read-only for callers: the hot loop looks views up here)."""
         return self._views
 
@@ -258,14 +262,14 @@ class ShardManager:
             locks.release(byte)
 
     # ----------------------------------------------------------------------------------------------------------
-    def view(self, shard: int) -> Any:
+    def view(self, shard: int) -> ShardView:
         """The open view of a shard (prepared, pinned and memory-mapped on first use)."""
         view = self._views.get(shard)
         if view is not None and self._pid == os.getpid():
             return view
         return self.open(shard)
 
-    def open(self, shard: int, on_wait: Callable[[], None] | None = None) -> Any:
+    def open(self, shard: int, on_wait: Callable[[], None] | None = None) -> ShardView:
         """Prepare (if needed), pin and open a shard (``on_wait``: see :meth:`prepare`)."""
         self._check_pid()
         with self._views_lock:
@@ -299,7 +303,7 @@ class ShardManager:
                                    f'the "in use" lock of shard {shard}')
         return True
 
-    def _open_ready(self, shard: int, on_wait: Callable[[], None] | None = None) -> Any:
+    def _open_ready(self, shard: int, on_wait: Callable[[], None] | None = None) -> ShardView:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
         last: BaseException | None = None
