@@ -50,7 +50,8 @@ from streaming_core.util import redact_url
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
            'DERIVED_LISTING_NAME', 'KNOWN_FOREIGN_INDEXES', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'foreign_index', 'claiming_builder',
-           'derive_foreign_index', 'build_foreign_index']
+           'derive_foreign_index', 'build_foreign_index', 'FormatOptionError', 'configure_builder',
+           'describe_options']
 
 logger = logging.getLogger('streaming_core.derived_index')
 
@@ -76,6 +77,11 @@ class NoDatasetError(DerivedIndexError, FileNotFoundError):
 class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
     """Nothing in the local directory of a stream without a remote: also a ``RuntimeError``, as the reference raises
     for a missing local ``index.json`` with no remote."""
+
+
+class FormatOptionError(StreamingError, ValueError):
+    """A stream's ``format_options`` (or ``columns=``) name an option its format does not take, or have a value the
+    format refuses; the message names the option and the format."""
 
 
 class ForeignIndexError(IndexFormatError):
@@ -220,11 +226,61 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
                             f'one of {[name for name, _, _ in matches]} to choose.')
 
 
-def listing_identity(builder_name: str, files: Sequence[SourceFile]) -> str:
-    """The identity of a derived index: its builder and the digest of the sorted listing."""
-    text = json.dumps([builder_name, [item.key() for item in sorted(files, key=lambda f: f.name)]],
-                      separators=(',', ':'))
-    return f'derived:{builder_name}:{hashlib.sha256(text.encode()).hexdigest()}'
+def describe_options(options: dict[str, Any] | None) -> str:
+    """A short, stable text of format options (``columns=id,text;split=train``): sorted by name, a list as its
+    items joined by commas, ``True`` as the bare name; empty when there are none."""
+    parts = []
+    for key in sorted(options or {}):
+        value = options[key]  # type: ignore[index]
+        if value is True:
+            parts.append(key)
+        elif isinstance(value, (list, tuple)):
+            parts.append(f'{key}={",".join(str(item) for item in value)}')
+        elif isinstance(value, str):
+            parts.append(f'{key}={value}')
+        else:
+            parts.append(f'{key}={json.dumps(value, sort_keys=True, separators=(",", ":"))}')
+    return ';'.join(parts)
+
+
+def configure_builder(name: str, builder: Any, options: dict[str, Any] | None, where: str) -> Any:
+    """The index builder ``builder`` (registered as ``name``) configured with a stream's format options.
+
+    A builder takes options by declaring ``option_names`` (the names it accepts) and a ``configure(options) ->
+    builder`` method returning the builder to use (it checks the values). With no options, ``builder`` itself.
+
+    Raises:
+        FormatOptionError: an option the builder does not take (naming it, the format and the ones it takes), or
+            a value ``configure`` refuses (its message, naming the format).
+    """
+    if not options:
+        return builder
+    accepted = tuple(getattr(builder, 'option_names', ()) or ())
+    unknown = [key for key in options if key not in accepted]
+    if unknown or not callable(getattr(builder, 'configure', None)):
+        takes = f'it takes {", ".join(repr(key) for key in accepted)}' if accepted else 'it takes no options'
+        raise FormatOptionError(
+            f'format option {", ".join(repr(key) for key in (unknown or list(options)))} for {where}: the {name!r} '
+            f'format does not take it ({takes}). Remove it from `format_options` / `columns`, or read the directory '
+            f'with a format that has it.')
+    try:
+        return builder.configure(dict(options))
+    except (TypeError, ValueError) as err:
+        raise FormatOptionError(f'format_options={options!r} for {where} (format {name!r}): {err}') from None
+
+
+def listing_identity(builder_name: str, files: Sequence[SourceFile], options: dict[str, Any] | None = None) -> str:
+    """The identity of a derived index: its builder, its format options and the digest of the sorted listing
+    (``derived:parquet:<sha256>``, or ``derived:parquet[columns=id,text]:<sha256>`` with options): different
+    options are a different index."""
+    listing = [item.key() for item in sorted(files, key=lambda f: f.name)]
+    if options:
+        text = json.dumps([builder_name, listing, options], separators=(',', ':'), sort_keys=True)
+        label = f'{builder_name}[{describe_options(options)}]'
+    else:
+        text = json.dumps([builder_name, listing], separators=(',', ':'))
+        label = builder_name
+    return f'derived:{label}:{hashlib.sha256(text.encode()).hexdigest()}'
 
 
 def _read_listing(sdir: str) -> dict[str, Any] | None:
@@ -282,7 +338,8 @@ def _build(name: str, builder: Any, files: Sequence[SourceFile], source: str, *,
 
 
 def build_index(source: str, *, fmt: str | None = None, timeout: float = 60.0, retries: int = 2,
-                options: dict[str, Any] | None = None) -> dict[str, Any]:
+                options: dict[str, Any] | None = None,
+                format_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The index derived from the files of the directory ``source`` (no ``index.json``), built now and not kept
     (for tools such as ``streaming inspect``; streams use the node's cached copy).
 
@@ -292,12 +349,15 @@ def build_index(source: str, *, fmt: str | None = None, timeout: float = 60.0, r
         timeout: Per-request timeout in seconds.
         retries: Retries after the first attempt of each request.
         options: Storage backend options.
+        format_options: The index builder's options (``{'columns': [...]}``...; see :func:`configure_builder`).
 
     Raises:
         DerivedIndexError: nothing to index, several formats, or a builder's invalid result.
+        FormatOptionError: an option the builder does not take.
     """
     files = list_source(source, timeout=timeout, retries=retries, options=options)
     name, builder, selected = choose_builder(fmt, files, redact_url(source))
+    builder = configure_builder(name, builder, format_options, redact_url(source))
     data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     return json.loads(data)
 
@@ -316,16 +376,21 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     Returns:
         ``(path of the derived index, its bytes, its identity)``.
 
+    The stream's ``format_options`` configure the builder (:func:`configure_builder`) and are part of the identity.
+
     Raises:
         DerivedIndexError: see :func:`choose_builder`, or the builder's result is not a valid index.
+        FormatOptionError: an option the builder does not take, or a value it refuses.
     """
     timeout = float(stream.download_timeout or 60.0)
     retries = int(stream.download_retry or 0)
     options = stream.storage_options
     where = redact_url(source)
+    format_options = dict(getattr(stream, 'format_options', None) or {})
     files = list_source(source, timeout=timeout, retries=retries, options=options)
     name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
-    identity = listing_identity(name, selected)
+    builder = configure_builder(name, builder, format_options, where)
+    identity = listing_identity(name, selected, format_options)
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
     if old is not None and old.get('identity') == identity:
@@ -436,8 +501,8 @@ def claiming_builder(fmt: str | None, obj: dict[str, Any], shown: str) -> tuple[
 
 
 def build_foreign_index(source: str, data: bytes, obj: dict[str, Any], *, fmt: str | None = None,
-                        timeout: float = 60.0, retries: int = 2,
-                        options: dict[str, Any] | None = None) -> dict[str, Any]:
+                        timeout: float = 60.0, retries: int = 2, options: dict[str, Any] | None = None,
+                        format_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The index derived from the foreign ``index.json`` of the directory ``source`` (its bytes ``data``, parsed
     ``obj``), built now and not kept (for tools such as ``streaming inspect``; streams use the node's cached copy).
 
@@ -445,7 +510,9 @@ def build_foreign_index(source: str, data: bytes, obj: dict[str, Any], *, fmt: s
         ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
         IndexFormatError: the builder refuses it, or its result is invalid.
     """
-    name, builder = claiming_builder(fmt, obj, redact_url(join(source, INDEX_BASENAME)))
+    shown = redact_url(join(source, INDEX_BASENAME))
+    name, builder = claiming_builder(fmt, obj, shown)
+    builder = configure_builder(name, builder, format_options, shown)
     item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
     built = _build(name, builder, [item], source, timeout=timeout, retries=retries, options=options,
                    preread={INDEX_BASENAME: data})
@@ -487,8 +554,10 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     where = redact_url(source)
     shown = redact_url(join(source, INDEX_BASENAME))
     name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
+    format_options = dict(getattr(stream, 'format_options', None) or {})
+    builder = configure_builder(name, builder, format_options, shown)
     item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
-    identity = listing_identity(name, [item])
+    identity = listing_identity(name, [item], format_options)
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
     if old is not None and old.get('identity') == identity:

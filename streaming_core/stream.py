@@ -11,10 +11,11 @@ go stale and nothing of ours inside the local directory.
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import re
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from streaming_core.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
@@ -25,7 +26,8 @@ from streaming_core.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.storage import download_file, is_remote, join, local_path, temp_name
 from streaming_core.util import redact_url
 
-__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'stream_class']
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'stream_class',
+           'merge_format_options']
 
 
 _TEMP = re.compile(r'.+\.(\d+)\.[0-9a-f]{8}\.tmp$')
@@ -78,6 +80,41 @@ def _check_validate_hash_name(name: str) -> None:
         raise type(err)(f'validate_hash={name!r}: {err}') from None
 
 
+def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None,
+                         where: str = 'Stream') -> dict[str, Any]:
+    """``format_options`` with ``columns=`` folded in as ``'columns'``, checked: string names, JSON values (they are
+    part of the derived index's identity), ``columns`` a non-empty list of distinct names given once.
+
+    Raises:
+        TypeError: ``format_options`` is not a mapping of names to JSON values.
+        ValueError: ``columns`` is malformed, or given both as ``columns=`` and in ``format_options``.
+    """
+    if format_options is not None and not isinstance(format_options, Mapping):
+        raise TypeError(f"{where}: `format_options` must be a dict such as {{'columns': ['text']}}, got "
+                        f'{type(format_options).__name__}.')
+    options = dict(format_options or {})
+    if columns is not None:
+        if 'columns' in options:
+            raise ValueError(f'{where}: `columns` is given twice (as columns= and in format_options); give it once.')
+        options['columns'] = columns
+    value = options.get('columns')
+    if value is not None:
+        if (isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value
+                or not all(isinstance(name, str) and name for name in value) or len(set(value)) != len(value)):
+            raise ValueError(f"{where}: `columns` must be a non-empty list of distinct column names such as ['text', "
+                             f"'label'], got {value!r}.")
+        options['columns'] = list(value)
+    for key, item in options.items():
+        try:
+            json.dumps(item, sort_keys=True)
+        except (TypeError, ValueError):
+            raise TypeError(f'{where}: format option {key!r} must be JSON data (str, number, bool, None, lists and '
+                            f'dicts of them), got {type(item).__name__}.') from None
+        if not isinstance(key, str) or not key:
+            raise TypeError(f'{where}: format option names must be non-empty strings, got {key!r}.')
+    return options
+
+
 class Stream:
     """One source of samples, optionally weighted against other streams.
 
@@ -98,6 +135,11 @@ class Stream:
         storage_options: Options for the remote's storage backend (endpoint, profile, credentials file, ...).
         format: For a directory without ``index.json``: the format that indexes its files (``'parquet'``...);
             default: detected from the files when unambiguous.
+        columns: Read only these columns, in this order (``format_options['columns']``).
+        format_options: Options of the format's index builder (Parquet: ``columns``, ``split`` (a Hugging Face
+            split, not a subdirectory), ``config``, ``data_files``, ``decode_images``); part of the derived index's
+            identity. One the format lacks, or any for a streaming ``index.json``, raises
+            :class:`~streaming_core.derived_index.FormatOptionError` at sync, naming it and the format.
 
     Attributes:
         index_identity: After :meth:`get_shards`, the identity of the index version this stream loaded (see
@@ -105,15 +147,19 @@ class Stream:
     """
 
     index_identity: str | None = None
+    #: The format's options (see ``format_options``; a subclass that skips ``__init__`` has none).
+    format_options: Mapping[str, Any] = {}
 
     def __init__(self, *, remote: str | None = None, local: str | None = None, split: str | None = None,
                  proportion: float | None = None, repeat: float | None = None, choose: int | None = None,
                  download_retry: int | None = None, download_timeout: float | None = None,
                  validate_hash: str | None = None, keep_zip: bool | None = None,
-                 storage_options: Mapping[str, Any] | None = None, format: str | None = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None, format: str | None = None,
+                 columns: Sequence[str] | None = None, format_options: Mapping[str, Any] | None = None) -> None:
         if format is not None and (not isinstance(format, str) or not format):
             raise ValueError(f'`format` must be a format name such as "parquet", got {format!r}.')
         self.format = format
+        self.format_options = merge_format_options(format_options, columns, type(self).__name__)
         given = [name for name, value in (('proportion', proportion), ('repeat', repeat), ('choose', choose))
                  if value is not None]
         if len(given) > 1:
@@ -159,6 +205,9 @@ class Stream:
             self.split = defaults.get('split') or None
         if self.format is None:
             self.format = defaults.get('format')
+        if defaults.get('format_options'):  # the dataset's options, under the stream's own
+            self.format_options = {**merge_format_options(defaults['format_options'], None, 'StreamingDataset'),
+                                   **self.format_options}
         for name in ('download_retry', 'download_timeout', 'validate_hash', 'keep_zip'):
             if getattr(self, name) is None:
                 setattr(self, name, defaults.get(name))
@@ -172,6 +221,12 @@ class Stream:
             self.keep_zip = False
         if self.validate_hash is not None:
             _check_validate_hash_name(self.validate_hash)
+
+    @property
+    def columns(self) -> list[str] | None:
+        """The projected columns (``format_options['columns']``; ``None``: all)."""
+        columns = self.format_options.get('columns')
+        return list(columns) if columns is not None else None
 
     @property
     def local(self) -> str:
@@ -275,6 +330,7 @@ class Stream:
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
+        self._check_format_options(synced.identity)
         self._sweep_temp_files()
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
@@ -293,6 +349,16 @@ class Stream:
         self._check_validate_hash(table)
         self.index_identity = synced.identity
         return table
+
+    def _check_format_options(self, identity: str) -> None:
+        """Refuse format options for a streaming ``index.json`` (not derived by an index builder)."""
+        if self.format_options and not identity.startswith('derived:'):
+            from streaming_core.derived_index import FormatOptionError
+            names = ', '.join(repr(key) for key in self.format_options)
+            raise FormatOptionError(
+                f'format option {names} for {self.local_dir}: it holds a streaming index.json (MDS...), whose formats '
+                f'take no options (a column projection works on directories indexed from their files, such as '
+                f'Parquet). Remove `columns` / `format_options` for this stream.')
 
     def _sweep_temp_files(self) -> None:
         """Remove temporary files of dead processes: in the state directory always; in the local directory (a walk
@@ -523,7 +589,8 @@ class Stream:
 
     def __repr__(self) -> str:
         remote = redact_url(self.remote) if self.remote else None
-        return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r})'
+        options = f', format_options={self.format_options!r}' if self.format_options else ''
+        return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r}{options})'
 
 
 def stream_class(name: str) -> type[Stream]:

@@ -5,11 +5,11 @@ costs a second request for exactly its bytes. The footer gives the schema, the r
 data pages are never read, so indexing 1,000 remote files downloads kilobytes per file. Every file must have the
 first file's columns with the same types (in any order): otherwise the error names the file and the column.
 
-A builder may be configured (:class:`ParquetIndexBuilder` arguments, given through
-:class:`~streaming_parquet.stream.ParquetStream`): ``columns`` projects the index to those columns (the reader then
-decodes only their column chunks), ``split`` / ``config`` / ``data_files`` select files by the Hugging Face
-conventions or glob patterns (:mod:`streaming_parquet.selection`), ``decode_images`` records the Hugging Face image
-columns to decode to PIL images.
+A builder may be configured (:class:`ParquetIndexBuilder` arguments, given as a stream's ``format_options`` /
+``columns=``, which the core hands to :meth:`ParquetIndexBuilder.configure`): ``columns`` projects the index to
+those columns (the reader then decodes only their column chunks), ``split`` / ``config`` / ``data_files`` select
+files by the Hugging Face conventions or glob patterns (:mod:`streaming_parquet.selection`), ``decode_images``
+records the Hugging Face image columns to decode to PIL images.
 """
 
 from __future__ import annotations
@@ -134,6 +134,8 @@ class ParquetIndexBuilder:
     """
 
     patterns = ('*.parquet',)
+    #: The ``format_options`` this builder takes (``Stream(format_options=...)``, ``columns=``).
+    option_names = ('columns', 'split', 'config', 'data_files', 'decode_images')
 
     def __init__(self, *, columns: Sequence[str] | None = None, split: str | None = None, config: str | None = None,
                  data_files: str | Sequence[str] | Mapping[str, Any] | None = None,
@@ -148,6 +150,20 @@ class ParquetIndexBuilder:
         self.config = config
         self.data_files = data_files
         self.decode_images = bool(decode_images)
+
+    def configure(self, options: Mapping[str, Any]) -> ParquetIndexBuilder:
+        """A builder with a stream's format options (the core calls it with names among :attr:`option_names`).
+
+        Raises:
+            ValueError: a malformed value (``columns`` not a list of distinct names, ``split`` not a string...).
+        """
+        options = dict(options)
+        for key in ('split', 'config'):
+            if options.get(key) is not None and (not isinstance(options[key], str) or not options[key]):
+                raise ValueError(f'{key} must be a non-empty string, got {options[key]!r}.')
+        if not isinstance(options.get('decode_images', False), bool):
+            raise ValueError(f'decode_images must be True or False, got {options["decode_images"]!r}.')
+        return ParquetIndexBuilder(**options)
 
     @property
     def name(self) -> str:
