@@ -34,7 +34,8 @@ Groups (see ``docs/plugins/api.md``):
 * **Converters and recipes**: ``storage`` (the storage facade module: ``storage.exists(url)``,
   ``storage.join(root, name)``, ``storage.is_remote(url)``, ``storage.local_path(url)``, downloads and uploads with
   retries, ``storage.read_range(url, start, length)``), :func:`storage_options` (the ``--storage-option
-  KEY=VALUE`` values of a parsed command line as a dict), :func:`getitem` (NumPy-style indexing over a sized sequence).
+  KEY=VALUE`` values of a parsed command line as a dict), :func:`getitem` (NumPy-style indexing over a sized sequence),
+  :func:`cache_root` (the directory under which streaming-core keeps its caches and state, for a plugin's own).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
     'storage': 'streaming_core.storage',
     'storage_options': 'streaming_core.commands._common',
     'getitem': 'streaming_core.indexing',
+    'cache_root': 'streaming_core.paths',
 }
 #: Names that are whole modules (resolved to the module itself).
 _MODULES = {'storage'}
