@@ -29,6 +29,11 @@ format).
 A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
 remote reads its local index; its identity is the file's ``(size, mtime_ns, inode)``.
+
+A warm construction reads no byte of ``index.json``: when the identity is known from metadata alone (the local
+file's stat, or the record and the remote's stat) and the binary index of that identity exists in the state
+directory (:mod:`streaming_core.binary_index`), the :class:`SyncedIndex` carries the file's stat instead of its
+bytes; they are read (and checked against that stat) only if the binary index proves unusable and is rebuilt.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import logging
 import os
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from streaming_core.cache_record import (
@@ -64,7 +68,7 @@ from streaming_core.paths import COORD_NAME, state_dir
 from streaming_core.storage import download_file, is_remote, join, local_path, stat_object, temp_name, write_file_atomic
 from streaming_core.util import redact_url
 
-__all__ = ['SyncedIndex', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
+__all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
 
 logger = logging.getLogger('streaming_core.index_sync')
 
@@ -78,20 +82,67 @@ class MissingIndexError(IndexNotFoundError):
     the reference raises, and a ``FileNotFoundError``)."""
 
 
-@dataclass(frozen=True)
+class IndexChangedError(StreamingError):
+    """A local ``index.json`` whose content was not read at construction (its binary index was present) changed
+    before it had to be read after all (its binary index turned out unusable)."""
+
+
 class SyncedIndex:
     """The index version a stream loads.
 
     Attributes:
         path: The local ``index.json``.
-        data: Its bytes, read under the index lock (exactly the version ``identity`` names).
         identity: The index source identity (``stat:...`` from the remote's etag/size/mtime, ``sha256:...`` of the
             index bytes when the backend cannot tell, ``file:...`` for a local index read in place).
+        stat: ``(size, mtime_ns, inode)`` of ``path`` when its bytes were not read at construction (``None`` when
+            they were).
+
+    Args:
+        path: See above.
+        data: The index bytes, read under the index lock (exactly the version ``identity`` names), or ``None``
+            when the binary index of ``identity`` was present: a warm construction reads no byte of ``index.json``
+            (:attr:`data` reads it on demand, checking that it is still the file ``stat`` describes).
+        identity: See above.
+        stat: See above (required when ``data`` is ``None``).
     """
 
-    path: str
-    data: bytes
-    identity: str
+    __slots__ = ('path', 'identity', 'stat', '_data')
+
+    def __init__(self, path: str, data: bytes | None, identity: str,
+                 stat: tuple[int, int, int] | None = None) -> None:
+        if data is None and stat is None:
+            raise ValueError('SyncedIndex: give the index bytes or the stat of the file to read them from later.')
+        self.path = path
+        self.identity = identity
+        self.stat = stat if data is None else None
+        self._data = data
+
+    @property
+    def data(self) -> bytes:
+        """The index bytes (read now when construction did not read them).
+
+        Raises:
+            IndexChangedError: the file is no longer the version :attr:`identity` names.
+        """
+        if self._data is None:
+            try:
+                data, ident = _read(self.path)
+            except FileNotFoundError:
+                ident, data = None, b''
+            if ident != self.stat:
+                raise IndexChangedError(
+                    f'{self.path} changed (or was removed) while the dataset was being constructed (expected '
+                    f'size, mtime_ns, inode {self.stat}, found {ident}): construct the dataset again.')
+            self._data = data
+        return self._data
+
+    @property
+    def read_at_sync(self) -> bool:
+        """Whether the index bytes were read by the index check (False on a warm start)."""
+        return self.stat is None
+
+    def __repr__(self) -> str:
+        return f'SyncedIndex(path={self.path!r}, identity={self.identity!r}, read={self._data is not None})'
 
 
 def _file_id_text(ident: tuple[int, int, int]) -> str:
@@ -120,6 +171,9 @@ def sync_index(stream: Any) -> SyncedIndex:
     path = stream.index_path()
     remote = stream.remote_dir
     if not remote:
+        ident_now = file_identity(path)
+        if ident_now is not None and _binary_present(stream.local_dir, _file_id_text(ident_now)):
+            return SyncedIndex(path, None, _file_id_text(ident_now), ident_now)  # warm: no byte of it read
         try:
             data, ident = _read(path)
         except FileNotFoundError:
@@ -164,6 +218,13 @@ def sync_index(stream: Any) -> SyncedIndex:
                 raise err from listing
     finally:
         locks.release(INDEX_LOCK_BYTE)
+
+
+def _binary_present(local_dir: str, identity: str) -> bool:
+    """Whether the binary index of the index version ``identity`` exists (then the index bytes need not be read:
+    :func:`streaming_core.binary_index.load_or_build` maps it, and reads them only if it proves unusable)."""
+    from streaming_core.binary_index import binary_path
+    return os.path.exists(binary_path(state_dir(local_dir, create=False), identity))
 
 
 def _derivable(source: str, err: BaseException | None = None) -> bool:
@@ -243,6 +304,12 @@ def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: tupl
 
 def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
     """The remote is the local directory: read it as it is; record it (so another remote is refused later)."""
+    ident_now = file_identity(path)
+    if ident_now is not None:
+        record = read_record(sdir)
+        identity = _file_id_text(ident_now)
+        if record is not None and record.source_identity == identity and _binary_present(stream.local_dir, identity):
+            return SyncedIndex(path, None, identity, ident_now)  # warm: recorded, and its binary index exists
     try:
         data, ident = _read(path)
     except FileNotFoundError:
@@ -280,6 +347,8 @@ class _Refresh:
                 raise self._mismatch(record)
             record = None  # the directory no longer holds what the record describes
         if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
+            if _binary_present(stream.local_dir, record.source_identity):  # warm: no byte of the index read
+                return SyncedIndex(path, None, record.source_identity, local_now)
             data, ident = _read(path)
             if ident == local_now:
                 return SyncedIndex(path, data, record.source_identity)
