@@ -1,9 +1,15 @@
-"""``streaming inspect DATASET``: what a dataset holds, from its index alone (nothing else is downloaded)."""
+"""``streaming inspect DATASET``: what a dataset holds, from its index alone (nothing else is downloaded).
+
+Our ``index.json`` is streamed (one shard entry decoded at a time, :mod:`streaming_core.index_stream`), so an
+index of millions of shards is summarised without one Python object per shard (unless ``--shards`` lists them).
+Another library's ``index.json`` and a directory that indexes itself go through the index their builder derives.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from collections import Counter
 from typing import Any
@@ -17,7 +23,7 @@ from streaming_core.commands._common import (
     storage_options,
 )
 
-__all__ = ['add_parser', 'run', 'summarize']
+__all__ = ['add_parser', 'run', 'summarize', 'summarize_file']
 
 
 def add_parser(subparsers: Any) -> None:
@@ -44,33 +50,117 @@ def _shard_row(number: int, entry: dict[str, Any]) -> dict[str, Any]:
             'compression': entry.get('compression'), 'hashes': list(entry.get('hashes') or [])}
 
 
+class _Summary:
+    """The summary built one shard entry at a time: counters and sets, no object per shard (unless the shard list
+    is asked for)."""
+
+    def __init__(self, keep_rows: bool) -> None:
+        self.keep_rows = keep_rows
+        self.rows: list[dict[str, Any]] = []
+        self.layouts: list[dict[str, str]] = []
+        self.formats: Counter[Any] = Counter()
+        self.compression: Counter[str] = Counter()
+        self.hashes: set[str] = set()
+        self.size_limits: set[str] = set()
+        self.shards = self.samples = self.raw = self.zipped = self.compressed_shards = self.largest = 0
+        self.min_samples: int | None = None
+        self.max_samples: int | None = None
+
+    def add(self, entry: dict[str, Any]) -> None:
+        """Count one shard entry."""
+        row = _shard_row(self.shards, entry)
+        self.shards += 1
+        if self.keep_rows:
+            self.rows.append(row)
+        columns = entry_columns(entry)
+        if columns not in self.layouts:
+            self.layouts.append(columns)
+        count = row['samples']
+        self.samples += count
+        self.min_samples = count if self.min_samples is None else min(self.min_samples, count)
+        self.max_samples = count if self.max_samples is None else max(self.max_samples, count)
+        self.formats[row['format']] += 1
+        self.raw += row['raw_bytes']
+        if row['zip_bytes'] is not None:
+            self.zipped += row['zip_bytes']
+            self.compressed_shards += 1
+        self.largest = max(self.largest, (row['zip_bytes'] or 0) + row['raw_bytes'])
+        if row['compression']:
+            self.compression[str(row['compression'])] += 1
+        self.hashes.update(row['hashes'])
+        self.size_limits.add(str(entry.get('size_limit')))
+
+    def result(self, location: str, index_bytes: int) -> dict[str, Any]:
+        """The summary (see :func:`summarize`)."""
+        return {
+            'index': location,
+            'index_bytes': index_bytes,
+            'formats': dict(self.formats),
+            'columns': self.layouts[0] if len(self.layouts) == 1 else self.layouts,
+            'shards': self.shards,
+            'samples': self.samples,
+            'samples_per_shard': {'min': self.min_samples, 'max': self.max_samples,
+                                  'mean': self.samples / self.shards} if self.shards else None,
+            'raw_bytes': self.raw,
+            'zip_bytes': self.zipped if self.compressed_shards else None,
+            'largest_shard_bytes': self.largest,
+            'compression': dict(self.compression),
+            'hashes': sorted(self.hashes),
+            'size_limits': sorted(self.size_limits),
+            'shard_list': self.rows,
+        }
+
+
 def summarize(index: dict[str, Any], location: str, index_bytes: int) -> dict[str, Any]:
     """The summary ``streaming inspect`` prints, as a dict (also its ``--json`` output)."""
-    shards = [_shard_row(i, entry) for i, entry in enumerate(index['shards'])]
-    layouts: list[dict[str, str]] = []
+    summary = _Summary(keep_rows=True)
     for entry in index['shards']:
-        columns = entry_columns(entry)
-        if columns not in layouts:
-            layouts.append(columns)
-    samples = [row['samples'] for row in shards]
-    compressed = [row for row in shards if row['zip_bytes'] is not None]
-    return {
-        'index': location,
-        'index_bytes': index_bytes,
-        'formats': dict(Counter(row['format'] for row in shards)),
-        'columns': layouts[0] if len(layouts) == 1 else layouts,
-        'shards': len(shards),
-        'samples': sum(samples),
-        'samples_per_shard': {'min': min(samples), 'max': max(samples),
-                              'mean': sum(samples) / len(samples)} if samples else None,
-        'raw_bytes': sum(row['raw_bytes'] for row in shards),
-        'zip_bytes': sum(row['zip_bytes'] for row in compressed) if compressed else None,
-        'largest_shard_bytes': max((row['zip_bytes'] or 0) + row['raw_bytes'] for row in shards) if shards else 0,
-        'compression': dict(Counter(str(row['compression']) for row in shards if row['compression'])),
-        'hashes': sorted({h for row in shards for h in row['hashes']}),
-        'size_limits': sorted({str(entry.get('size_limit')) for entry in index['shards']}),
-        'shard_list': shards,
-    }
+        summary.add(entry)
+    return summary.result(location, index_bytes)
+
+
+def summarize_file(path: str, location: str, keep_rows: bool = True) -> dict[str, Any]:
+    """:func:`summarize` of the ``index.json`` at ``path``, streamed: one shard entry decoded at a time
+    (:func:`streaming_core.index_stream.iter_index_entries`), so an index of millions of shards is summarised in
+    bounded memory (``keep_rows=False``: no shard list).
+
+    Raises:
+        IndexFormatError: the file is not a valid streaming index (including another library's ``index.json``).
+    """
+    from streaming_core.errors import IndexFormatError
+    from streaming_core.index_stream import iter_index_entries
+    summary = _Summary(keep_rows)
+    with open(path, 'rb') as handle:
+        for entry in iter_index_entries(handle, location):
+            if not isinstance(entry, dict):
+                raise IndexFormatError(f'Index file at {location}: "shards" must be a list of objects.')
+            summary.add(entry)
+        size = os.fstat(handle.fileno()).st_size
+    return summary.result(location, size)
+
+
+def _index_file(dataset: str, split: str | None, options: dict[str, Any], scratch: str) -> tuple[str, str] | None:
+    """``(local path, location)`` of the dataset's ``index.json`` (a remote one downloaded into ``scratch``), or
+    ``None`` when there is none (:func:`~streaming_core.commands._common.open_index` then decides: an index derived
+    from the files, or its error)."""
+    from streaming_core.errors import RemoteNotFoundError
+    from streaming_core.index import INDEX_BASENAME
+    from streaming_core.storage import download_file, is_remote, join, local_path
+    root = dataset.rstrip('/')
+    if root.endswith('/' + INDEX_BASENAME) or root == INDEX_BASENAME:
+        root = root[:-len(INDEX_BASENAME)].rstrip('/') or '.'
+    if split:
+        root = join(root, split)
+    if is_remote(root):
+        url = join(root, INDEX_BASENAME)
+        path = os.path.join(scratch, INDEX_BASENAME)
+        try:
+            download_file(url, path, timeout=60.0, options=options)
+        except RemoteNotFoundError:
+            return None
+        return path, url
+    path = os.path.join(local_path(root), INDEX_BASENAME)
+    return (path, path) if os.path.isfile(path) else None
 
 
 def _print(summary: dict[str, Any], with_shards: bool) -> None:
@@ -104,9 +194,20 @@ def _print(summary: dict[str, Any], with_shards: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary."""
+    from streaming_core.errors import IndexFormatError
+    keep_rows = bool(args.shards)
     with tempfile.TemporaryDirectory(prefix='streaming-inspect-') as scratch:
-        found = open_index(args.dataset, args.split, storage_options(args), scratch)
-    summary = summarize(found.index, found.location, found.index_bytes)
+        options = storage_options(args)
+        found_file = _index_file(args.dataset, args.split, options, scratch)
+        summary = None
+        if found_file is not None:
+            try:  # our index, streamed: no object per shard
+                summary = summarize_file(found_file[0], found_file[1], keep_rows)
+            except IndexFormatError:  # another library's index.json, or a broken one: the general path decides
+                summary = None
+        if summary is None:
+            found = open_index(args.dataset, args.split, options, scratch)
+            summary = summarize(found.index, found.location, found.index_bytes)
     if args.json:
         if not args.shards:
             summary.pop('shard_list')
