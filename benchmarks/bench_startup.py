@@ -21,8 +21,18 @@ Every measurement runs in a fresh interpreter (``python -c``), so nothing of our
   the resident set after the first sample minus the one after the imports (the interpreter, torch and the
   imports excluded).
 
-Ours only: the reference's and litdata's start-up at these sizes are quoted from issue 15 (reference 0.13:
-750-775 ms / 400 MB at 12,500 shards, 7.5-8.3 s / 720 MB at 125,000; litdata ~130 ms at 10,000).
+Peers, in the same run, each in a fresh interpreter of the reference virtualenv (``.venv-ref``, see ``compat/``;
+``STREAMING_REF_VENV`` overrides it), with a private ``TMPDIR``:
+
+* **reference** (mosaicml-streaming 0.13, checked by ``compat/reference_guard.py``): ``StreamingDataset(local=...)``
+  over a hard-linked copy of the same directory (so the two never share lock files), constructor to ``ds[0]``,
+  after ``clean_stale_shared_memory()``. It keeps nothing between processes, so every process is "cold". One
+  process per size (``--ref-max`` bounds the sizes: at 10^6 shards it takes minutes and several GB).
+* **litdata** (0.2.76, installed by ``compat/setup.sh --bench``): four real chunks written by ``litdata.optimize``
+  (8 samples each), and an ``index.json`` of ``N`` chunks hard-linked to them (index-only beyond
+  ``--index-only``, like ours); ``litdata.StreamingDataset(input_dir=...)`` constructor to ``ds[0]``.
+
+A peer that is not installed prints ``n/a``.
 """
 
 from __future__ import annotations
@@ -67,6 +77,140 @@ print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - ba
 '''
 
 
+_PEER_HEAD = '''
+import json, os, sys, time
+def rss():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+def hwm():
+    with open('/proc/self/status') as f:
+        return [int(line.split()[1]) * 1024 for line in f if line.startswith('VmHWM:')][0]
+'''
+
+_REF_CHILD = '''
+t0 = time.perf_counter()
+from streaming import StreamingDataset
+from streaming.base.util import clean_stale_shared_memory
+t1 = time.perf_counter()
+clean_stale_shared_memory()
+base = rss()
+t2 = time.perf_counter()
+ds = StreamingDataset(local=LOCAL, batch_size=4)
+first = ds[0]
+t3 = time.perf_counter()
+assert int(first['id']) == 0, first
+print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - base, 'max_rss': hwm(),
+                  'shards': len(ds.shards)}))
+'''
+
+_LITDATA_WRITE = '''
+import logging
+from litdata import optimize
+def item(i):
+    return {'id': i, 'data': i.to_bytes(8, 'little') * 4}
+logging.getLogger('litdata').setLevel(logging.ERROR)
+optimize(fn=item, inputs=list(range(COUNT)), output_dir=OUT, chunk_size=8, num_workers=1, reorder_files=False,
+         verbose=False, mode='overwrite', start_method='fork')
+'''
+
+_LITDATA_CHILD = '''
+import logging
+t0 = time.perf_counter()
+from litdata import StreamingDataset
+t1 = time.perf_counter()
+logging.getLogger('litdata').setLevel(logging.ERROR)
+base = rss()
+t2 = time.perf_counter()
+ds = StreamingDataset(input_dir=LOCAL)
+first = ds[0]
+t3 = time.perf_counter()
+assert int(first['id']) == 0, first
+print(json.dumps({'import_s': t1 - t0, 'first_s': t3 - t2, 'own_rss': rss() - base, 'max_rss': hwm(),
+                  'shards': len(ds.subsampled_files)}))
+'''
+
+
+def ref_python() -> str | None:
+    """The reference virtualenv's interpreter, or ``None`` when it is not built."""
+    venv = os.environ.get('STREAMING_REF_VENV') or os.path.join(ROOT, '.venv-ref')
+    python = os.path.join(venv, 'bin', 'python')
+    return python if os.path.exists(python) else None
+
+
+def peer_available(python: str | None, module: str) -> bool:
+    """Whether ``module`` imports in the reference virtualenv."""
+    if python is None:
+        return False
+    return subprocess.run([python, '-c', f'import {module}'], capture_output=True, timeout=300).returncode == 0
+
+
+def run_peer(python: str, code: str, scratch: str, timeout: float = 3600) -> dict[str, Any]:
+    """One measurement of a peer in a fresh interpreter of the reference virtualenv, with a private ``TMPDIR``."""
+    tmpdir = tempfile.mkdtemp(prefix='tmp-', dir=scratch)
+    env = dict(os.environ, PYTHONPATH='', TMPDIR=tmpdir)
+    env.pop('STREAMING_CORE_CACHE_DIR', None)
+    proc = subprocess.run([python, '-c', code], capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f'peer child failed: {proc.stderr[-2000:]}')
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def reference_row(python: str, local: str, scratch: str) -> dict[str, Any]:
+    """The reference over a hard-linked copy of ``local`` (see the module doc)."""
+    if ROOT not in sys.path:
+        sys.path.append(ROOT)
+    from compat.reference_guard import GUARD_SNIPPET
+    copy = os.path.join(scratch, 'ref-copy')
+    shutil.rmtree(copy, ignore_errors=True)
+    os.makedirs(copy)
+    for name in os.listdir(local):
+        os.link(os.path.join(local, name), os.path.join(copy, name))
+    try:
+        code = GUARD_SNIPPET + _PEER_HEAD + f'LOCAL = {copy!r}\n' + _REF_CHILD
+        return run_peer(python, code, scratch)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def make_litdata(python: str, path: str, num_shards: int, link: bool, scratch: str) -> str:
+    """litdata's layout of the same shape as :func:`make_data`: four real 8-sample chunks by ``optimize``, and an
+    ``index.json`` of ``num_shards`` chunks hard-linked to them."""
+    real = os.path.join(path, 'real')
+    os.makedirs(path, exist_ok=True)
+    code = _PEER_HEAD + f'OUT = {real!r}\nCOUNT = {8 * REAL}\n' + _LITDATA_WRITE
+    proc = subprocess.run([python, '-c', code], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH='', TMPDIR=tempfile.mkdtemp(prefix='tmp-', dir=scratch)))
+    if proc.returncode:
+        raise RuntimeError(f'litdata optimize failed: {proc.stderr[-2000:]}')
+    with open(os.path.join(real, 'index.json')) as handle:
+        index = json.load(handle)
+    chunks = index['chunks']
+    assert [c['chunk_size'] for c in chunks] == [8] * REAL, chunks
+    entries = []
+    for i in range(num_shards):
+        entry = dict(chunks[i % REAL])
+        entry['filename'] = f'chunk-{i:07}.bin'
+        entries.append(entry)
+        if link or i < REAL:
+            os.link(os.path.join(real, chunks[i % REAL]['filename']), os.path.join(path, entry['filename']))
+    index['chunks'] = entries
+    with open(os.path.join(path, 'index.json'), 'w') as handle:
+        json.dump(index, handle)
+    shutil.rmtree(real)
+    return path
+
+
+def litdata_row(python: str, n: int, link: bool, base: str) -> dict[str, Any]:
+    """litdata's construct + first sample over its own copy of the data shape."""
+    path = os.path.join(base, f'litdata-{n}')
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        make_litdata(python, path, n, link, base)
+        return run_peer(python, _PEER_HEAD + f'LOCAL = {path!r}\n' + _LITDATA_CHILD, base)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def make_data(path: str, num_shards: int, link: bool) -> str:
     """Write four real 8-sample shards and an ``index.json`` of ``num_shards`` entries (see the module doc)."""
     from streaming_mds import MDSWriter
@@ -109,7 +253,15 @@ def main() -> None:
     parser.add_argument('--index-only', type=float, default=2e5,
                         help='from this many shards on, only the first shards exist (no 2-worker row)')
     parser.add_argument('--data-dir', help='where to write the data (default: a temporary directory, removed)')
+    parser.add_argument('--ref-max', type=float, default=1e6,
+                        help='measure the reference up to this many shards (it needs minutes and GBs at 1e6)')
+    parser.add_argument('--no-peers', action='store_true', help='ours only (no reference, no litdata)')
     args = parser.parse_args()
+    python = None if args.no_peers else ref_python()
+    has_ref = peer_available(python, 'streaming')
+    has_litdata = peer_available(python, 'litdata')
+    print(f'# peers: reference {"yes" if has_ref else "n/a"}, litdata {"yes" if has_litdata else "n/a"}'
+          f'{"" if python else " (no reference virtualenv: ./compat/setup.sh --bench)"}', flush=True)
     sizes = [int(float(s)) for s in args.shards.split(',')]
     print(f'# bench_startup: {" ".join(sys.argv[1:]) or "(defaults)"}; load average '
           f'{" / ".join(f"{x:.2f}" for x in os.getloadavg())} on {os.cpu_count()} cores', flush=True)
@@ -140,7 +292,16 @@ def main() -> None:
                    'workers_ms': 1e3 * statistics.median(w['first_s'] for w in workers) if workers else None,
                    'max_rss_mb': max(w['max_rss'] for w in warm) / 2 ** 20,
                    'own_rss_mb': statistics.median(w['own_rss'] for w in warm) / 2 ** 20,
-                   'cold_own_rss_mb': cold['own_rss'] / 2 ** 20}
+                   'cold_own_rss_mb': cold['own_rss'] / 2 ** 20, 'ref_ms': None, 'ref_max_rss_mb': None,
+                   'litdata_ms': None, 'litdata_max_rss_mb': None}
+            if has_ref and python and n <= args.ref_max:
+                ref = reference_row(python, local, base)
+                assert ref['shards'] == n, ref
+                row['ref_ms'], row['ref_max_rss_mb'] = 1e3 * ref['first_s'], ref['max_rss'] / 2 ** 20
+            if has_litdata and python:
+                lit = litdata_row(python, n, n < args.index_only, base)
+                assert lit['shards'] == n, lit
+                row['litdata_ms'], row['litdata_max_rss_mb'] = 1e3 * lit['first_s'], lit['max_rss'] / 2 ** 20
             rows.append(row)
             print('  ' + json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}),
                   flush=True)
@@ -148,13 +309,19 @@ def main() -> None:
         if not args.data_dir:
             shutil.rmtree(base, ignore_errors=True)
     print('\n| shards | index.json | binary index | import | cold: construct + first sample (own RSS) | '
-          'warm: construct + first sample | warm, 2 workers: first batch | warm own RSS | warm max RSS |')
-    print('|---|---|---|---|---|---|---|---|---|')
+          'warm: construct + first sample | warm, 2 workers: first batch | warm own RSS | warm max RSS | '
+          'reference: construct + first sample (max RSS) | cold / reference | litdata: construct + first sample '
+          '(max RSS) |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|')
     for r in rows:
         workers_ms = f'{r["workers_ms"]:.0f} ms' if r['workers_ms'] is not None else 'n/a (index-only)'
+        ref = f'{r["ref_ms"]:.0f} ms ({r["ref_max_rss_mb"]:.0f} MB)' if r['ref_ms'] is not None else 'n/a'
+        ratio = f'1/{r["ref_ms"] / r["cold_ms"]:.1f}' if r['ref_ms'] is not None else 'n/a'
+        lit = (f'{r["litdata_ms"]:.0f} ms ({r["litdata_max_rss_mb"]:.0f} MB)' if r['litdata_ms'] is not None
+               else 'n/a')
         print(f'| {r["shards"]:,} | {r["index_mb"]:.1f} MB | {r["bin_mb"]:.1f} MB | {r["import_ms"]:.0f} ms | '
               f'{r["cold_ms"]:.0f} ms ({r["cold_own_rss_mb"]:.0f} MB) | {r["warm_ms"]:.1f} ms | {workers_ms} | '
-              f'{r["own_rss_mb"]:.1f} MB | {r["max_rss_mb"]:.0f} MB |')
+              f'{r["own_rss_mb"]:.1f} MB | {r["max_rss_mb"]:.0f} MB | {ref} | {ratio} | {lit} |')
     print(f'# load average at the end {" / ".join(f"{x:.2f}" for x in os.getloadavg())}', flush=True)
 
 
