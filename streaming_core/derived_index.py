@@ -550,7 +550,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
         IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
     """
-    from streaming_core.index_sync import stale_files
+    from streaming_core.index_versions import stale_files
     where = redact_url(source)
     shown = redact_url(join(source, INDEX_BASENAME))
     name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)

@@ -61,9 +61,9 @@ from streaming_core.errors import (
     RemoteNotFoundError,
     StorageError,
     StreamingError,
-    UnsafePathError,
 )
-from streaming_core.index import INDEX_BASENAME, check_basename, parse_index_text, resolve_inside
+from streaming_core.index import INDEX_BASENAME, parse_index_text
+from streaming_core.index_versions import stale_files
 from streaming_core.paths import COORD_NAME, state_dir
 from streaming_core.storage import download_file, is_remote, join, local_path, stat_object, temp_name, write_file_atomic
 from streaming_core.util import redact_url
@@ -466,64 +466,6 @@ def _parse_or_none(data: bytes | None, path: str) -> dict[str, Any] | None:
         return parse_index_text(data, path)
     except IndexFormatError:
         return None
-
-
-def _file_map(index: dict[str, Any]) -> dict[str, tuple[int, dict[str, str]] | None]:
-    """``basename -> (bytes, hashes)`` of every file object in the index's shard entries (``None`` when one name is
-    described twice, differently)."""
-    files: dict[str, tuple[int, dict[str, str]] | None] = {}
-
-    def visit(value: Any, depth: int) -> None:
-        if isinstance(value, dict):
-            name = value.get('basename')
-            if isinstance(name, str):
-                hashes = value.get('hashes')
-                info = (value.get('bytes'), dict(hashes) if isinstance(hashes, dict) else {})
-                files[name] = info if files.get(name, info) == info else None
-                return
-            if depth < 3:
-                for item in value.values():
-                    visit(item, depth + 1)
-        elif isinstance(value, list) and depth < 3:
-            for item in value:
-                visit(item, depth + 1)
-
-    for entry in index.get('shards', []):
-        visit(entry, 0)
-    return files
-
-
-def _proven_same(old: tuple[int, dict[str, str]] | None, new: tuple[int, dict[str, str]] | None) -> bool:
-    """Whether the two index entries prove one file's content identical: same size and the same digest for every
-    hash algorithm both record (at least one)."""
-    if old is None or new is None or old[0] != new[0]:
-        return False
-    common = set(old[1]) & set(new[1])
-    return bool(common) and all(old[1][name] == new[1][name] for name in common)
-
-
-def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> list[str]:
-    """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``.
-
-    A file named by either index is kept only when both record the same size and the same hash for it; with the
-    old version unknown (no parsable local index), every file the new index names is stale. Names that would leave
-    the directory are skipped (the index is refused later, when its shards are read).
-    """
-    new_files = _file_map(new)
-    old_files = _file_map(old) if old is not None else {}
-    stale = []
-    real_root = os.path.realpath(local_dir)
-    for name in sorted(set(new_files) | set(old_files)):
-        try:
-            check_basename(name, 'index')
-            path = resolve_inside(local_dir, name, 'index', real_root)
-        except (IndexFormatError, UnsafePathError):
-            continue
-        if not os.path.lexists(path):
-            continue
-        if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
-            stale.append(path)
-    return stale
 
 
 def _remove(paths: list[str]) -> int:
