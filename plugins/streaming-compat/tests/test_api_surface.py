@@ -218,3 +218,12 @@ def test_is_json_compatible_is_the_core_check() -> None:
     assert not is_json_compatible(t.MapType(t.LongType(), t.DoubleType()))  # JSON keys are strings
     assert not is_json_compatible(t.StringType())  # a scalar column is not a json column
     assert not is_json_compatible(t.ArrayType(t.BinaryType()))
+
+
+def test_spanner_takes_the_reference_signature() -> None:
+    from streaming.base.spanner import Spanner
+    for spanner in (Spanner(np.array([3, 0, 5])), Spanner(np.array([3, 0, 5]), span_size=2),
+                    Spanner(np.array([3, 0, 5]), 7)):
+        assert [spanner[i] for i in range(8)] == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4)]
+    with pytest.raises(IndexError):
+        Spanner(np.array([3, 0, 5]))[8]
