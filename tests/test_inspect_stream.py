@@ -1,5 +1,5 @@
-"""``streaming inspect`` streams our ``index.json``: the same summary as the whole-file parse, in bounded memory
-(no object per shard), and broken or foreign indexes still reported by the general path (issue 15)."""
+"""``streaming inspect`` and ``verify`` stream our ``index.json``: the same summary as the whole-file parse, in
+bounded memory (no object per shard), and broken or foreign indexes still reported by the general path (issue 15)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 from streaming_core.cli import main
 from streaming_core.commands.inspect import summarize, summarize_file
+from streaming_core.commands.verify import StreamedShards, open_streamed, verify_dataset
+from streaming_core.errors import StreamingError
 from streaming_core.index import load_index
 from tests.fixtures.data import write_mds
 
@@ -68,3 +70,28 @@ def test_a_broken_index_is_still_reported_as_before(tmp_path, capsys, text):
     assert main(['inspect', str(tmp_path / 'ds')]) == 1
     err = capsys.readouterr().err
     assert err.startswith('streaming inspect: error:') and 'index.json' in err
+
+
+def test_verify_streams_the_index_and_checks_every_shard(tmp_path, capsys):
+    local = write_mds(str(tmp_path / 'ds'), 64, size_limit=600, hashes=['xxh64'])
+    found = open_streamed(local, None, {}, str(tmp_path / 'scratch'))
+    assert isinstance(found.index['shards'], StreamedShards)
+    shards = load_index(os.path.join(local, 'index.json'))['shards']
+    assert list(found.index['shards']) == shards and len(found.index['shards']) == len(shards)
+    results = verify_dataset(found)
+    assert [r.ok for r in results] == [True] * len(shards) and sum(r.samples for r in results) == 64
+    victim = os.path.join(local, shards[1]['raw_data']['basename'])
+    with open(victim, 'r+b') as handle:
+        handle.seek(20)
+        handle.write(b'\xff')
+    assert main(['verify', local, '--quiet']) == 1
+    assert 'FAILED: 1 of' in capsys.readouterr().out
+
+
+def test_verify_refuses_an_index_rewritten_between_passes(tmp_path):
+    local = write_mds(str(tmp_path / 'ds'), 16, size_limit=600)
+    shards = StreamedShards(os.path.join(local, 'index.json'), 'the index')
+    assert len(shards) == 2
+    write_mds(local, 24, start=100, size_limit=600, exist_ok=True)
+    with pytest.raises(StreamingError, match='changed while the dataset was being verified'):
+        list(shards)

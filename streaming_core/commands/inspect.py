@@ -23,7 +23,7 @@ from streaming_core.commands._common import (
     storage_options,
 )
 
-__all__ = ['add_parser', 'run', 'summarize', 'summarize_file']
+__all__ = ['add_parser', 'run', 'summarize', 'summarize_file', 'locate_index_file']
 
 
 def add_parser(subparsers: Any) -> None:
@@ -139,10 +139,12 @@ def summarize_file(path: str, location: str, keep_rows: bool = True) -> dict[str
     return summary.result(location, size)
 
 
-def _index_file(dataset: str, split: str | None, options: dict[str, Any], scratch: str) -> tuple[str, str] | None:
-    """``(local path, location)`` of the dataset's ``index.json`` (a remote one downloaded into ``scratch``), or
-    ``None`` when there is none (:func:`~streaming_core.commands._common.open_index` then decides: an index derived
-    from the files, or its error)."""
+def locate_index_file(dataset: str, split: str | None, options: dict[str, Any],
+                      scratch: str) -> tuple[str, str, str, bool] | None:
+    """``(local path, location, root, remote)`` of the dataset's ``index.json`` (a remote one downloaded into
+    ``scratch``; ``root`` is the directory or URL its shard names are relative to), or ``None`` when there is none
+    (:func:`~streaming_core.commands._common.open_index` then decides: an index derived from the files, or its
+    error)."""
     from streaming_core.errors import RemoteNotFoundError
     from streaming_core.index import INDEX_BASENAME
     from streaming_core.storage import download_file, is_remote, join, local_path
@@ -158,9 +160,10 @@ def _index_file(dataset: str, split: str | None, options: dict[str, Any], scratc
             download_file(url, path, timeout=60.0, options=options)
         except RemoteNotFoundError:
             return None
-        return path, url
-    path = os.path.join(local_path(root), INDEX_BASENAME)
-    return (path, path) if os.path.isfile(path) else None
+        return path, url, root, True
+    root = local_path(root)
+    path = os.path.join(root, INDEX_BASENAME)
+    return (path, path, root, False) if os.path.isfile(path) else None
 
 
 def _print(summary: dict[str, Any], with_shards: bool) -> None:
@@ -198,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     keep_rows = bool(args.shards)
     with tempfile.TemporaryDirectory(prefix='streaming-inspect-') as scratch:
         options = storage_options(args)
-        found_file = _index_file(args.dataset, args.split, options, scratch)
+        found_file = locate_index_file(args.dataset, args.split, options, scratch)
         summary = None
         if found_file is not None:
             try:  # our index, streamed: no object per shard

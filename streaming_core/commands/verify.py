@@ -9,6 +9,9 @@ files and read those: such a copy is checked too (its size, the raw hashes the i
 the decompressed compressed file), and it is the file that is decoded. A remote dataset is downloaded shard by
 shard into a temporary directory that never holds more than one shard. Every bad shard is reported with the
 reason; the exit status is 1 when any shard is bad.
+
+Our ``index.json`` is streamed (:class:`StreamedShards`): one entry decoded at a time, so the index of a dataset of
+millions of shards is never held whole in memory (one small result per shard is kept for the report).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,7 +30,7 @@ from streaming_core.errors import RemoteNotFoundError, StreamingError
 from streaming_core.index import resolve_inside
 from streaming_core.storage import download_file, join
 
-__all__ = ['add_parser', 'run', 'verify_dataset', 'ShardResult']
+__all__ = ['add_parser', 'run', 'verify_dataset', 'ShardResult', 'StreamedShards', 'open_streamed']
 
 
 @dataclass
@@ -84,6 +87,64 @@ def _hash_names(found: DatasetIndex, wanted: Sequence[str] | None) -> list[str] 
             raise ValueError(f'The index {found.location} records no {name!r} hashes (it records: '
                              f'{", ".join(recorded) or "none"}); choose one of those or leave out --hash.')
     return list(wanted)
+
+
+class StreamedShards:
+    """The shard entries of an ``index.json``, decoded one at a time at each pass over the file
+    (:func:`streaming_core.index_stream.iter_index_entries`): an index of millions of shards is verified without
+    holding one object per entry. The first pass (``len``) checks the whole file; a later pass over a file changed
+    since (size, mtime, inode) is an error, never a mix of versions.
+
+    Args:
+        path: The local ``index.json``.
+        location: Its path or URL, named in errors.
+    """
+
+    def __init__(self, path: str, location: str) -> None:
+        self.path = path
+        self.location = location
+        self._len: int | None = None
+        self._stat: tuple[int, int, int] | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from streaming_core.errors import IndexFormatError
+        from streaming_core.index_stream import iter_index_entries
+        with open(self.path, 'rb') as handle:
+            info = os.fstat(handle.fileno())
+            stat = (info.st_size, info.st_mtime_ns, info.st_ino)
+            if self._stat is None:
+                self._stat = stat
+            elif stat != self._stat:
+                raise StreamingError(f'{self.path} changed while the dataset was being verified: verify again.')
+            for entry in iter_index_entries(handle, self.location):
+                if not isinstance(entry, dict):
+                    raise IndexFormatError(f'Index file at {self.location}: "shards" must be a list of objects.')
+                yield entry
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = sum(1 for _ in self)
+        return self._len
+
+
+def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scratch: str) -> DatasetIndex:
+    """Like :func:`~streaming_core.commands._common.open_index`, but our ``index.json`` is streamed
+    (:class:`StreamedShards`, checked whole here); another library's ``index.json``, a broken one, and a directory
+    that indexes itself go through ``open_index`` (its index, or its error). A remote index is downloaded into
+    ``scratch``, which must outlive the result."""
+    from streaming_core.commands.inspect import locate_index_file
+    from streaming_core.errors import IndexFormatError
+    located = locate_index_file(dataset, split, options, scratch)
+    if located is not None:
+        path, location, root, remote = located
+        shards = StreamedShards(path, location)
+        try:
+            len(shards)
+        except IndexFormatError:
+            pass
+        else:
+            return DatasetIndex({'shards': shards, 'version': 2}, location, root, remote, os.path.getsize(path))
+    return open_index(dataset, split, options, scratch)
 
 
 class _Fetcher:
@@ -272,7 +333,10 @@ def run(args: argparse.Namespace) -> int:
     """Verify and report; exit status 1 when any shard is bad."""
     options = storage_options(args)
     with tempfile.TemporaryDirectory(prefix='streaming-verify-index-') as scratch:
-        found = open_index(args.dataset, args.split, options, scratch)
+        return _run(args, options, open_streamed(args.dataset, args.split, options, scratch))
+
+
+def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex) -> int:
 
     def report(result: ShardResult) -> None:
         if not result.ok and not args.json:
