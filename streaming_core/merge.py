@@ -16,6 +16,10 @@ Differences from the reference, on purpose: running it twice overwrites the merg
 ``keep_local=False`` never deletes a local file that has no remote copy (with no remote, nothing is deleted; with
 one, only files the remote listing shows are removed, plus the local merged index); a file name that would escape
 the dataset directory is refused.
+
+Partition indexes are streamed (one shard entry decoded at a time) and the merged index is written as it goes, so
+partitions totalling millions of shards merge in bounded memory; the text is exactly the reference's
+``json.dumps({"version": 2, "shards": [...]})``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import RemoteNotFoundError, StorageError
-from streaming_core.index import INDEX_BASENAME, check_basename, parse_index_text, write_index
+from streaming_core.errors import IndexFormatError, RemoteNotFoundError, StorageError
+from streaming_core.index import INDEX_BASENAME, check_basename
 from streaming_core.storage import download_file, is_remote, join, list_objects, local_path, upload_file, url_scheme
 
 __all__ = ['merge_index', 'merge_index_from_list', 'merge_index_from_root', 'merged_index_text']
@@ -76,15 +80,66 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
         raise ValueError(f'Invalid arguments to merge_index: index_file_urls must be a non-empty list, got '
                          f'{index_file_urls!r}.')
     sources = _dedupe(index_file_urls)
-    shards: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix='streaming-merge-') as scratch:
-        for i, source in enumerate(sources):
-            path, shown, prefix = _fetch(source, os.path.join(scratch, str(i)), download_timeout, storage_options,
-                                         retries)
-            with open(path, 'rb') as handle:
-                index = parse_index_text(handle.read(), shown)
-            shards.extend(_prefixed(entry, prefix, shown, n) for n, entry in enumerate(index['shards']))
-    return _commit(merged_index_text(shards), out, keep_local, storage_options, retries, download_timeout)
+    local, remote = _split_out(out)
+    temp = local is None
+    if local is None:
+        local = tempfile.mkdtemp(prefix='streaming-merge-out-')
+    try:
+        os.makedirs(local, exist_ok=True)
+        index_path = os.path.join(local, INDEX_BASENAME)
+        with tempfile.TemporaryDirectory(prefix='streaming-merge-') as scratch:
+            _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries)
+        if remote is None:
+            return index_path
+        url = join(remote, INDEX_BASENAME)
+        upload_file(index_path, url, timeout=download_timeout, retries=retries, options=storage_options)
+    finally:
+        if temp:
+            shutil.rmtree(local, ignore_errors=True)
+    if not keep_local and not temp:
+        _remove_uploaded(local, remote, storage_options, download_timeout)
+    return url
+
+
+def _write_merged(sources: Sequence[Source], index_path: str, scratch: str, timeout: float,
+                  options: Mapping[str, Any] | None, retries: int) -> None:
+    """Write the merged index to ``index_path`` atomically, streaming each partition index one entry at a time
+    (:func:`streaming_core.index_stream.iter_index_entries`): partitions of millions of shards merge without one
+    Python object per shard. The text is exactly :func:`merged_index_text`'s. Each partition is checked whole
+    before any of its entries is written (a bad partition leaves the previous merged index in place)."""
+    from streaming_core.storage import temp_name
+    tmp = temp_name(index_path)
+    try:
+        with open(tmp, 'w', encoding='utf-8') as handle:
+            handle.write('{"version": 2, "shards": [')
+            first = True
+            for i, source in enumerate(sources):
+                path, shown, prefix = _fetch(source, os.path.join(scratch, str(i)), timeout, options, retries)
+                for _ in _entries(path, shown):  # the whole partition is valid before any of it is written
+                    pass
+                for n, entry in enumerate(_entries(path, shown)):
+                    if not first:
+                        handle.write(', ')
+                    handle.write(json.dumps(_prefixed(entry, prefix, shown, n)))
+                    first = False
+            handle.write(']}')
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, index_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _entries(path: str, shown: str) -> Iterator[dict[str, Any]]:
+    """The shard entries of one partition index, decoded one at a time (errors as
+    :func:`~streaming_core.index.parse_index_text` raises them, naming ``shown``)."""
+    from streaming_core.index_stream import iter_index_entries
+    with open(path, 'rb') as handle:
+        for entry in iter_index_entries(handle, shown):
+            if not isinstance(entry, dict):
+                raise IndexFormatError(f'Index file at {shown}: "shards" must be a list of objects.')
+            yield entry
 
 
 def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60, *,
@@ -200,28 +255,6 @@ def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) ->
             basename = check_basename(info.get('basename'), f'{where} {key}')
             result[key] = {**info, 'basename': f'{prefix}/{basename}'}
     return result
-
-
-def _commit(text: str, out: str | tuple[str, str], keep_local: bool, options: Mapping[str, Any] | None,
-            retries: int, timeout: float) -> str:
-    local, remote = _split_out(out)
-    temp = local is None
-    if local is None:
-        local = tempfile.mkdtemp(prefix='streaming-merge-out-')
-    os.makedirs(local, exist_ok=True)
-    index_path = os.path.join(local, INDEX_BASENAME)
-    write_index(index_path, [], text)
-    if remote is None:
-        return index_path
-    url = join(remote, INDEX_BASENAME)
-    try:
-        upload_file(index_path, url, timeout=timeout, retries=retries, options=options)
-    finally:
-        if temp:
-            shutil.rmtree(local, ignore_errors=True)
-    if not keep_local and not temp:
-        _remove_uploaded(local, remote, options, timeout)
-    return url
 
 
 def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
