@@ -1,7 +1,8 @@
 """The inputs of a simulation: the dataset's shape (shard sizes) and the training run's shape.
 
 A :class:`DatasetShape` is either synthetic (``samples``, ``shard_samples``, ``sample_bytes``) or read from a real
-``index.json`` (local or remote; only the index is fetched). A :class:`TrainingShape` holds the world, the batch,
+``index.json`` (local or remote; only the index is fetched; streamed into compact arrays, never one object per
+shard). A :class:`TrainingShape` holds the world, the batch,
 the order arguments and the cache/network model, validated the way :class:`~streaming_core.StreamingDataset`
 validates them, with the library's defaults resolved.
 """
@@ -96,10 +97,52 @@ class DatasetShape:
         return cls(np.array(samples), np.array(raw), np.array(down), index_bytes, location)
 
     @classmethod
+    def from_file(cls, path: str, location: str) -> 'DatasetShape':
+        """The shape of the ``index.json`` at ``path``, streamed into the binary index form
+        (:mod:`streaming_core.binary_index`): no Python object per shard, so indexes of millions of shards fit in
+        bounded memory. Each shard template is validated by its format plugin, and the per-shard limits it states
+        are checked vectorised, as a dataset does.
+
+        Raises:
+            IndexFormatError: the index is invalid (naming ``location`` and the shard).
+            ValueError: it lists no shards.
+        """
+        from types import SimpleNamespace
+
+        from streaming_core.binary_index import ShardTable, build_binary, open_binary, write_binary
+        from streaming_core.index_stream import iter_index_entries
+        with tempfile.TemporaryDirectory(prefix='streaming-simulate-') as scratch:
+            with open(path, 'rb') as handle:
+                header, columns = build_binary(iter_index_entries(handle, location), location, 'simulate',
+                                               spill_dir=scratch)
+                index_bytes = os.fstat(handle.fileno()).st_size
+            binary = os.path.join(scratch, 'index.bin')
+            try:
+                write_binary(binary, header, columns)
+            finally:
+                for column in columns.values():
+                    column.close()
+            if not header['num_shards']:
+                raise ValueError(f'{location} lists no shards.')
+            header, arrays, mapping = open_binary(binary, 'simulate')
+            try:
+                table = ShardTable(SimpleNamespace(local_dir=scratch), binary, header, arrays, mapping, False)
+                compressed = np.array([bool(t['entry'].get('compression')) for t in header['templates']])
+                samples = np.array(table.samples_per_shard, np.int64)
+                raw = np.array(arrays['raw_bytes'], np.int64)
+                down = np.where(compressed[arrays['template']], arrays['zip_bytes'], arrays['raw_bytes'])
+                down = np.array(down, np.int64)
+                del table, arrays
+            finally:
+                mapping.close()
+        return cls(samples, raw, down, index_bytes, location)
+
+    @classmethod
     def from_location(cls, where: str, split: str | None = None,
                       storage_options: Mapping[str, Any] | None = None) -> 'DatasetShape':
-        """The shape of the dataset at a directory, an ``index.json`` path, or a remote URL of either."""
-        from streaming_core.index import INDEX_BASENAME, parse_index_text
+        """The shape of the dataset at a directory, an ``index.json`` path, or a remote URL of either (the index
+        is streamed: see :meth:`from_file`)."""
+        from streaming_core.index import INDEX_BASENAME
         from streaming_core.storage import download_file, is_remote, join, local_path
         root = where.rstrip('/')
         if root.endswith(INDEX_BASENAME):
@@ -111,16 +154,12 @@ class DatasetShape:
             with tempfile.TemporaryDirectory(prefix='streaming-simulate-') as scratch:
                 path = os.path.join(scratch, INDEX_BASENAME)
                 download_file(url, path, options=storage_options)
-                with open(path, 'rb') as handle:
-                    text = handle.read()
-            return cls.from_index(parse_index_text(text, url), url, len(text))
+                return cls.from_file(path, url)
         path = os.path.join(local_path(root), INDEX_BASENAME)
         if not os.path.isfile(path):
             raise FileNotFoundError(f'No index at {path}: give --index a dataset directory, its index.json or a '
                                     f'remote URL.')
-        with open(path, 'rb') as handle:
-            text = handle.read()
-        return cls.from_index(parse_index_text(text, path), path, len(text))
+        return cls.from_file(path, path)
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> None:
