@@ -48,7 +48,7 @@ logger = logging.getLogger('streaming_core.binary_index')
 
 MAGIC = b'SCBINDX1'
 END_MAGIC = b'SCBIEND1'
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: How many binary index versions a state directory keeps (a job still running on an older index version may
 #: start workers that map it).
 KEEP_VERSIONS = 4
@@ -107,6 +107,7 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
     template_of: dict[str, int] = {}
     layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
     last: tuple[Any, Any, int] | None = None
+    stats: list[list[int]] = []  # per template: [shard of least raw bytes per sample, its raw, its count, max file]
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects (shard {i} is '
@@ -125,7 +126,7 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
         rest = {key: entry[key] for key in layout[0]}
         slots: list[list[Any]] = []
         file_start.append(len(file_bytes))
-        raw_total = zip_total = 0
+        raw_total = zip_total = biggest = 0
         for key in layout[1]:
             value = entry[key]
             if value is None:
@@ -135,6 +136,8 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
             algos = sorted(hashes)
             slots.append([key, algos])
             file_bytes.append(size)
+            if size > biggest:
+                biggest = size
             file_name.append(len(str_off) - 1)
             blob.extend(name.encode('utf-8'))
             str_off.append(len(blob))
@@ -154,11 +157,21 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
         else:
             last = _add_template(rest, slots, i, path, templates, template_of)
             template_ids.append(last[2])
+            while len(stats) < len(templates):
+                stats.append([-1, 0, 0, 0])
+        stat = stats[last[2]]
+        if count and (stat[0] < 0 or raw_total * stat[2] < stat[1] * count):
+            stat[0], stat[1], stat[2] = i, raw_total, count
+        if biggest > stat[3]:
+            stat[3] = biggest
         if i % 4096 == 4095:
             for column in (samples, template_ids, raw_bytes, zip_bytes, file_start, file_bytes, file_name,
                            hash_start, hash_str, str_off, blob):
                 column.maybe_spill()
     file_start.append(len(file_bytes))
+    for template, stat in zip(templates, stats, strict=True):  # the format limits are checked from these alone
+        template['densest'] = stat[0] if stat[0] >= 0 else None
+        template['max_file_bytes'] = stat[3]
     columns = {'samples': samples, 'template': template_ids, 'raw_bytes': raw_bytes, 'zip_bytes': zip_bytes,
                'file_start': file_start, 'file_bytes': file_bytes, 'file_name': file_name, 'hash_start': hash_start,
                'hash_str': hash_str, 'str_off': str_off, 'str_blob': blob}
@@ -537,6 +550,22 @@ class ShardTable(Sequence[Any]):
             self._check_limits(type(reader), len(self._formats) - 1)
 
     def _check_limits(self, cls: type, tid: int) -> None:
+        """The format's per-shard limits, from the template's build-time statistics (its shard of least raw bytes
+        per sample, its largest file): no pass over the per-shard arrays, whose pages would count in every
+        process's resident memory, unless a limit is broken (then the offending shard is found and named)."""
+        template = self.header['templates'][tid]
+        arrays = self.arrays
+        per_sample = getattr(cls, 'min_bytes_per_sample', 0)
+        densest = template.get('densest')
+        if per_sample and densest is not None and \
+                int(arrays['samples'][densest]) * per_sample > int(arrays['raw_bytes'][densest]):
+            self._scan_limits(cls, tid)
+        limit = getattr(cls, 'max_file_bytes', None)
+        if limit is not None and int(template.get('max_file_bytes', 0)) > limit:
+            self._scan_limits(cls, tid)
+
+    def _scan_limits(self, cls: type, tid: int) -> None:
+        """Find and name the first shard of template ``tid`` that breaks a limit of its format (vectorised)."""
         arrays = self.arrays
         mine = np.flatnonzero(arrays['template'] == tid) if len(self.header['templates']) > 1 else None
         raw = arrays['raw_bytes'] if mine is None else arrays['raw_bytes'][mine]

@@ -5,6 +5,7 @@ noticed (issue 15)."""
 from __future__ import annotations
 
 import builtins
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from streaming_core import StreamingDataset
+from streaming_core.errors import IndexFormatError
 from streaming_core.index_sync import IndexChangedError, SyncedIndex
 from tests.fixtures.data import ids_of, sample, write_mds
 
@@ -132,3 +134,37 @@ def test_unread_bytes_are_checked_against_the_stat_they_were_vouched_by(tmp_path
         _ = SyncedIndex(path, None, 'file:x', stat).data
     with pytest.raises(ValueError):
         SyncedIndex(path, None, 'file:x')
+
+
+def test_format_limits_are_checked_from_build_time_statistics(tmp_path, monkeypatch):
+    from streaming_core.binary_index import ShardTable
+    from streaming_core.index import load_index
+    from streaming_mds.reader import MAX_SHARD_BYTES
+    local = write_mds(str(tmp_path / 'ds'), 40, size_limit=300)
+    scans: list[int] = []
+    real_scan = ShardTable._scan_limits
+
+    def spy(self, cls, tid):  # type: ignore[no-untyped-def]
+        scans.append(tid)
+        return real_scan(self, cls, tid)
+
+    monkeypatch.setattr(ShardTable, '_scan_limits', spy)
+    StreamingDataset(local=local, batch_size=1)
+    StreamingDataset(local=local, batch_size=1)
+    assert scans == []  # a valid index: no pass over the per-shard arrays
+    path = os.path.join(local, 'index.json')
+    original = json.dumps(load_index(path))
+    for shard, field, value, message in [(4, 'samples', 10 ** 6, r'shard 4.*cannot fit'),
+                                         (2, 'bytes', MAX_SHARD_BYTES + 1, r'shard 2')]:
+        index = json.loads(original)
+        index['shards'][-1]['size_limit'] = 12345  # a second template: the bad shard is found among its own
+        if field == 'samples':
+            index['shards'][shard]['samples'] = value
+        else:
+            index['shards'][shard]['raw_data']['bytes'] = value
+        with open(path, 'w') as handle:
+            json.dump(index, handle)
+        for _ in range(2):  # built, then mapped: refused both times
+            with pytest.raises(IndexFormatError, match=message):
+                StreamingDataset(local=local, batch_size=1)
+    assert scans
