@@ -25,7 +25,7 @@ from streaming_core.planning import EpochPlanner, apply_weights
 from streaming_core.shards import ShardManager
 from streaming_core.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.spanner import Spanner
-from streaming_core.stream import Stream, stream_class
+from streaming_core.stream import Stream, merge_format_options, stream_class
 from streaming_core.util import bytes_to_int
 from streaming_core.world import World, register_node
 
@@ -78,6 +78,10 @@ class StreamingDataset(IterableDataset):
             still takes the same number of steps (a whole shard that cannot be read still raises).
         format: For a stream without ``index.json``: the format that indexes its files (``'parquet'``...);
             default: detected from the files when unambiguous (also a per-``Stream`` argument).
+        columns: Read only these columns, for formats whose index builder takes the ``columns`` option (Parquet);
+            the same as ``format_options={'columns': [...]}`` (also a per-``Stream`` argument).
+        format_options: Options of the format's index builder, for every stream (a stream's own options win); an
+            option the format does not take is a ``FormatOptionError`` naming it.
         transform: A callable applied to every sample :meth:`get_item` returns, on every path (iteration,
             ``dataset[i]``, slices); it must be picklable for spawned DataLoader workers (a module-level function
             or a ``torchvision.transforms`` object, not a lambda).
@@ -115,7 +119,8 @@ class StreamingDataset(IterableDataset):
                  stream_name: str = 'stream', stream_config: Mapping[str, Any] | None = None,
                  world: World | None = None, storage_options: Mapping[str, Any] | None = None,
                  max_open_shards: int = 64, on_bad_sample: str = 'raise',
-                 transform: Callable[[Any], Any] | None = None, format: str | None = None) -> None:
+                 transform: Callable[[Any], Any] | None = None, format: str | None = None,
+                 columns: Sequence[str] | None = None, format_options: Mapping[str, Any] | None = None) -> None:
         if bool(streams) == (bool(remote) or bool(local)):
             raise ValueError('You must provide either `streams` or `remote`/`local`, but not both.')
         self.order_config = OrderConfig(
@@ -167,7 +172,8 @@ class StreamingDataset(IterableDataset):
                                           **dict(stream_config or {})})]
         defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
                     'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options,
-                    'format': format}
+                    'format': format,
+                    'format_options': merge_format_options(format_options, columns, 'StreamingDataset')}
         for stream in self.streams:
             stream.apply_default(defaults)
         self.num_streams = len(self.streams)

@@ -42,6 +42,12 @@ def test_stream_columns_in_one_process(tmp_path: Any) -> None:
     configured = StreamingDataset(local=data, stream_config={'columns': ['text', 'id']}, batch_size=4)
     assert configured[3] == {'text': row(3)['text'], 'id': 3}
     assert pickle.loads(pickle.dumps(stream)).format_options == {'columns': ['text', 'id']}
+    # The dataset's own arguments: columns= and format_options=, the same projection.
+    direct = StreamingDataset(local=data, columns=['text', 'id'], batch_size=4)
+    assert direct[3] == {'text': row(3)['text'], 'id': 3}
+    assert StreamingDataset(local=data, format_options={'columns': ['id']}, batch_size=4)[5] == {'id': 5}
+    with pytest.raises(ValueError, match='columns'):
+        StreamingDataset(local=data, columns=['id'], format_options={'columns': ['id']}, batch_size=4)
 
 
 @pytest.mark.slow
