@@ -198,6 +198,10 @@ def register_index_builders(registry: RegistryView) -> None:
     the result keyed by the file's content (rebuilt when it changes). Such a builder may leave ``patterns`` empty so
     that a directory without its own ``index.json`` is never taken for its format. When no builder claims a foreign
     ``index.json``, the error names the file and the distribution to install for a known format.
+
+    A builder that takes format options (``Stream(columns=...)``, ``format_options={...}``) declares their names in
+    ``option_names`` and returns a configured builder from ``configure(options)``; the options are part of the
+    derived index's identity, and an option the builder does not declare is a ``FormatOptionError`` naming it.
     """
 
 
