@@ -195,3 +195,46 @@ def test_oci_through_the_config_file(oci_config: Any, cloud_env: pytest.MonkeyPa
     assert sorted(uploader.list_objects()) == ['ds/index.json', 'ds/shard.00000.mds']
     dataset = streaming.StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1)
     assert [s['i'] for s in dataset] == list(range(7))
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, fresh: None) -> Iterator[Any]:
+    """A loopback Hugging Face Hub (streaming_hf.testing), ``HF_ENDPOINT`` pointing at it, no token."""
+    from streaming_hf import backend
+    from streaming_hf.testing import HubServer
+    server = HubServer()
+    for name in ('HF_TOKEN', 'HF_HUB_OFFLINE', 'HUGGING_FACE_HUB_TOKEN', 'HF_TOKEN_PATH'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('HF_HOME', str(tmp_path / 'hf-home'))
+    monkeypatch.setenv('HF_ENDPOINT', server.url)
+    backend._PINS.clear()
+    backend._LISTINGS.clear()
+    try:
+        yield server
+    finally:
+        server.close()
+        backend._PINS.clear()
+        backend._LISTINGS.clear()
+        for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
+            os.environ.pop(name, None)
+
+
+def test_hf_downloader_and_dataset_read_the_hub(hub: Any, tmp_path: Any) -> None:
+    """The reference's ``hf://datasets/<org>/<repo>/<path>`` form: ``HFDownloader`` fetches one file, and an
+    unmodified ``streaming.StreamingDataset(remote='hf://...')`` reads an MDS dataset pushed to the Hub."""
+    from streaming import MDSWriter, StreamingDataset
+    from streaming.base.storage import HFDownloader
+    written = tmp_path / 'written'
+    with MDSWriter(out=str(written), columns={'id': 'int'}, size_limit=1 << 8) as writer:
+        for i in range(50):
+            writer.write({'id': i})
+    files = {f'mds/{name}': (written / name).read_bytes() for name in os.listdir(written)}
+    assert len(files) > 2
+    hub.state.repo('datasets', 'me/data').push(files)
+    downloader = CloudDownloader.get('hf://datasets/me/data/mds/index.json')
+    assert isinstance(downloader, HFDownloader)
+    downloader.download('hf://datasets/me/data/mds/index.json', str(tmp_path / 'index.json'))
+    assert (tmp_path / 'index.json').read_bytes() == files['mds/index.json']
+    dataset = StreamingDataset(remote='hf://datasets/me/data/mds', local=str(tmp_path / 'cache'), batch_size=5,
+                               shuffle=True)
+    assert sorted(sample['id'] for sample in dataset) == list(range(50))
