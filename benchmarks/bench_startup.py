@@ -260,8 +260,9 @@ def main() -> None:
     python = None if args.no_peers else ref_python()
     has_ref = peer_available(python, 'streaming')
     has_litdata = peer_available(python, 'litdata')
-    print(f'# peers: reference {"yes" if has_ref else "n/a"}, litdata {"yes" if has_litdata else "n/a"}'
-          f'{"" if python else " (no reference virtualenv: ./compat/setup.sh --bench)"}', flush=True)
+    why = ' (--no-peers)' if args.no_peers else '' if python else ' (no .venv-ref: ./compat/setup.sh --bench)'
+    print(f'# peers: reference {"yes" if has_ref else "n/a"}, litdata {"yes" if has_litdata else "n/a"}{why}',
+          flush=True)
     sizes = [int(float(s)) for s in args.shards.split(',')]
     print(f'# bench_startup: {" ".join(sys.argv[1:]) or "(defaults)"}; load average '
           f'{" / ".join(f"{x:.2f}" for x in os.getloadavg())} on {os.cpu_count()} cores', flush=True)
