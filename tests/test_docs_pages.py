@@ -155,3 +155,13 @@ def test_readme_counts_match_the_registries():
     encodings = int(re.search(r'its (\d+) column encodings', readme).group(1))
     assert hashes == len(get_registry('hash').names())
     assert encodings == len(get_registry('codec').names())
+
+
+def test_readme_lists_every_plugin_distribution():
+    """The README's layout table names every plugin distribution of the repository."""
+    with open(os.path.join(ROOT, 'README.md')) as handle:
+        table = ' '.join(line for line in handle if line.startswith('| `streaming-'))
+    listed = set(re.findall(r'`(streaming-[a-z0-9]+)`', table))
+    listed |= {f'streaming-{short}' for short in re.findall(r'`-([a-z0-9]+)`', table)}  # `streaming-s3`, `-gcs`...
+    present = {name for name in os.listdir(os.path.join(ROOT, 'plugins')) if name.startswith('streaming-')}
+    assert present <= listed, f'plugins missing from the README table: {sorted(present - listed)}'
