@@ -34,7 +34,10 @@ Groups (see ``docs/plugins/api.md``):
 * **Converters and recipes**: ``storage`` (the storage facade module: ``storage.exists(url)``,
   ``storage.join(root, name)``, ``storage.is_remote(url)``, ``storage.local_path(url)``, downloads and uploads with
   retries, ``storage.read_range(url, start, length)``), :func:`storage_options` (the ``--storage-option
-  KEY=VALUE`` values of a parsed command line as a dict), :func:`getitem` (NumPy-style indexing over a sized sequence),
+  KEY=VALUE`` values of a parsed command line as a dict), :func:`add_writer_options` (a converter's output options:
+  ``--format``, ``--compression``, ``--hashes``, ``--size-limit``, ``--exist-ok``, ``--quiet``,
+  ``--storage-option``, and optionally ``--columns``, ``--workers``, ``--keep-local``), :func:`parse_out` (``OUT`` or
+  ``LOCAL::REMOTE``), :func:`getitem` (NumPy-style indexing over a sized sequence),
   :func:`cache_root` (the directory under which streaming-core keeps its caches and state, for a plugin's own).
 """
 
@@ -106,6 +109,8 @@ _LAZY: dict[str, str] = {
     # Converters and recipes.
     'storage': 'streaming_core.storage',
     'storage_options': 'streaming_core.commands._common',
+    'add_writer_options': 'streaming_core.commands.convert',
+    'parse_out': 'streaming_core.commands.convert',
     'getitem': 'streaming_core.indexing',
     'cache_root': 'streaming_core.paths',
 }

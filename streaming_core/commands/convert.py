@@ -31,25 +31,31 @@ _EPILOG = textwrap.dedent('''\
     dataset keeps the source order.''')
 
 
-def add_writer_options(parser: argparse.ArgumentParser) -> None:
-    """The options every converter shares: output format, columns, compression, hashes, size, parallelism."""
+def add_writer_options(parser: argparse.ArgumentParser, *, columns: bool = True, workers: bool = True,
+                       keep_local: bool = True) -> None:
+    """The options every converter shares: output format, compression, hashes, size, ``--exist-ok``, ``--quiet``,
+    ``--storage-option``; and, unless switched off for a converter that does not take them, ``--columns``,
+    ``--workers`` and ``--keep-local``."""
     group = parser.add_argument_group('output')
     group.add_argument('--format', default='mds', metavar='NAME',
                        help='shard format: mds (default), json, csv, tsv, or any installed format plugin')
-    group.add_argument('--columns', action='append', metavar='NAME[:ENC],...',
-                       help='the columns to write, with optional encodings (default: all, inferred)')
+    if columns:
+        group.add_argument('--columns', action='append', metavar='NAME[:ENC],...',
+                           help='the columns to write, with optional encodings (default: all, inferred)')
     group.add_argument('--compression', default=None, metavar='ALGO[:LEVEL]',
                        help='compress shards: zstd, zstd:7, gz, bz2, br, lz4, snappy (default: none)')
     group.add_argument('--hashes', default=None, metavar='NAME,...',
                        help='hashes recorded per file in the index, e.g. sha1,xxh3_64 (default: none)')
     group.add_argument('--size-limit', default='64mb', metavar='BYTES',
                        help='start a new shard past this size, e.g. 64mb (default), 1gb, 0 for no limit')
-    group.add_argument('--workers', type=int, default=1, metavar='N',
-                       help='write N partitions in parallel processes, then merge them in order (default 1)')
+    if workers:
+        group.add_argument('--workers', type=int, default=1, metavar='N',
+                           help='write N partitions in parallel processes, then merge them in order (default 1)')
     group.add_argument('--exist-ok', action='store_true',
                        help='replace a non-empty OUT instead of refusing')
-    group.add_argument('--keep-local', action='store_true',
-                       help='with a remote OUT given as LOCAL::REMOTE, keep the local files after upload')
+    if keep_local:
+        group.add_argument('--keep-local', action='store_true',
+                           help='with a remote OUT given as LOCAL::REMOTE, keep the local files after upload')
     group.add_argument('--quiet', action='store_true', help='no progress bar and no summary')
     add_storage_option(group)  # type: ignore[arg-type]
 

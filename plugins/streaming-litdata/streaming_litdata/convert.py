@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from streaming_core.plugin_api import get_registry, parse_size_limit, storage_options
+from streaming_core.plugin_api import add_writer_options, get_registry, parse_out, parse_size_limit, storage_options
 
 __all__ = ['convert_litdata', 'iter_items', 'encoding_of', 'add_parser']
 
@@ -125,22 +125,12 @@ def add_parser(subparsers: Any) -> None:
                     'key becomes a column.')
     parser.add_argument('src', metavar='SRC', help='the local directory litdata wrote')
     parser.add_argument('out', metavar='OUT', help='a local directory, a remote URL, or LOCAL::REMOTE')
-    parser.add_argument('--format', default='mds', metavar='NAME', help='shard format (default mds)')
-    parser.add_argument('--compression', default=None, metavar='ALGO[:LEVEL]', help='compress shards (zstd, ...)')
-    parser.add_argument('--hashes', default=None, metavar='NAME,...', help='hashes recorded per file')
-    parser.add_argument('--size-limit', default='64mb', metavar='BYTES', help='shard size limit (default 64mb)')
-    parser.add_argument('--exist-ok', action='store_true', help='replace a non-empty OUT')
-    parser.add_argument('--quiet', action='store_true', help='no progress bar and no summary')
-    parser.add_argument('--storage-option', metavar='KEY=VALUE', action='append', default=[],
-                        help='an option for the storage backend of OUT (repeatable)')
+    add_writer_options(parser, columns=False, workers=False, keep_local=False)
     parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    out: str | tuple[str, str] = args.out
-    if '::' in args.out and '[' not in args.out:
-        local, _, remote = args.out.partition('::')
-        out = (local, remote)
+    out = parse_out(args.out)
     size = str(args.size_limit).strip()
     hashes = sorted(h.strip() for h in (args.hashes or '').split(',') if h.strip()) or None
     count, columns, seconds = convert_litdata(

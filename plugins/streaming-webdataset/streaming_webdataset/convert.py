@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming_core.plugin_api import get_registry, parse_size_limit, storage, storage_options
+from streaming_core.plugin_api import (
+    add_writer_options,
+    get_registry,
+    parse_out,
+    parse_size_limit,
+    storage,
+    storage_options,
+)
 
 __all__ = ['convert_webdataset', 'ConvertResult', 'add_parser', 'ENCODINGS']
 
@@ -112,23 +119,13 @@ def add_parser(subparsers: Any) -> None:
                     '__key__ (str) and every field (text str, labels int, JSON json, the rest bytes).')
     parser.add_argument('src', metavar='SRC', help='a directory of .tar shards, or a remote URL of one')
     parser.add_argument('out', metavar='OUT', help='a local directory, a remote URL, or LOCAL::REMOTE')
-    parser.add_argument('--format', default='mds', metavar='NAME', help='shard format (default mds)')
-    parser.add_argument('--compression', default=None, metavar='ALGO[:LEVEL]', help='compress shards (zstd, ...)')
-    parser.add_argument('--hashes', default=None, metavar='NAME,...', help='hashes recorded per file')
-    parser.add_argument('--size-limit', default='64mb', metavar='BYTES', help='shard size limit (default 64mb)')
+    add_writer_options(parser, columns=False, workers=False, keep_local=False)
     parser.add_argument('--local', default=None, metavar='DIR', help='cache directory for a remote SRC')
-    parser.add_argument('--exist-ok', action='store_true', help='replace a non-empty OUT')
-    parser.add_argument('--quiet', action='store_true', help='no progress bar and no summary')
-    parser.add_argument('--storage-option', metavar='KEY=VALUE', action='append', default=[],
-                        help='an option for the storage backend (repeatable)')
     parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    out: str | tuple[str, str] = args.out
-    if '::' in args.out and '[' not in args.out:
-        local, _, remote = args.out.partition('::')
-        out = (local, remote)
+    out = parse_out(args.out)
     size = str(args.size_limit).strip()
     hashes = sorted(h.strip() for h in (args.hashes or '').split(',') if h.strip()) or None
     result = convert_webdataset(args.src, out, fmt=args.format, compression=args.compression, hashes=hashes,
