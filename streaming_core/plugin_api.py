@@ -17,7 +17,8 @@ Groups (see ``docs/plugins/api.md``):
   :class:`StorageBackend`, :class:`ShardFormat`, :class:`ShardReader`, :class:`ShardView`, :class:`ShuffleAlgorithm`,
   :class:`BatchingMethod`, :class:`IndexBuilder` (with :class:`SourceFile`, what it is given) and the factory
   aliases.
-* **Errors** (:mod:`streaming_core.errors`): raise these so users get one kind of error whatever the plugin.
+* **Errors** (:mod:`streaming_core.errors`): raise these so users get one kind of error whatever the plugin
+  (a writer's encoder raises :class:`ColumnTypeError` for a value of the wrong type).
 * **Readers and writers**: :class:`ShardReaderBase`, :class:`SplitShardView`, :func:`map_file`, :func:`read_offsets`,
   :func:`require_type`, :data:`MAX_SHARD_BYTES`, :class:`FileInfo`, :class:`ShardWriter`,
   :class:`MissingColumnError`, :func:`parse_size_limit`, :func:`pyjson_sorted`.
@@ -53,7 +54,7 @@ from streaming_core.name_registry import RegistryView as RegistryView
 _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLoadError', 'IndexFormatError',
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
-           'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'WorkerDiedError')
+           'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'WorkerDiedError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 

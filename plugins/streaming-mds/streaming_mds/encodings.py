@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError, ColumnTypeError, UnknownNameError
+from streaming_core.plugin_api import CodecError, ColumnTypeError, UnknownNameError
 
 __all__ = ['EncodingTypeError', 'EncodingOverflowError', 'UnknownEncodingError', 'Encoding', 'Bytes', 'Str', 'Int',
            'Scalar', 'StrInt', 'StrFloat', 'StrDecimal', 'Pickle', 'JSON', 'SCALAR_TYPES', 'scalar_factory',

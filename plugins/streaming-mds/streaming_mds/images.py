@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from io import BytesIO
 from typing import Any
 
-from streaming_core.errors import CodecError
+from streaming_core.plugin_api import CodecError
 from streaming_mds.encodings import Encoding, EncodingTypeError
 
 __all__ = ['PIL', 'JPEG', 'PNG', 'JPEGArray', 'ImageList', 'list_factory']

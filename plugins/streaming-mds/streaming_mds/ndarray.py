@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError
+from streaming_core.plugin_api import CodecError
 from streaming_mds.encodings import EncodingTypeError, short_repr
 
 __all__ = ['NDArray', 'DTYPE_CODES', 'CODE_DTYPES']

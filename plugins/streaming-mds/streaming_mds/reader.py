@@ -16,9 +16,18 @@ import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnknownNameError, UnsafeTypeError
-from streaming_core.registry import get_registry
-from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, map_file, read_offsets
+from streaming_core.plugin_api import (
+    MAX_SHARD_BYTES,
+    CodecError,
+    IndexFormatError,
+    ShardCorruptError,
+    ShardReaderBase,
+    UnknownNameError,
+    UnsafeTypeError,
+    get_registry,
+    map_file,
+    read_offsets,
+)
 from streaming_mds.encodings import Bytes, Int
 from streaming_mds.resolve import get_codec
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from streaming_core.errors import CodecError, UnknownNameError
-from streaming_core.interfaces import Codec
-from streaming_core.registry import get_registry
+from streaming_core.plugin_api import Codec, CodecError, UnknownNameError, get_registry
 from streaming_mds.encodings import UnknownEncodingError
 
 __all__ = ['get_codec', 'clear_codec_cache', 'is_mds_encoding', 'get_mds_encodings', 'get_mds_encoded_size',

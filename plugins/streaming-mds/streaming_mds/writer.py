@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError, UnknownNameError
-from streaming_core.util import pyjson_sorted
-from streaming_core.writer import MissingColumnError, ShardWriter
+from streaming_core.plugin_api import CodecError, MissingColumnError, ShardWriter, UnknownNameError, pyjson_sorted
 from streaming_mds.encodings import Bytes, Int, Str, UnknownEncodingError, short_repr
 from streaming_mds.resolve import get_codec
 
