@@ -6,8 +6,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, SplitShardView
+from streaming_core.plugin_api import (
+    MAX_SHARD_BYTES,
+    IndexFormatError,
+    ShardCorruptError,
+    ShardReaderBase,
+    SplitShardView,
+)
 
 __all__ = ['JSONReader', 'JSONView', 'JSONFormat']
 

@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError, ColumnTypeError
-from streaming_core.util import pyjson_sorted
-from streaming_core.writer import MissingColumnError, ShardWriter
+from streaming_core.plugin_api import CodecError, ColumnTypeError, MissingColumnError, ShardWriter, pyjson_sorted
 
 __all__ = ['JSONWriter', 'JSON_ENCODINGS', 'check_json_value']
 
