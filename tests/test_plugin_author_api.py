@@ -26,7 +26,8 @@ ALLOWED = {'streaming_core', 'streaming_core.plugin_api'}
 #: The first-party plugins that import only the public API; the others are listed in the issue's follow-up.
 CONVERTED = ('streaming-s3', 'streaming-gcs', 'streaming-oci', 'streaming-azure', 'streaming-py1e',
              'streaming-stratified', 'streaming-compression', 'streaming-databricks', 'streaming-sftp',
-             'streaming-datasets', 'streaming-mds', 'streaming-jsonl')
+             'streaming-datasets', 'streaming-mds', 'streaming-jsonl',
+             'streaming-csv')
 
 
 def _core_imports(path: str) -> list[tuple[str, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streaming_core.errors import ColumnTypeError, ShardCorruptError
+from streaming_core.plugin_api import ColumnTypeError, ShardCorruptError
 
 __all__ = ['XSV_ENCODINGS', 'xsv_encode', 'xsv_decoder']
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import RegistryView
+from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_csv.reader import XSVFormat
 
 

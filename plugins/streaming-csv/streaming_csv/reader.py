@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.shard import MAX_SHARD_BYTES, ShardReaderBase, SplitShardView
+from streaming_core.plugin_api import (
+    MAX_SHARD_BYTES,
+    IndexFormatError,
+    ShardCorruptError,
+    ShardReaderBase,
+    SplitShardView,
+)
 from streaming_csv.encodings import XSV_ENCODINGS, xsv_decoder
 
 __all__ = ['XSVReader', 'CSVReader', 'TSVReader', 'XSVView', 'XSVFormat']

@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.errors import CodecError
-from streaming_core.util import pyjson_sorted
-from streaming_core.writer import MissingColumnError, ShardWriter
+from streaming_core.plugin_api import CodecError, MissingColumnError, ShardWriter, pyjson_sorted
 from streaming_csv.encodings import XSV_ENCODINGS, xsv_encode
 
 __all__ = ['XSVWriter', 'CSVWriter', 'TSVWriter']
