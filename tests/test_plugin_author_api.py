@@ -27,7 +27,7 @@ ALLOWED = {'streaming_core', 'streaming_core.plugin_api'}
 CONVERTED = ('streaming-s3', 'streaming-gcs', 'streaming-oci', 'streaming-azure', 'streaming-py1e',
              'streaming-stratified', 'streaming-compression', 'streaming-databricks', 'streaming-sftp',
              'streaming-datasets', 'streaming-mds', 'streaming-jsonl',
-             'streaming-csv')
+             'streaming-csv', 'streaming-parquet')
 
 
 def _core_imports(path: str) -> list[tuple[str, int]]:
