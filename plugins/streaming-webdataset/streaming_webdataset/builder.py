@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError
+from streaming_webdataset.gzipped import gunzip_bytes, is_gzipped
 from streaming_webdataset.reader import field_kind
 from streaming_webdataset.tarscan import WindowedReader, group_samples, iter_members
 
@@ -43,6 +44,14 @@ def _columns(fields: dict[str, None]) -> list[list[str]]:
     return [[field, field_kind(field)] for field in fields]
 
 
+def _fields(samples: Sequence[Any]) -> dict[str, None]:
+    fields: dict[str, None] = {}
+    for sample in samples:
+        for field, _, _ in sample.fields:
+            fields.setdefault(field, None)
+    return fields
+
+
 def entry_for(name: str, size: int, samples: int, columns: list[list[str]]) -> dict[str, Any]:
     """The ``webdataset`` index entry of one tar."""
     return {'format': 'webdataset', 'version': 2, 'samples': int(samples), 'compression': None, 'hashes': [],
@@ -57,15 +66,18 @@ def scan_tar(name: str, size: int, read: Read, where: str) -> tuple[int, list[li
         ShardCorruptError: the tar is damaged (naming it and the member).
         TarLayoutError: the tar is not in WebDataset layout (naming it and the member).
     """
+    shown = f'{where}/{name}'
+    if is_gzipped(name):  # no ranged reads into gzip: the whole file, decompressed (bounded) in memory
+        plain = gunzip_bytes(read(name, 0, size), shown)
+        samples = group_samples(iter_members(lambda start, length: plain[start:start + length], len(plain), shown),
+                                shown)
+        logger.debug('indexed %s: %d samples from %d compressed bytes', shown, len(samples), size)
+        return len(samples), _columns(_fields(samples))
     window = WindowedReader(read, name, size)
-    samples = group_samples(iter_members(window, size, f'{where}/{name}'), f'{where}/{name}')
-    fields: dict[str, None] = {}
-    for sample in samples:
-        for field, _, _ in sample.fields:
-            fields.setdefault(field, None)
+    samples = group_samples(iter_members(window, size, shown), shown)
     logger.debug('indexed %s/%s: %d samples in %d requests (%d of %d bytes)', where, name, len(samples),
                  window.requests, window.fetched, size)
-    return len(samples), _columns(fields)
+    return len(samples), _columns(_fields(samples))
 
 
 def read_sidecar(data: bytes, shown: str) -> dict[str, dict[str, Any]]:
@@ -114,7 +126,7 @@ class WebDatasetIndexBuilder:
     """Indexes ``*.tar`` files in WebDataset layout: one ``webdataset`` shard entry per tar."""
 
     name = 'webdataset'
-    patterns = ('*.tar', SIDECAR)
+    patterns = ('*.tar', '*.tar.gz', '*.tgz', SIDECAR)
     #: The file ``streaming index`` writes (see :meth:`sidecar`).
     sidecar_name = SIDECAR
 
@@ -166,7 +178,7 @@ class WebDatasetIndexBuilder:
         """
         tars = [item for item in files if item.name != SIDECAR]
         if not tars:
-            raise IndexFormatError(f'{where} has no .tar file to index.')
+            raise IndexFormatError(f'{where} has no .tar, .tar.gz or .tgz file to index.')
         entries = [entry_for(item.name, item.size, count, columns)
                    for item, (count, columns) in zip(tars, self._scan_all(tars, read, where))]
         return SIDECAR, sidecar_json(entries, where.rstrip('/').rsplit('/', 1)[-1])

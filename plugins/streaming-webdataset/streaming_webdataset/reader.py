@@ -16,8 +16,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
+from streaming_webdataset.gzipped import is_gzipped, plain_copy
 from streaming_webdataset.tablecache import load_table, save_table
-from streaming_webdataset.tarscan import BLOCK, Sample, group_samples, iter_members
+from streaming_webdataset.tarscan import Sample, group_samples, iter_members
 
 __all__ = ['WebDatasetReader', 'WebDatasetView', 'WebDatasetFormat', 'decode_field', 'field_kind', 'decode_sample',
            'TEXT', 'INTEGER', 'JSON']
@@ -99,7 +100,9 @@ class WebDatasetReader(ShardReaderBase):
     entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'samples', 'size_limit',
                             'version', 'zip_data'})
     part_names = ('data',)
-    min_bytes_per_sample = BLOCK  # every sample has at least one member header
+    # No lower bound on bytes per sample: a sample of a plain tar takes at least one 512-byte header, but a gzipped
+    # tar (read whole-file, see :mod:`.gzipped`) can be far smaller than that; the sample count is checked on open.
+    min_bytes_per_sample = 0
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate ``columns`` (``[[field, kind], ...]``, possibly empty when only counts are known)."""
@@ -133,13 +136,19 @@ class WebDatasetView:
         raw = reader.parts[0][0]
         self._url = raw.basename
         self._map: Any = map_file(path, raw.bytes)
+        size = raw.bytes
+        if is_gzipped(raw.basename):  # read whole-file: walk and slice a decompressed copy
+            self.close()
+            plain = plain_copy(path)
+            self._map = plain if isinstance(plain, bytes) else map_file(plain, None)
+            size = len(self._map)
         mapping = self._map
-        cached = load_table(path, reader.samples, raw.bytes)
+        cached = load_table(path, reader.samples, size)
         if cached is not None:
             self._samples: list[Sample] = cached
             return
         self._samples = group_samples(
-            iter_members(lambda start, length: mapping[start:start + length], raw.bytes, path), path)
+            iter_members(lambda start, length: mapping[start:start + length], size, path), path)
         if len(self._samples) == reader.samples:
             save_table(path, self._samples)
         else:
