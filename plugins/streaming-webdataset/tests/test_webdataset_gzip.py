@@ -127,3 +127,12 @@ def test_a_gzipped_file_that_is_no_tar_names_the_file(tmp_path: Any) -> None:
     (data / 'x.tar.gz').write_bytes(gzip.compress(b'hello world, not a tar' * 10))
     with pytest.raises(ShardCorruptError, match=r'x\.tar\.gz'):
         StreamingDataset(local=str(data), batch_size=1)
+
+
+def test_with_the_table_cache_off_each_opening_decompresses_in_memory(tmp_path: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    plain, data = str(tmp_path / 'plain'), str(tmp_path / 'data')
+    write_tars(plain, tars=2, per_tar=10)
+    _gzip_dir(plain, data)
+    monkeypatch.setenv('STREAMING_WEBDATASET_TABLES', '')
+    assert list(StreamingDataset(local=data, batch_size=2)) == _expected(plain, '.tar.gz')
