@@ -1,8 +1,8 @@
 """litdata's ``index.json`` (``{"chunks": [...], "config": {...}}``) as a streaming-core index: one ``litdata``
 entry per chunk file.
 
-Features litdata can write that this plugin does not read are refused by name, never misread: encryption, chunk
-compression (whole-file, batch or per-sample zstd, Arrow IPC compression), item loaders other than the default
+Features litdata can write that this plugin does not read are refused by name, never misread: encryption, whole-file
+zstd chunks (``.zstd.bin``) and other codecs, Arrow IPC compression, item loaders other than the default
 ``PyTreeLoader`` (token and temporal loaders), and data formats :mod:`streaming_litdata.decode` does not decode.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError
 
-__all__ = ['LitdataIndexBuilder', 'convert_index', 'is_litdata_index', 'INDEX_NAME']
+__all__ = ['LitdataIndexBuilder', 'convert_index', 'in_file_compression', 'is_litdata_index', 'INDEX_NAME']
 
 #: The name of litdata's index file.
 INDEX_NAME = 'index.json'
@@ -30,16 +30,36 @@ def _refuse(config: dict[str, Any], where: str) -> None:
     if config.get('encryption'):
         raise IndexFormatError(f'{where}: the dataset is encrypted (litdata encryption); streaming-litdata does not '
                                f'read encrypted chunks. Decrypt it with litdata (or write it without encryption).')
-    for key in ('compression', 'compression_level', 'ipc_compression'):
-        value = config.get(key)
-        if value and not (key == 'compression_level' and value == 'chunk'):
-            raise IndexFormatError(f'{where}: the dataset uses litdata {key}={value!r}; compressed litdata chunks '
-                                   f'are not supported yet. Write it without compression, or convert it with '
-                                   f'litdata.')
+    compression = config.get('compression')
+    if compression and not (compression == 'zstd' or str(compression).startswith('zstd:')):
+        raise IndexFormatError(f'{where}: the dataset uses litdata compression={compression!r}; streaming-litdata '
+                               f'reads only zstd chunks. Write it with compression="zstd", or convert it with litdata.')
+    if config.get('ipc_compression'):
+        raise IndexFormatError(f'{where}: the dataset uses litdata ipc_compression={config["ipc_compression"]!r} '
+                               f'(compressed Arrow row footers), which streaming-litdata does not read yet. Write it '
+                               f'without compression, or convert it with litdata.')
     loader = config.get('item_loader', 'PyTreeLoader')
     if loader != 'PyTreeLoader':
         raise IndexFormatError(f'{where}: the dataset uses litdata\'s {loader}; only the default PyTreeLoader layout '
                                f'is supported.')
+
+
+def in_file_compression(config: dict[str, Any], where: str) -> str | None:
+    """How the chunks' items are compressed inside each ``.bin``: ``'batch'`` (litdata's framed zstd, the default of
+    ``compression="zstd"``), ``'sample'`` (one zstd frame per item) or None (not compressed).
+
+    Raises:
+        IndexFormatError: whole-file zstd chunks (``.zstd.bin``, ``compression_level="chunk"``), refused by name.
+    """
+    if not config.get('compression'):
+        return None
+    level = config.get('compression_level') or 'chunk'
+    if level in ('batch', 'sample'):
+        return str(level)
+    raise IndexFormatError(f'{where}: the dataset uses litdata compression={config["compression"]!r} with '
+                           f'compression_level={level!r}: whole-file zstd chunks (.zstd.bin), whose compressed sizes '
+                           f'index.json does not record, are not read. Write it with compression_level="batch" (the '
+                           f'default of compression="zstd") or "sample", or convert it with litdata.')
 
 
 def convert_index(data: bytes, where: str) -> dict[str, Any]:
@@ -60,6 +80,7 @@ def convert_index(data: bytes, where: str) -> dict[str, Any]:
         raise IndexFormatError(f'{where} is not a litdata index (no "chunks" and "config").')
     config = obj['config']
     _refuse(config, where)
+    wrap = in_file_compression(config, where)
     formats = config.get('data_format')
     if not isinstance(formats, list):
         raise IndexFormatError(f'{where}: "config.data_format" must be a list, got {formats!r}.')
@@ -74,7 +95,8 @@ def convert_index(data: bytes, where: str) -> dict[str, Any]:
         shards.append({'format': 'litdata', 'version': 2, 'samples': count, 'compression': None, 'hashes': [],
                        'size_limit': None, 'zip_data': None,
                        'raw_data': {'basename': name, 'bytes': size, 'hashes': {}},
-                       'data_format': list(formats), 'data_spec': config.get('data_spec')})
+                       'data_format': list(formats), 'data_spec': config.get('data_spec'),
+                       'in_file_compression': wrap})
     return {'shards': shards, 'version': 2}
 
 

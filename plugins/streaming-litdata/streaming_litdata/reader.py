@@ -5,6 +5,11 @@ A chunk file is ``[num_items: u32][offsets: u32 * (num_items + 1)][items]``; an 
 followed by the leaves' bytes, decoded by the dataset's ``data_format`` and put back together by its ``data_spec``
 (see :mod:`streaming_litdata.decode`). A chunk whose rows litdata stored only as a trailing Arrow IPC file (nested
 rows of plain values) is read from that file with pyarrow.
+
+Compressed chunks (``optimize(..., compression='zstd')``, see :mod:`streaming_litdata.framed`): with
+``compression_level='batch'`` (the default) a chunk starting with litdata's ``LDFZ01`` magic holds its items' bytes
+in zstd frames of ``frame_rows`` items, inflated one frame at a time (the last one kept); with ``'sample'`` each
+item between the classic offsets is its own zstd frame.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
 from streaming_litdata.decode import count_leaves, decoder, parse_spec, unflatten
+from streaming_litdata.framed import FramedChunk, inflate_item, is_framed
 
 __all__ = ['LitdataReader', 'LitdataView', 'LitdataFormat', 'ARROW_MAGIC']
 
@@ -28,10 +34,15 @@ class LitdataReader(ShardReaderBase):
     """One ``litdata`` index entry: one chunk file, its item count and the dataset's ``data_format``/``data_spec``."""
 
     format_name = 'litdata'
-    entry_keys = frozenset({'compression', 'data_format', 'data_spec', 'format', 'hashes', 'raw_data', 'samples',
-                            'size_limit', 'version', 'zip_data'})
+    entry_keys = frozenset({'compression', 'data_format', 'data_spec', 'format', 'hashes', 'in_file_compression',
+                            'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
     part_names = ('data',)
     min_bytes_per_sample = 4  # one offset per item
+
+    def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
+        if isinstance(entry, Mapping) and 'in_file_compression' not in entry:  # indexes derived before it existed
+            entry = {**entry, 'in_file_compression': None}
+        super().__init__(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate ``data_format`` (names) and ``data_spec`` (a pytree spec string or null)."""
@@ -43,6 +54,10 @@ class LitdataReader(ShardReaderBase):
             raise IndexFormatError(f'{where}: "data_spec" must be a string or null, got {spec_text!r}.')
         if self.compression is not None:
             raise IndexFormatError(f'{where}: compressed litdata chunks ({self.compression!r}) are not supported.')
+        wrap = entry['in_file_compression']
+        if wrap not in (None, 'batch', 'sample'):
+            raise IndexFormatError(f'{where}: "in_file_compression" must be null, "batch" or "sample", got {wrap!r}.')
+        self.in_file_compression: str | None = wrap
         self.data_format: list[str] = list(formats)
         self.data_spec: str | None = spec_text
         self._decoders = [decoder(name, where) for name in formats]
@@ -102,6 +117,11 @@ class LitdataView:
         self._map: Any = map_file(path, raw.bytes)
         size = raw.bytes
         count = reader.samples
+        self._framed: FramedChunk | None = None
+        self._rows: list[Any] | None = None
+        if reader.in_file_compression == 'batch' and is_framed(self._map):
+            self._framed = FramedChunk(self._map, size, count, path)
+            return
         header = 4 + 4 * (count + 1)
         if size < header:
             raise ShardCorruptError(f'{path}: {size} bytes cannot hold the header of {count} items ({header} bytes); '
@@ -114,7 +134,6 @@ class LitdataView:
             raise ShardCorruptError(f'{path}: the item offsets are inconsistent with a {size}-byte chunk (truncated '
                                     f'or corrupt).')
         self._offsets = offsets.tolist()
-        self._rows: list[Any] | None = None
         if count and offsets[-1] == header and reader.data_format:  # items live only in a trailing Arrow file
             self._rows = self._arrow_rows(size, count)
 
@@ -143,8 +162,13 @@ class LitdataView:
             raise IndexError(f'{self.path}: item {index} is out of range for a chunk of {self._reader.samples}.')
         if self._rows is not None:
             return self._rows[index]
+        where = f'{self.path}: item {index}'
+        if self._framed is not None:
+            return self._reader.decode(self._framed.item(index), where)
         start, end = self._offsets[index], self._offsets[index + 1]
-        return self._reader.decode(self._map[start:end], f'{self.path}: item {index}')
+        if self._reader.in_file_compression == 'sample':
+            return self._reader.decode(inflate_item(self._map[start:end], where), where)
+        return self._reader.decode(self._map[start:end], where)
 
     def samples(self, positions: Iterable[int]) -> Iterator[Any]:
         """The items at ``positions`` in order."""

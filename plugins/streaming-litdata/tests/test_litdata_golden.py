@@ -34,7 +34,7 @@ def _ours(name: str) -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow'])
+@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow', 'mixed-zstd', 'mixed-zstd-sample'])
 def test_every_item_equals_litdatas_reading(name: str) -> None:
     from make_golden import canonical
     expected = pickle.load(open(os.path.join(GOLDEN, f'{name}-expected.pkl'), 'rb'))
@@ -105,8 +105,10 @@ def test_a_chunk_shorter_than_its_index_says_is_corrupt(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize('change, message', [
     ({'encryption': {'level': 'sample'}}, r'the dataset is encrypted \(litdata encryption\)'),
-    ({'compression': 'zstd'}, r"litdata compression='zstd'; compressed litdata chunks are not supported"),
-    ({'compression_level': 'sample'}, r"compression_level='sample'"),
+    ({'compression': 'zstd'}, r"compression='zstd' with compression_level='chunk': whole-file zstd chunks"),
+    ({'compression': 'zstd:3', 'compression_level': 'chunk'}, r"compression_level='chunk'"),
+    ({'compression': 'lz4'}, r"compression='lz4'; streaming-litdata reads only zstd chunks"),
+    ({'ipc_compression': 'zstd'}, r"ipc_compression='zstd' \(compressed Arrow row footers\)"),
     ({'item_loader': 'TokensLoader'}, r"litdata's TokensLoader; only the default PyTreeLoader"),
 ])
 def test_unsupported_features_are_refused_by_name(change: dict[str, Any], message: str) -> None:
@@ -115,6 +117,51 @@ def test_unsupported_features_are_refused_by_name(change: dict[str, Any], messag
     obj['config'].update(change)
     with pytest.raises(IndexFormatError, match=message):
         convert_index(json.dumps(obj).encode(), 'rows/index.json')
+
+
+def test_compressed_golden_chunks_are_compressed() -> None:
+    """The golden datasets really use litdata's two in-file zstd layouts (not chunks litdata left uncompressed)."""
+    from streaming_litdata.framed import MAGIC
+    for name, level in (('mixed-zstd', 'batch'), ('mixed-zstd-sample', 'sample')):
+        config = json.loads(open(os.path.join(GOLDEN, name, 'index.json')).read())['config']
+        assert (config['compression'], config['compression_level']) == ('zstd', level)
+    head = open(os.path.join(GOLDEN, 'mixed-zstd', 'chunk-0-0.bin'), 'rb').read(8)
+    assert head == MAGIC
+    assert os.path.getsize(os.path.join(GOLDEN, 'mixed-zstd', 'chunk-0-0.bin')) < \
+        os.path.getsize(os.path.join(GOLDEN, 'mixed', 'chunk-0-0.bin')) // 2
+
+
+@pytest.mark.parametrize('name, cut, message', [
+    ('mixed-zstd', 100, r'cannot hold the offsets and frame table'),
+    ('mixed-zstd', 3000, r'frame 0 runs to byte \d+ of a 3000-byte chunk'),
+    ('mixed-zstd-sample', 200, r'item offsets are inconsistent with a 200-byte chunk'),
+])
+def test_a_compressed_chunk_shorter_than_its_index_says_is_corrupt(tmp_path: Any, name: str, cut: int,
+                                                                   message: str) -> None:
+    from streaming_litdata import LitdataFormat, convert_index
+    root = str(tmp_path / name)
+    shutil.copytree(os.path.join(GOLDEN, name), root)
+    entry = convert_index(open(os.path.join(root, 'index.json'), 'rb').read(), name)['shards'][0]
+    path = os.path.join(root, entry['raw_data']['basename'])
+    with open(path, 'r+b') as handle:
+        handle.truncate(cut)
+    entry['raw_data']['bytes'] = cut  # an index that agrees with the short file: the chunk's own tables catch it
+    with pytest.raises(ShardCorruptError, match=message):
+        LitdataFormat().reader(entry, where=name).open([path])
+
+
+def test_a_damaged_zstd_frame_is_corrupt(tmp_path: Any) -> None:
+    from streaming_litdata import LitdataFormat, convert_index
+    root = str(tmp_path / 'mixed-zstd')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed-zstd'), root)
+    entry = convert_index(open(os.path.join(root, 'index.json'), 'rb').read(), 'mixed-zstd')['shards'][0]
+    path = os.path.join(root, entry['raw_data']['basename'])
+    data = bytearray(open(path, 'rb').read())
+    data[-400:-300] = bytes(100)
+    open(path, 'wb').write(bytes(data))
+    with LitdataFormat().reader(entry, where='mixed-zstd').open([path]) as view:
+        with pytest.raises(ShardCorruptError, match=r'chunk-0-0\.bin: zstd frame 0'):
+            view[0]
 
 
 def test_an_unknown_data_format_is_refused_by_name() -> None:

@@ -40,7 +40,7 @@ def _copy(tmp_path: Any, name: str, dest: str | None = None) -> str:
     return out
 
 
-@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow'])
+@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow', 'mixed-zstd'])
 def test_a_litdata_directory_reads_every_item_as_litdata_does(tmp_path: Any, name: str) -> None:
     from make_golden import canonical
     data = _copy(tmp_path, name)

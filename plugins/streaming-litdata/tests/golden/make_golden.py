@@ -4,13 +4,15 @@ reads back from them.
 Run it in a side virtualenv that has litdata (never in ``.venv``)::
 
     python3 -m venv /tmp/venv-litdata
-    /tmp/venv-litdata/bin/pip install -c constraints.txt torch==2.13.0 litdata==0.2.76 pyarrow
+    /tmp/venv-litdata/bin/pip install -c constraints.txt torch==2.13.0 litdata==0.2.76 pyarrow zstd
     /tmp/venv-litdata/bin/python plugins/streaming-litdata/tests/golden/make_golden.py
 
 It writes, next to this file, ``mixed/`` (every data type litdata serializes: ints, floats, bools, str, bytes, 1-D
 and n-D NumPy arrays and tensors, a PIL image, a JPEG, nested dicts, lists and tuples) ``rows/`` (plain dict
 rows in the pytree layout) and ``arrow/`` (the same rows, which litdata with pyarrow stores only as an Arrow row
-footer), and for each ``expected.pkl``: every sample as litdata's
+footer), ``mixed-zstd/`` and ``mixed-zstd-sample/`` (``mixed`` written with ``compression='zstd'``: framed zstd
+chunks, litdata's default ``compression_level='batch'``, and one zstd frame per item, ``'sample'``), and for each
+``expected.pkl``: every sample as litdata's
 ``StreamingDataset`` returns it, in :func:`canonical` form. The tests compare our reading with those.
 """
 
@@ -110,12 +112,13 @@ def _pil_jpeg_decoding() -> None:
     serializers._decode_image_tensor = decode
 
 
-def _write(name: str, fn: Any) -> None:
+def _write(name: str, fn: Any, **options: Any) -> None:
     from litdata import StreamingDataset, optimize
     _pil_jpeg_decoding()
     out = os.path.join(HERE, name)
     shutil.rmtree(out, ignore_errors=True)
-    optimize(fn=fn, inputs=list(range(SAMPLES)), output_dir=out, chunk_size=CHUNK, num_workers=1, mode='overwrite')
+    optimize(fn=fn, inputs=list(range(SAMPLES)), output_dir=out, chunk_size=CHUNK, num_workers=1, mode='overwrite',
+             **options)
     dataset = StreamingDataset(out)
     expected = [canonical(dataset[i]) for i in range(len(dataset))]
     with open(os.path.join(HERE, f'{name}-expected.pkl'), 'wb') as handle:
@@ -124,12 +127,14 @@ def _write(name: str, fn: Any) -> None:
 
 
 def main() -> None:
-    """Write both datasets and their expected readings."""
+    """Write the datasets and their expected readings."""
     sys.path.insert(0, HERE)
     _write_jpegs()
     _write('mixed', mixed)
     _write('rows', rows)
     _write('arrow', arrow)
+    _write('mixed-zstd', mixed, compression='zstd')
+    _write('mixed-zstd-sample', mixed, compression='zstd', compression_level='sample')
 
 
 if __name__ == '__main__':
