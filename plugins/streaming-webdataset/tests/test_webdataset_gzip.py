@@ -136,3 +136,20 @@ def test_with_the_table_cache_off_each_opening_decompresses_in_memory(tmp_path: 
     _gzip_dir(plain, data)
     monkeypatch.setenv('STREAMING_WEBDATASET_TABLES', '')
     assert list(StreamingDataset(local=data, batch_size=2)) == _expected(plain, '.tar.gz')
+
+
+def test_sidecar_and_convert_work_on_gzipped_tars(tmp_path: Any) -> None:
+    import json
+
+    from streaming_core.cli import main
+    plain, data, out = str(tmp_path / 'plain'), str(tmp_path / 'data'), str(tmp_path / 'mds')
+    write_tars(plain, tars=2, per_tar=10)
+    _gzip_dir(plain, data)
+    assert main(['index', data]) == 0
+    rows = json.loads(open(os.path.join(data, 'webdataset-index.json')).read())['shardlist']
+    assert [(r['url'], r['nsamples']) for r in rows] == [('shard-00000.tar.gz', 10), ('shard-00001.tar.gz', 10)]
+    assert main(['convert', 'webdataset', data, out, '--quiet']) == 0
+    expected = _expected(plain, '.tar.gz')
+    converted = list(StreamingDataset(local=out, batch_size=2))
+    assert [s['__key__'] for s in converted] == [s['__key__'] for s in expected]
+    assert [s['json'] for s in converted] == [s['json'] for s in expected]
