@@ -389,7 +389,7 @@ class ShardTable(Sequence[Any]):
     rebuilding it where it is absent (see :meth:`streaming_core.stream.Stream.shard_table`).
 
     Args:
-        stream: The stream (its ``local_dir`` is set on every reader as ``stream_dir``).
+        stream: The stream.
         path: The binary index file.
         header: Its header.
         arrays: Its arrays.
@@ -485,7 +485,6 @@ class ShardTable(Sequence[Any]):
         where = f'{self.source} shard {shard}'
         reader = self._formats[int(self.arrays['template'][shard])].reader(
             self.entry(shard), allow_unsafe_types=self.allow_unsafe_types, where=where)
-        reader.stream_dir = self.stream.local_dir
         return reader
 
     def __getitem__(self, shard: Any) -> Any:  # type: ignore[override]
@@ -545,7 +544,6 @@ class ShardTable(Sequence[Any]):
                 raise UnknownNameError(f'{where}: {err}') from None
             self._formats.append(shard_format)
             reader = shard_format.reader(self.entry(first), allow_unsafe_types=self.allow_unsafe_types, where=where)
-            reader.stream_dir = self.stream.local_dir
             self._readers[first] = reader
             self._check_limits(type(reader), len(self._formats) - 1)
 

@@ -107,11 +107,12 @@ class ShardManager:
         self._inflight_lock = threading.Lock()
         self._cache: CacheState | None = None
         self._checked: set[int] = set()  # shards whose local files this process has checked against the index
+        self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid',
-                     '_checked'):
+                     '_checked', '_paths'):
             state.pop(name, None)
         return state
 
@@ -194,7 +195,14 @@ class ShardManager:
     # ----------------------------------------------------------------------------------------------------------
     def is_ready(self, shard: int) -> bool:
         """Whether the shard's raw files are present locally."""
-        return self.stream_of(shard).is_ready(self.readers[shard])
+        return all(os.path.isfile(path) for path in self.raw_paths(shard))
+
+    def raw_paths(self, shard: int) -> list[str]:
+        """The local paths of the shard's raw files (checked once per process to stay inside the local directory)."""
+        paths = self._paths.get(shard)
+        if paths is None:
+            paths = self._paths[shard] = self.stream_of(shard).raw_paths(self.readers[shard])
+        return paths
 
     def prepare(self, shard: int, on_wait: Callable[[], None] | None = None, patience: float | None = None) -> None:
         """Make the shard's raw files present, once per node (waits for another thread or process doing it).
@@ -230,7 +238,7 @@ class ShardManager:
                  patience: float | None = None) -> None:
         stream = self.stream_of(shard)
         reader = self.readers[shard]
-        if stream.is_ready(reader) and (stream.safe_keep_zip or not reader.compression):
+        if self.is_ready(shard) and (stream.safe_keep_zip or not reader.compression):
             return
         locks = stream.locks()
         byte = self._prepare_byte(shard)
@@ -238,7 +246,7 @@ class ShardManager:
         # while its holder has this lock (that is how other processes tell a dead reservation from a live one).
         locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {reader.where}', on_wait=on_wait)
         try:
-            if stream.is_ready(reader):
+            if self.is_ready(shard):
                 stream.prepare_files(reader)  # ready (prepared meanwhile): drops a leftover compressed copy only
                 return
             cache = self.cache if self.evictable(shard) else None
@@ -308,9 +316,9 @@ class ShardManager:
         reader = self.readers[shard]
         last: BaseException | None = None
         for _ in range(3):
-            if not stream.is_ready(reader):
+            if not self.is_ready(shard):
                 self.prepare(shard, on_wait)
-            paths = stream.raw_paths(reader)
+            paths = self.raw_paths(shard)
             try:
                 if shard not in self._checked:
                     self.check_files(shard, paths)
@@ -339,13 +347,12 @@ class ShardManager:
         cold[shard] = None
         if len(cold) > 4 * self.max_open:
             del cold[next(iter(cold))]
-        stream = self.stream_of(shard)
         pinned = self._pin(shard)
         try:
             for _ in range(3):
-                if not stream.is_ready(reader):
+                if not self.is_ready(shard):
                     self.prepare(shard)
-                paths = stream.raw_paths(reader)
+                paths = self.raw_paths(shard)
                 try:
                     if shard not in self._checked:
                         self.check_files(shard, paths)

@@ -401,12 +401,9 @@ class Stream:
 
     # ----------------------------------------------------------------------------------------------------------
     def raw_paths(self, reader: Any) -> list[str]:
-        """The local paths of a shard's raw files (checked once to stay inside the local directory, then cached)."""
-        paths = reader.__dict__.get('_raw_paths')
-        if paths is None:
-            paths = [resolve_inside(self.local_dir, raw.basename, reader.where) for raw, _ in reader.parts]
-            reader._raw_paths = paths
-        return paths
+        """The local paths of a shard's raw files, checked to stay inside the local directory (the shard manager
+        keeps them per shard)."""
+        return [resolve_inside(self.local_dir, raw.basename, reader.where) for raw, _ in reader.parts]
 
     def is_ready(self, reader: Any) -> bool:
         """Whether every raw file of the shard is present locally."""

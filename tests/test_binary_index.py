@@ -75,7 +75,6 @@ def test_every_table_entry_and_sample_equals_the_json_path(tmp_path, compression
         lazy = dataset.shards[i]
         assert (type(lazy), lazy.samples, lazy.parts, lazy.compression, lazy.where) == \
             (type(reader), reader.samples, reader.parts, reader.compression, reader.where)
-        assert lazy.stream_dir == local
     assert [dataset[i] for i in range(90)] == [sample(i) for i in range(90)]
     assert ids_of(dataset) == list(range(90))
     assert dataset.size == 90 and len(dataset) == 90

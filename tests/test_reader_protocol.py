@@ -21,9 +21,8 @@ from tests.fixtures.data import ids_of, sample, write_mds
 
 #: What the Protocol declares, plus the optional positioned read it documents.
 DECLARED = {'samples', 'parts', 'compression', 'where', 'max_size', 'open', 'read_sample'}
-#: Attributes set on readers from outside today, by modules owned elsewhere (the list may only shrink):
-#: ``Stream.raw_paths`` (stream.py) caches the local paths on the reader.
-KNOWN_ATTACHED = {'_raw_paths'}
+#: Attributes set on readers from outside (none: the shard manager keeps its own per-shard state).
+KNOWN_ATTACHED: set[str] = set()
 
 
 class StrictReader:
