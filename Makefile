@@ -41,7 +41,7 @@ demo: $(RUNTIME_STAMP)
 	$(PY) examples/demo.py
 
 test: setup
-	./compat/setup.sh
+	./compat/setup.sh --bench
 	$(PY) -m ruff check .
 	CI=$${CI:-true} $(PY) -m pytest -q
 	$(MAKE) compat

@@ -2,7 +2,8 @@
 # Build the reference side-virtualenv (.venv-ref) holding mosaicml-streaming 0.13.0, idempotently.
 #
 #   compat/setup.sh            reference only
-#   compat/setup.sh --bench    also litdata 0.2.76 and webdataset 1.0.2 (for benchmarks/)
+#   compat/setup.sh --bench    also litdata 0.2.76 (with zstd and pyarrow, so it writes every chunk kind) and
+#                              webdataset 1.0.2 (for benchmarks/ and the tests that write litdata datasets)
 #
 # torch is pinned to the local CPU wheel (2.13.0) in every install through a constraints file, and
 # torchvision's fake-kernel registrations for nms/qnms are guarded so `import streaming` works next to it.
@@ -24,7 +25,8 @@ done
 # Bump when this script's recipe changes so existing venvs are brought up to date.
 RECIPE=3
 STAMP="$VENV/.compat-ref-$RECIPE"
-BENCH_STAMP="$VENV/.compat-bench-$RECIPE"
+BENCH_RECIPE=4
+BENCH_STAMP="$VENV/.compat-bench-$BENCH_RECIPE"
 CONSTRAINTS="$VENV/constraints-ref.txt"
 
 if [[ -f "$STAMP" && ( $BENCH -eq 0 || -f "$BENCH_STAMP" ) ]]; then
@@ -64,11 +66,11 @@ if [[ ! -f "$STAMP" ]]; then
 fi
 
 if [[ $BENCH -eq 1 && ! -f "$BENCH_STAMP" ]]; then
-  log "installing litdata==0.2.76 and webdataset==1.0.2"
-  pip_install 'litdata==0.2.76' 'webdataset==1.0.2'
+  log "installing litdata==0.2.76 (with zstd, pyarrow) and webdataset==1.0.2"
+  pip_install 'litdata==0.2.76' 'webdataset==1.0.2' 'zstd' 'pyarrow'
   # A new install may have replaced torchvision; re-apply (idempotent) and re-verify everything.
   "$PY" "$ROOT/compat/patch_torchvision.py"
-  "$PY" -c 'import streaming, litdata, webdataset, torch; assert torch.__version__.startswith("2.13.0")'
+  "$PY" -c 'import streaming, litdata, webdataset, zstd, pyarrow, torch; assert torch.__version__.startswith("2.13.0")'
   touch "$BENCH_STAMP"
 fi
 log "ready: $VENV"

@@ -112,29 +112,42 @@ def _pil_jpeg_decoding() -> None:
     serializers._decode_image_tensor = decode
 
 
-def _write(name: str, fn: Any, **options: Any) -> None:
+def _write(name: str, fn: Any, root: str = HERE, **options: Any) -> None:
     from litdata import StreamingDataset, optimize
     _pil_jpeg_decoding()
-    out = os.path.join(HERE, name)
+    out = os.path.join(root, name)
     shutil.rmtree(out, ignore_errors=True)
     optimize(fn=fn, inputs=list(range(SAMPLES)), output_dir=out, chunk_size=CHUNK, num_workers=1, mode='overwrite',
              **options)
     dataset = StreamingDataset(out)
     expected = [canonical(dataset[i]) for i in range(len(dataset))]
-    with open(os.path.join(HERE, f'{name}-expected.pkl'), 'wb') as handle:
+    with open(os.path.join(root, f'{name}-expected.pkl'), 'wb') as handle:
         pickle.dump(expected, handle, protocol=4)
     print(f'{name}: {len(expected)} samples, files {sorted(os.listdir(out))}')
 
 
+DATASETS: dict[str, tuple[Any, dict[str, Any]]] = {
+    'mixed': (mixed, {}),
+    'rows': (rows, {}),
+    'arrow': (arrow, {}),
+    'mixed-zstd': (mixed, {'compression': 'zstd'}),
+    'mixed-zstd-sample': (mixed, {'compression': 'zstd', 'compression_level': 'sample'}),
+}
+
+
 def main() -> None:
-    """Write the datasets and their expected readings."""
+    """Write the datasets and their expected readings: all of them next to this file, or with ``--out DIR
+    [--only NAME,...]`` the named ones into ``DIR`` (the tests write fresh ones with litdata this way)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', default=HERE, help='where to write (default: next to this file)')
+    parser.add_argument('--only', default=','.join(DATASETS), help='comma-separated dataset names')
+    args = parser.parse_args()
     sys.path.insert(0, HERE)
     _write_jpegs()
-    _write('mixed', mixed)
-    _write('rows', rows)
-    _write('arrow', arrow)
-    _write('mixed-zstd', mixed, compression='zstd')
-    _write('mixed-zstd-sample', mixed, compression='zstd', compression_level='sample')
+    for name in args.only.split(','):
+        fn, options = DATASETS[name]
+        _write(name, fn, args.out, **options)
 
 
 if __name__ == '__main__':
