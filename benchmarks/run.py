@@ -42,8 +42,9 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     'planning': ('bench_planning.py', ['--samples', '1e7,1e8'], ['--samples', '1e7', '--nodes', '1,8']),
     'webdataset': ('bench_webdataset.py', [], ['--quick']),
     'parquet': ('bench_parquet.py', [], ['--quick']),
+    'litdata': ('bench_litdata.py', [], ['--quick']),
 }
-DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup', 'webdataset', 'parquet')
+DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup', 'webdataset', 'parquet', 'litdata')
 
 
 def run_one(name: str, args: list[str], out_dir: str) -> tuple[int, float]:
