@@ -39,6 +39,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF_PYTHON = os.path.join(os.path.dirname(HERE), '.venv-ref', 'bin', 'python')
 BATCH = 256
+#: Where both sides cache their bytecode (the same place as the other benchmarks' measured processes).
+PYCACHE = os.path.join(tempfile.gettempdir(), 'streaming-core-bench-pycache')
 
 
 def _batch(samples: list[Any]) -> list[Any]:
@@ -161,6 +163,19 @@ def access(name: str, litdata_dir: str, mds_dir: str, ids: list[int], payload: i
     return time_access(dataset, ids, payload)
 
 
+def _reexec_with_bytecode() -> None:
+    """Run again with bytecode caching on, in ``PYCACHE`` (as ``peers/driver.py`` does for every measured process).
+
+    With ``PYTHONDONTWRITEBYTECODE=1`` (set on some machines) our editable install and its plugins, imported lazily
+    in DataLoader workers, would be compiled from source in every measurement while litdata's site-packages keep
+    their ``.pyc`` files. The litdata subprocesses inherit the same environment.
+    """
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=PYCACHE)
+    env.pop('PYTHONDONTWRITEBYTECODE', None)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
@@ -182,6 +197,8 @@ def main() -> None:
     if args.peer:
         print(json.dumps(peer(json.loads(args.peer))))
         return
+    if os.environ.get('PYTHONDONTWRITEBYTECODE') or os.environ.get('PYTHONPYCACHEPREFIX') != PYCACHE:
+        _reexec_with_bytecode()
     if not os.path.exists(REF_PYTHON):
         sys.exit(f'bench_litdata: {REF_PYTHON} is missing; build the side virtualenv with compat/setup.sh --bench')
     if args.quick:
