@@ -54,7 +54,8 @@ from streaming_core.name_registry import RegistryView as RegistryView
 _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLoadError', 'IndexFormatError',
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
-           'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'WorkerDiedError')
+           'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'SampleSizeError',
+           'WorkerDiedError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 

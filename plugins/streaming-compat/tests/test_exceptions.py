@@ -10,6 +10,7 @@ import os
 import pickle
 from typing import Any
 
+import numpy as np
 import pytest
 import streaming
 import torch
@@ -129,6 +130,16 @@ def _wrong_column_value(tmp_path: Any) -> None:
         writer.write({'x': 'seven'})
 
 
+def _unknown_stream_name(tmp_path: Any) -> None:
+    (tmp_path / 'n').mkdir(parents=True)
+    streaming.StreamingDataset(local=str(tmp_path / 'n'), stream_name='nope')
+
+
+def _wrong_value_size(tmp_path: Any) -> None:
+    with streaming.MDSWriter(out=str(tmp_path / 's'), columns={'x': 'uint64'}) as writer:
+        writer.write({'x': np.array([1, 2], dtype=np.uint64)})
+
+
 def _unknown_scheme(tmp_path: Any) -> None:
     streaming.StreamingDataset(remote='foo://bucket/x', local=str(tmp_path / 'l'))
 
@@ -156,7 +167,9 @@ SITUATIONS = [(_corrupt_index, json.JSONDecodeError, errors.IndexJSONError, 'emp
               (_wrong_column_value, AttributeError, errors.ColumnTypeError, "declared 'int'"),
               (_unknown_scheme, ValueError, errors.UnknownSchemeError, 'Unsupported remote path'),
               (_unknown_batching, ValueError, errors.UnknownMethodError, 'batching method'),
-              (_hash_mismatch, ValueError, errors.HashMismatchError, 'Checksum failure')]
+              (_hash_mismatch, ValueError, errors.HashMismatchError, 'Checksum failure'),
+              (_wrong_value_size, KeyError, errors.SampleSizeError, 'Unexpected data size'),
+              (_unknown_stream_name, ValueError, errors.UnknownMethodError, 'nope')]
 
 
 @pytest.mark.parametrize('situation,reference_type,ours,phrase', SITUATIONS, ids=lambda v: getattr(v, '__name__', ''))

@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.plugin_api import CodecError, MissingColumnError, ShardWriter, UnknownNameError, pyjson_sorted
+from streaming_core.plugin_api import (
+    CodecError,
+    MissingColumnError,
+    SampleSizeError,
+    ShardWriter,
+    UnknownNameError,
+    pyjson_sorted,
+)
 from streaming_mds.encodings import Bytes, Int, Str, UnknownEncodingError, short_repr
 from streaming_mds.resolve import get_codec
 
@@ -128,7 +135,7 @@ class MDSWriter(ShardWriter):
             if size is None:
                 sizes.append(len(data))
             elif len(data) != size:
-                raise CodecError(f'Unexpected data size; was this data typed with the correct encoding '
+                raise SampleSizeError(f'Unexpected data size; was this data typed with the correct encoding '
                                  f'({encoding})? Column {name!r} takes exactly {size} bytes, got {len(data)}.')
             parts.append(data)
         if sizes:

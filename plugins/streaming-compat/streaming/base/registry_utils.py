@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Callable, Generic, TypeVar
 
-from streaming_core.errors import UnknownNameError
+from streaming_core.errors import UnknownMethodError
 
 __all__ = ['RegistryError', 'TypedRegistry', 'create_registry', 'construct_from_registry', 'import_file',
            'save_registry']
@@ -32,7 +32,7 @@ __all__ = ['RegistryError', 'TypedRegistry', 'create_registry', 'construct_from_
 T = TypeVar('T')
 
 
-class RegistryError(UnknownNameError, ValueError):
+class RegistryError(UnknownMethodError):
     """A name is not registered (``ValueError``, like the reference's ``catalogue.RegistryError``)."""
 
 
