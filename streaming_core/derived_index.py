@@ -283,6 +283,19 @@ def listing_identity(builder_name: str, files: Sequence[SourceFile], options: di
     return f'derived:{label}:{hashlib.sha256(text.encode()).hexdigest()}'
 
 
+def _kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> bytes | None:
+    """The derived index kept at ``path`` when its recorded listing has ``identity`` and its bytes still match the
+    recorded digest (else None: it is built again)."""
+    if listing is None or listing.get('identity') != identity:
+        return None
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == listing.get('index_sha256') else None
+
+
 def _read_listing(sdir: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(sdir, DERIVED_LISTING_NAME), 'rb') as handle:
@@ -393,14 +406,9 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     identity = listing_identity(name, selected, format_options)
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
-    if old is not None and old.get('identity') == identity:
-        try:
-            with open(path, 'rb') as handle:
-                data = handle.read()
-            if hashlib.sha256(data).hexdigest() == old.get('index_sha256'):
-                return path, data, identity
-        except OSError:
-            pass
+    kept = _kept_index(path, old, identity)
+    if kept is not None:
+        return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
     data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
@@ -560,14 +568,9 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     identity = listing_identity(name, [item], format_options)
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
-    if old is not None and old.get('identity') == identity:
-        try:
-            with open(path, 'rb') as handle:
-                built = handle.read()
-            if hashlib.sha256(built).hexdigest() == old.get('index_sha256'):
-                return path, built, identity
-        except OSError:
-            pass
+    kept = _kept_index(path, old, identity)
+    if kept is not None:
+        return path, kept, identity
     logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
     built = _build(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
                    retries=int(stream.download_retry or 0), options=stream.storage_options,
