@@ -13,8 +13,8 @@ from streaming_core.errors import RemoteNotFoundError
 from streaming_core.index import INDEX_BASENAME, parse_index_text
 from streaming_core.storage import download_file, is_remote, join, local_path
 
-__all__ = ['add_storage_option', 'storage_options', 'DatasetIndex', 'open_index', 'human_bytes', 'entry_columns',
-           'comma_list', 'first_line']
+__all__ = ['add_storage_option', 'storage_options', 'DatasetIndex', 'index_root', 'locate_index_file', 'open_index',
+           'open_located_index', 'human_bytes', 'entry_columns', 'comma_list', 'first_line']
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +61,34 @@ class DatasetIndex:
     index_bytes: int
 
 
+def index_root(dataset: str, split: str | None) -> str:
+    """The directory or URL of a dataset given as a directory, an ``index.json`` path, or a URL of either (plus
+    ``split``)."""
+    root = dataset.rstrip('/')
+    if root.endswith('/' + INDEX_BASENAME) or root == INDEX_BASENAME:
+        root = root[:-len(INDEX_BASENAME)].rstrip('/') or '.'
+    return join(root, split) if split else root
+
+
+def locate_index_file(dataset: str, split: str | None, options: dict[str, Any], scratch: str,
+                      timeout: float = 60.0) -> tuple[str, str, str, bool] | None:
+    """``(local path, location, root, remote)`` of the dataset's ``index.json`` (a remote one downloaded into
+    ``scratch``; ``root`` is the directory or URL its shard names are relative to), or ``None`` when there is none
+    (:func:`open_located_index` then decides: an index derived from the files, or its error)."""
+    root = index_root(dataset, split)
+    if is_remote(root):
+        url = join(root, INDEX_BASENAME)
+        path = os.path.join(scratch, INDEX_BASENAME)
+        try:
+            download_file(url, path, timeout=timeout, options=options)
+        except RemoteNotFoundError:
+            return None
+        return path, url, root, True
+    root = local_path(root)
+    path = os.path.join(root, INDEX_BASENAME)
+    return (path, path, root, False) if os.path.isfile(path) else None
+
+
 def open_index(dataset: str, split: str | None, options: dict[str, Any], scratch: str,
                timeout: float = 60.0) -> DatasetIndex:
     """Read the index of a dataset given as a directory, an ``index.json`` path, or a remote URL of either.
@@ -72,28 +100,24 @@ def open_index(dataset: str, split: str | None, options: dict[str, Any], scratch
         IndexFormatError: the index is not valid.
         StorageError: the remote index cannot be downloaded.
     """
-    root = dataset.rstrip('/')
-    if root.endswith('/' + INDEX_BASENAME) or root == INDEX_BASENAME:
-        root = root[:-len(INDEX_BASENAME)].rstrip('/') or '.'
-    if split:
-        root = join(root, split)
-    if is_remote(root):
-        url = join(root, INDEX_BASENAME)
-        path = os.path.join(scratch, INDEX_BASENAME)
-        try:
-            download_file(url, path, timeout=timeout, options=options)
-        except RemoteNotFoundError:
+    located = locate_index_file(dataset, split, options, scratch, timeout)
+    return open_located_index(located, dataset, split, options, timeout)
+
+
+def open_located_index(located: tuple[str, str, str, bool] | None, dataset: str, split: str | None,
+                       options: dict[str, Any], timeout: float = 60.0) -> DatasetIndex:
+    """:func:`open_index` for what :func:`locate_index_file` found (nothing is downloaded again)."""
+    if located is None:
+        root = index_root(dataset, split)
+        if is_remote(root):
             return _derived(root, True, timeout, options)
-        location, remote = url, True
-    else:
         root = local_path(root)
-        path = os.path.join(root, INDEX_BASENAME)
-        if not os.path.isfile(path):
-            if os.path.isdir(root):
-                return _derived(root, False, timeout, options)
-            raise FileNotFoundError(f'No dataset at {root}: {path} does not exist. Give a dataset directory, its '
-                                    f'index.json, or a remote URL (add --split for a split subdirectory).')
-        location, remote = path, False
+        if os.path.isdir(root):
+            return _derived(root, False, timeout, options)
+        raise FileNotFoundError(f'No dataset at {root}: {os.path.join(root, INDEX_BASENAME)} does not exist. Give a '
+                                f'dataset directory, its index.json, or a remote URL (add --split for a split '
+                                f'subdirectory).')
+    path, location, root, remote = located
     with open(path, 'rb') as handle:
         text = handle.read()
     from streaming_core.derived_index import build_foreign_index, foreign_index

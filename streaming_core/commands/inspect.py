@@ -19,7 +19,8 @@ from streaming_core.commands._common import (
     entry_columns,
     first_line,
     human_bytes,
-    open_index,
+    locate_index_file,
+    open_located_index,
     storage_options,
 )
 
@@ -139,33 +140,6 @@ def summarize_file(path: str, location: str, keep_rows: bool = True) -> dict[str
     return summary.result(location, size)
 
 
-def locate_index_file(dataset: str, split: str | None, options: dict[str, Any],
-                      scratch: str) -> tuple[str, str, str, bool] | None:
-    """``(local path, location, root, remote)`` of the dataset's ``index.json`` (a remote one downloaded into
-    ``scratch``; ``root`` is the directory or URL its shard names are relative to), or ``None`` when there is none
-    (:func:`~streaming_core.commands._common.open_index` then decides: an index derived from the files, or its
-    error)."""
-    from streaming_core.errors import RemoteNotFoundError
-    from streaming_core.index import INDEX_BASENAME
-    from streaming_core.storage import download_file, is_remote, join, local_path
-    root = dataset.rstrip('/')
-    if root.endswith('/' + INDEX_BASENAME) or root == INDEX_BASENAME:
-        root = root[:-len(INDEX_BASENAME)].rstrip('/') or '.'
-    if split:
-        root = join(root, split)
-    if is_remote(root):
-        url = join(root, INDEX_BASENAME)
-        path = os.path.join(scratch, INDEX_BASENAME)
-        try:
-            download_file(url, path, timeout=60.0, options=options)
-        except RemoteNotFoundError:
-            return None
-        return path, url, root, True
-    root = local_path(root)
-    path = os.path.join(root, INDEX_BASENAME)
-    return (path, path, root, False) if os.path.isfile(path) else None
-
-
 def _print(summary: dict[str, Any], with_shards: bool) -> None:
     print(f'Dataset index: {summary["index"]} ({human_bytes(summary["index_bytes"])})')
     formats = ', '.join(f'{name} ({count} shards)' for name, count in summary['formats'].items())
@@ -209,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             except IndexFormatError:  # another library's index.json, or a broken one: the general path decides
                 summary = None
         if summary is None:
-            found = open_index(args.dataset, args.split, options, scratch)
+            found = open_located_index(found_file, args.dataset, args.split, options)
             summary = summarize(found.index, found.location, found.index_bytes)
     if args.json:
         if not args.shards:

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from streaming_core.commands._common import DatasetIndex, add_storage_option, human_bytes, open_index, storage_options
+from streaming_core.commands._common import (
+    DatasetIndex,
+    add_storage_option,
+    human_bytes,
+    locate_index_file,
+    open_located_index,
+    storage_options,
+)
 from streaming_core.errors import RemoteNotFoundError, StreamingError
 from streaming_core.index import resolve_inside
 from streaming_core.storage import download_file, join
@@ -132,7 +139,6 @@ def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scra
     (:class:`StreamedShards`, checked whole here); another library's ``index.json``, a broken one, and a directory
     that indexes itself go through ``open_index`` (its index, or its error). A remote index is downloaded into
     ``scratch``, which must outlive the result."""
-    from streaming_core.commands.inspect import locate_index_file
     from streaming_core.errors import IndexFormatError
     located = locate_index_file(dataset, split, options, scratch)
     if located is not None:
@@ -144,7 +150,7 @@ def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scra
             pass
         else:
             return DatasetIndex({'shards': shards, 'version': 2}, location, root, remote, os.path.getsize(path))
-    return open_index(dataset, split, options, scratch)
+    return open_located_index(located, dataset, split, options)
 
 
 class _Fetcher:
