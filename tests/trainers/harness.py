@@ -49,6 +49,13 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
         **extra_env: str) -> subprocess.CompletedProcess[str]:
     """Run a client command (from the repo root unless ``cwd``); fail with its output's tail if it fails. A run that
@@ -63,15 +70,12 @@ def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
         try:
             stdout, stderr = proc.communicate(timeout=30)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_group(proc.pid)
         raise AssertionError(f'{" ".join(command[:4])}... hung for {timeout:.0f} s; the stacks of its processes:\n'
                              f'{stdout[-3000:]}\n{stderr[-30000:]}') from None
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # interrupted (a test timeout, Ctrl-C): no process of the run outlives the test
+            _kill_group(proc.pid)
     result = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     if result.returncode != 0:
         raise AssertionError(f'{" ".join(command[:4])}... exited {result.returncode}:\n'
