@@ -1,9 +1,17 @@
 """litdata's ``index.json`` (``{"chunks": [...], "config": {...}}``) as a streaming-core index: one ``litdata``
 entry per chunk file.
 
-Features litdata can write that this plugin does not read are refused by name, never misread: encryption, whole-file
-zstd chunks (``.zstd.bin``) and other codecs, Arrow IPC compression, item loaders other than the default
-``PyTreeLoader`` (token and temporal loaders), and data formats :mod:`streaming_litdata.decode` does not decode.
+Whole-file zstd chunks (``compression_level='chunk'``: ``chunk-R-N.zstd.bin``) become compressed shards
+(``compression='zstd'``, ``zip_data`` the ``.zstd.bin`` file, ``raw_data`` its decompressed copy named as litdata
+names it, ``chunk-R-N.bin``), which the core downloads, decompresses (bounded by ``chunk_bytes``), counts towards
+``cache_limit`` and evicts like any compressed shard. Their compressed sizes, which ``index.json`` does not record,
+come from a listing or ranged reads (:mod:`streaming_litdata.sizes`). A chunk litdata already decompressed in place
+(its ``.bin`` beside ``index.json``, the ``.zstd.bin`` gone, as litdata's own reader leaves a local dataset) is read
+as a plain chunk.
+
+Features litdata can write that this plugin does not read are refused by name, never misread: encryption, codecs
+other than zstd, Arrow IPC compression, item loaders other than the default ``PyTreeLoader`` (token and temporal
+loaders), and data formats :mod:`streaming_litdata.decode` does not decode.
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError
+from streaming_litdata.sizes import Read, probe_sizes, zstd_bound
 
-__all__ = ['LitdataIndexBuilder', 'convert_index', 'in_file_compression', 'is_litdata_index', 'INDEX_NAME']
+__all__ = ['LitdataIndexBuilder', 'convert_index', 'in_file_compression', 'whole_file_suffix', 'is_litdata_index',
+           'INDEX_NAME']
 
 #: The name of litdata's index file.
 INDEX_NAME = 'index.json'
@@ -46,31 +56,97 @@ def _refuse(config: dict[str, Any], where: str) -> None:
 
 def in_file_compression(config: dict[str, Any], where: str) -> str | None:
     """How the chunks' items are compressed inside each ``.bin``: ``'batch'`` (litdata's framed zstd, the default of
-    ``compression="zstd"``), ``'sample'`` (one zstd frame per item) or None (not compressed).
+    ``compression="zstd"``), ``'sample'`` (one zstd frame per item) or None (not compressed inside the file: no
+    compression, or whole-file ``.zstd.bin`` chunks, see :func:`whole_file_suffix`).
 
     Raises:
-        IndexFormatError: whole-file zstd chunks (``.zstd.bin``, ``compression_level="chunk"``), refused by name.
+        IndexFormatError: a ``compression_level`` litdata does not write, named.
     """
     if not config.get('compression'):
         return None
     level = config.get('compression_level') or 'chunk'
     if level in ('batch', 'sample'):
         return str(level)
+    if level == 'chunk':
+        return None
     raise IndexFormatError(f'{where}: the dataset uses litdata compression={config["compression"]!r} with '
-                           f'compression_level={level!r}: whole-file zstd chunks (.zstd.bin), whose compressed sizes '
-                           f'index.json does not record, are not read. Write it with compression_level="batch" (the '
-                           f'default of compression="zstd") or "sample", or convert it with litdata.')
+                           f'compression_level={level!r}, which litdata 0.2.76 does not write (only "chunk", '
+                           f'"batch" or "sample"); it cannot be read.')
 
 
-def convert_index(data: bytes, where: str) -> dict[str, Any]:
+def whole_file_suffix(config: dict[str, Any]) -> str | None:
+    """The file name ending of whole-file compressed chunks (``'.zstd.bin'``: litdata names them
+    ``chunk-R-N.<compression>.bin``), or None when the dataset has none (no compression, or in-file levels)."""
+    compression = config.get('compression')
+    if not compression or (config.get('compression_level') or 'chunk') != 'chunk':
+        return None
+    return f'.{compression}.bin'
+
+
+def _file(name: str, size: int) -> dict[str, Any]:
+    return {'basename': name, 'bytes': size, 'hashes': {}}
+
+
+def _whole_file_entries(chunks: list[tuple[str, int, int]], suffix: str, read: Read | None,
+                        listed: dict[str, int], where: str) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """``{chunk number: (raw_data, zip_data or None)}`` for the chunks whose name ends with ``suffix``."""
+    names = {name for name, _, _ in chunks}
+    numbers = [n for n, (name, _, _) in enumerate(chunks) if name.endswith(suffix)]
+    raws = {}
+    for n in numbers:
+        name, _, size = chunks[n]
+        raw = name[:-len(suffix)] + '.bin'
+        if raw in names or raw in raws.values() or not name[:-len(suffix)]:
+            raise IndexFormatError(f'{where}: chunk {n} ({name}) decompresses to {raw}, which another chunk also '
+                                   f'names; index.json is inconsistent.')
+        raws[n] = raw
+    unlisted = [n for n in numbers if chunks[n][0] not in listed]
+    if unlisted and read is None:
+        raise IndexFormatError(f'{where}: the whole-file zstd chunks ({suffix}) need their compressed sizes, which '
+                               f'index.json does not record; give the directory listing or a ranged reader.')
+    probed = dict(zip(unlisted, probe_sizes(read, [(chunks[n][0], zstd_bound(chunks[n][2])) for n in unlisted],
+                                            where))) if unlisted else {}
+    out: dict[int, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    for n in numbers:
+        name, _, size = chunks[n]
+        zipped = listed.get(name, probed.get(n))
+        if zipped is not None:
+            out[n] = (_file(raws[n], size), _file(name, zipped))
+        elif _has_size(read, listed, raws[n], size):  # litdata decompressed it in place
+            out[n] = (_file(raws[n], size), None)
+        else:
+            raise IndexFormatError(f'{where}: chunk {n}, {name}, is missing (and no decompressed {raws[n]} of '
+                                   f'{size} bytes is beside it); the dataset is incomplete.')
+    return out
+
+
+def _has_size(read: Read | None, listed: dict[str, int], name: str, size: int) -> bool:
+    """Whether the file ``name`` exists with ``size`` bytes."""
+    if name in listed:
+        return listed[name] == size
+    if read is None or size <= 0:
+        return False
+    try:
+        return len(read(name, size - 1, 2)) == 1
+    except FileNotFoundError:
+        return False
+
+
+def convert_index(data: bytes, where: str, read: Read | None = None,
+                  files: Sequence[Any] = ()) -> dict[str, Any]:
     """Our index (``{'shards': [...], 'version': 2}``) from the bytes of litdata's ``index.json``.
 
     Args:
         data: The file's bytes.
         where: The file, for messages.
+        read: ``read(name, start, length) -> bytes`` over the dataset's directory: finds the compressed sizes of
+            whole-file zstd chunks missing from ``files`` (see :mod:`streaming_litdata.sizes`).
+        files: Listed files of the directory (``.name``, ``.size``): the sizes of compressed chunks among them are
+            taken from here.
 
     Raises:
-        IndexFormatError: not a litdata index, or a feature this plugin does not read (named).
+        IndexFormatError: not a litdata index, a feature this plugin does not read (named), or a compressed chunk
+            that is missing or whose size cannot be learnt (no ``read``).
     """
     try:
         obj = json.loads(data)
@@ -84,7 +160,7 @@ def convert_index(data: bytes, where: str) -> dict[str, Any]:
     formats = config.get('data_format')
     if not isinstance(formats, list):
         raise IndexFormatError(f'{where}: "config.data_format" must be a list, got {formats!r}.')
-    shards = []
+    chunks = []
     for number, chunk in enumerate(obj['chunks']):
         name = chunk.get('filename') if isinstance(chunk, dict) else None
         count = chunk.get('chunk_size') if isinstance(chunk, dict) else None
@@ -92,11 +168,19 @@ def convert_index(data: bytes, where: str) -> dict[str, Any]:
         if not isinstance(name, str) or not all(isinstance(v, int) and not isinstance(v, bool) for v in (count, size)):
             raise IndexFormatError(f'{where}: chunk {number} needs "filename", "chunk_size" and "chunk_bytes", got '
                                    f'{chunk!r}.')
-        shards.append({'format': 'litdata', 'version': 2, 'samples': count, 'compression': None, 'hashes': [],
-                       'size_limit': None, 'zip_data': None,
-                       'raw_data': {'basename': name, 'bytes': size, 'hashes': {}},
-                       'data_format': list(formats), 'data_spec': config.get('data_spec'),
-                       'in_file_compression': wrap})
+        chunks.append((name, count, size))
+    suffix = whole_file_suffix(config)
+    whole = {}
+    if suffix is not None:
+        listed = {item.name: int(item.size) for item in files if getattr(item, 'size', None) is not None}
+        whole = _whole_file_entries(chunks, suffix, read, listed, where)
+    shards = []
+    for number, (name, count, size) in enumerate(chunks):
+        raw, zipped = whole.get(number, (_file(name, size), None))
+        shards.append({'format': 'litdata', 'version': 2, 'samples': count,
+                       'compression': 'zstd' if zipped is not None else None, 'hashes': [], 'size_limit': None,
+                       'zip_data': zipped, 'raw_data': raw, 'data_format': list(formats),
+                       'data_spec': config.get('data_spec'), 'in_file_compression': wrap})
     return {'shards': shards, 'version': 2}
 
 
@@ -107,6 +191,10 @@ class LitdataIndexBuilder:
     ``config``, no ``shards``); ``patterns`` is empty, so a directory *without* an ``index.json`` is never detected
     as litdata (a parent of nested datasets' ``index.json`` files stays one). :func:`convert_index` is the same
     conversion for tools.
+
+    The core hands a foreign ``index.json``'s builder that file alone, not a listing of the directory, so the sizes of
+    whole-file zstd chunks are found with ranged reads (:mod:`streaming_litdata.sizes`), once per node and
+    ``index.json`` version (the derived index is kept); listed files, when ``files`` holds them, are used instead.
     """
 
     name = 'litdata'
@@ -117,7 +205,7 @@ class LitdataIndexBuilder:
         return is_litdata_index(obj)
 
     def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
-        """Read ``index.json`` and convert it.
+        """Read ``index.json`` and convert it (``read`` also finds the sizes of whole-file zstd chunks).
 
         Raises:
             IndexFormatError: see :func:`convert_index`.
@@ -125,4 +213,4 @@ class LitdataIndexBuilder:
         index = [item for item in files if item.name == INDEX_NAME]
         if not index:
             raise IndexFormatError(f'{where} has no litdata index.json.')
-        return convert_index(read(INDEX_NAME, 0, index[0].size), f'{where}/{INDEX_NAME}')
+        return convert_index(read(INDEX_NAME, 0, index[0].size), f'{where}/{INDEX_NAME}', read, files)

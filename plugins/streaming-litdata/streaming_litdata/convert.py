@@ -11,29 +11,66 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from streaming_core.plugin_api import add_writer_options, get_registry, parse_out, parse_size_limit, storage_options
 
-__all__ = ['convert_litdata', 'iter_items', 'encoding_of', 'add_parser']
+__all__ = ['convert_litdata', 'iter_items', 'local_chunk', 'encoding_of', 'add_parser']
 
 
 def iter_items(src: str) -> Iterator[Any]:
-    """Every item of the litdata dataset in the local directory ``src``, in order."""
+    """Every item of the litdata dataset in the local directory ``src``, in order (whole-file zstd chunks are
+    decompressed one at a time into a temporary directory, see :func:`local_chunk`)."""
     from streaming_litdata.builder import INDEX_NAME, convert_index
     from streaming_litdata.reader import LitdataFormat
+    from streaming_litdata.sizes import local_reader
     path = os.path.join(src, INDEX_NAME)
     if not os.path.isfile(path):
         raise FileNotFoundError(f'{src} has no index.json: give the directory litdata\'s optimize wrote.')
     with open(path, 'rb') as handle:
-        index = convert_index(handle.read(), path)
+        index = convert_index(handle.read(), path, local_reader(src))
     fmt = LitdataFormat()
-    for number, entry in enumerate(index['shards']):
-        reader = fmt.reader(entry, where=f'{path} chunk {number}')
-        with reader.open([os.path.join(src, entry['raw_data']['basename'])]) as view:
-            yield from view.samples(range(len(view)))
+    with tempfile.TemporaryDirectory(prefix='litdata-chunks-') as scratch:
+        for number, entry in enumerate(index['shards']):
+            reader = fmt.reader(entry, where=f'{path} chunk {number}')
+            chunk = local_chunk(src, entry, scratch)
+            try:
+                with reader.open([chunk]) as view:
+                    yield from view.samples(range(len(view)))
+            finally:
+                if chunk.startswith(scratch):
+                    os.remove(chunk)
+
+
+def local_chunk(src: str, entry: dict[str, Any], scratch: str) -> str:
+    """The local path of an index entry's chunk in the directory ``src``: its file, or for a whole-file zstd chunk
+    (``zip_data``) with no decompressed copy of the right size beside it, its ``.zstd.bin`` decompressed into
+    ``scratch`` (bounded by the decompressed size index.json records).
+
+    Raises:
+        ShardCorruptError: the ``.zstd.bin`` does not decompress to exactly that size (naming it).
+    """
+    from streaming_core.plugin_api import ShardCorruptError, decompress
+    raw, zipped = entry['raw_data'], entry['zip_data']
+    path = os.path.join(src, raw['basename'])
+    if zipped is None or (os.path.isfile(path) and os.path.getsize(path) == raw['bytes']):
+        return path
+    source = os.path.join(src, zipped['basename'])
+    with open(source, 'rb') as handle:
+        try:
+            data = decompress(entry['compression'], handle.read(), raw['bytes'])
+        except ShardCorruptError as err:
+            raise ShardCorruptError(f'{source}: {err}') from None
+    if len(data) != raw['bytes']:
+        raise ShardCorruptError(f'{source} decompresses to {len(data)} bytes, but index.json declares {raw["bytes"]} '
+                                f'for it.')
+    out = os.path.join(scratch, os.path.basename(raw['basename']))
+    with open(out, 'wb') as handle:
+        handle.write(data)
+    return out
 
 
 def encoding_of(value: Any, column: str) -> str:

@@ -9,7 +9,9 @@ rows of plain values) is read from that file with pyarrow.
 Compressed chunks (``optimize(..., compression='zstd')``, see :mod:`streaming_litdata.framed`): with
 ``compression_level='batch'`` (the default) a chunk starting with litdata's ``LDFZ01`` magic holds its items' bytes
 in zstd frames of ``frame_rows`` items, inflated one frame at a time (the last one kept); with ``'sample'`` each
-item between the classic offsets is its own zstd frame.
+item between the classic offsets is its own zstd frame. With ``compression_level='chunk'`` the whole ``.zstd.bin``
+file is one zstd frame: the index entry is a compressed shard (``compression='zstd'``), which the core decompresses
+into the classic chunk this reader opens.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ class LitdataReader(ShardReaderBase):
         spec_text = entry['data_spec']
         if spec_text is not None and not isinstance(spec_text, str):
             raise IndexFormatError(f'{where}: "data_spec" must be a string or null, got {spec_text!r}.')
-        if self.compression is not None:
-            raise IndexFormatError(f'{where}: compressed litdata chunks ({self.compression!r}) are not supported.')
         wrap = entry['in_file_compression']
         if wrap not in (None, 'batch', 'sample'):
             raise IndexFormatError(f'{where}: "in_file_compression" must be null, "batch" or "sample", got {wrap!r}.')
+        if self.compression is not None and (self.compression.partition(':')[0] != 'zstd' or wrap is not None):
+            raise IndexFormatError(f'{where}: a compressed litdata chunk is a whole-file zstd chunk (compression '
+                                   f'"zstd", in_file_compression null), got compression {self.compression!r} with '
+                                   f'in_file_compression {wrap!r}.')
         self.in_file_compression: str | None = wrap
         self.data_format: list[str] = list(formats)
         self.data_spec: str | None = spec_text
