@@ -9,7 +9,7 @@ from typing import Any
 def hook_reference_markdown() -> str:
     """Markdown for every hook spec: its signature and docstring."""
     from streaming_core import hookspecs
-    from streaming_core.registry import KINDS
+    from streaming_core.machinery.lookup import KINDS
     lines = []
     for kind, name in KINDS.items():
         function = getattr(hookspecs, name)

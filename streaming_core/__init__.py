@@ -9,18 +9,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from streaming_core import _moved
+
+_moved.install()
+
 __version__ = '0.1.0'
 
 _LAZY = {
-    'StreamingDataset': 'streaming_core.dataset',
-    'Stream': 'streaming_core.stream',
-    'StreamingDataLoader': 'streaming_core.dataloader',
-    'World': 'streaming_core.world',
-    'LocalDataset': 'streaming_core.local',
-    'merge_index': 'streaming_core.merge',
+    'StreamingDataset': 'streaming_core.reading.dataset',
+    'Stream': 'streaming_core.reading.stream',
+    'StreamingDataLoader': 'streaming_core.reading.dataloader',
+    'World': 'streaming_core.ordering.world',
+    'LocalDataset': 'streaming_core.reading.local_dataset',
+    'merge_index': 'streaming_core.writing.merge',
     'clean_stale_shared_memory': 'streaming_core.compat',
     'hookimpl': 'streaming_core.hookspecs',
-    'get_registry': 'streaming_core.registry',
+    'get_registry': 'streaming_core.machinery.lookup',
 }
 # Writers live in their format plugins; these names resolve there for convenience.
 _PLUGIN_NAMES = {

@@ -9,7 +9,8 @@ from typing import Sequence
 
 __all__ = ['main', 'build_parser', 'COMMANDS']
 
-#: Subcommand name -> module in ``streaming_core.commands`` providing ``add_parser(subparsers)`` and ``run(args)``.
+#: Subcommand name -> module in ``streaming_core.tools.commands`` providing ``add_parser(subparsers)`` and
+#: ``run(args)``.
 COMMANDS = {
     'inspect': 'inspect',
     'verify': 'verify',
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--version', action='version', version=f'streaming-core {__version__}')
     subparsers = parser.add_subparsers(dest='command', metavar='<command>', required=True)
     for module_name in COMMANDS.values():
-        module = importlib.import_module(f'streaming_core.commands.{module_name}')
+        module = importlib.import_module(f'streaming_core.tools.commands.{module_name}')
         module.add_parser(subparsers)
     return parser
 

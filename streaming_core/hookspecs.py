@@ -11,7 +11,7 @@ Each hook receives a registry view; call ``registry.add(name, implementation)`` 
 users write in constructors (``columns={'x': 'my_codec'}``, ``compression='my_comp:3'``,
 ``shuffle_algo='my_shuffle'``). Registering a name that another plugin already registered is an error naming
 both plugins unless ``override=True`` is passed. The protocols each implementation satisfies are in
-:mod:`streaming_core.interfaces`.
+:mod:`streaming_core.machinery.protocols`.
 
 Every hook is optional: implement only those you need. A function marked with :data:`hookimpl` whose name is not
 one of the hooks below (``register_codec`` for ``register_codecs``) is an error when the plugin loads, naming the
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import pluggy
 
 if TYPE_CHECKING:
-    from streaming_core.name_registry import RegistryView
+    from streaming_core.machinery.name_registry import RegistryView
 
 __all__ = ['PROJECT', 'ENTRY_POINT_GROUP', 'CONVERTER_GROUP', 'hookspec', 'hookimpl', 'KINDS', 'KIND_WORDS',
            'kinds_from_specs']
@@ -66,7 +66,7 @@ def register_codecs(registry: RegistryView) -> None:
 
     Register a *codec factory* per name: a callable that receives the text after the first ``:`` of the
     column's encoding string (``None`` when there is no colon or nothing after it) and returns a
-    :class:`~streaming_core.interfaces.Codec`. A class whose ``__init__(self, args=None)`` parses its
+    :class:`~streaming_core.machinery.protocols.Codec`. A class whose ``__init__(self, args=None)`` parses its
     arguments is the usual choice. The encoding string is stored verbatim in ``index.json``, so readers of
     the dataset need the same plugin installed.
 
@@ -93,7 +93,7 @@ def register_codecs(registry: RegistryView) -> None:
 def register_compressors(registry: RegistryView) -> None:
     """Register compression families.
 
-    Register one :class:`~streaming_core.interfaces.Compressor` per family name. The family name is also the
+    Register one :class:`~streaming_core.machinery.protocols.Compressor` per family name. The family name is also the
     file extension of compressed shards (``shard.00000.mds.<family>``). Users select ``'<family>'`` or
     ``'<family>:<level>'``; the level must be one of ``compressor.levels``.
 
@@ -109,7 +109,7 @@ def register_compressors(registry: RegistryView) -> None:
 def register_hashes(registry: RegistryView) -> None:
     """Register hash algorithms for shard integrity.
 
-    Register one :class:`~streaming_core.interfaces.Hasher` per name: a callable taking a bytes-like object and
+    Register one :class:`~streaming_core.machinery.protocols.Hasher` per name: a callable taking a bytes-like object and
     returning the lowercase hex digest. Writers record it under ``hashes`` in ``index.json``; readers check it
     when ``validate_hash='<name>'``.
 
@@ -127,7 +127,7 @@ def register_storage_backends(registry: RegistryView) -> None:
 
     Register a *backend factory* per scheme (``'s3'``, ``'gs'``, ``'https'``...): a callable that receives the
     backend options as keyword arguments (the ``storage_options`` a user gave a ``Stream`` or writer, possibly
-    empty) and returns a :class:`~streaming_core.interfaces.StorageBackend`. Import your SDK lazily, inside the
+    empty) and returns a :class:`~streaming_core.machinery.protocols.StorageBackend`. Import your SDK lazily, inside the
     factory or the first request, never at module import. Factories are called once per process and options
     set; do not keep clients that cannot be pickled on objects that are pickled.
 
@@ -143,7 +143,7 @@ def register_storage_backends(registry: RegistryView) -> None:
 def register_shard_formats(registry: RegistryView) -> None:
     """Register shard formats by the name ``index.json`` uses in each shard entry's ``format`` field.
 
-    Register one :class:`~streaming_core.interfaces.ShardFormat` per name. It validates index entries, opens
+    Register one :class:`~streaming_core.machinery.protocols.ShardFormat` per name. It validates index entries, opens
     shards for reading and provides the writer class used by the format's public writer.
 
     Example::
@@ -158,13 +158,13 @@ def register_shard_formats(registry: RegistryView) -> None:
 def register_index_builders(registry: RegistryView) -> None:
     r"""Register index builders: formats whose files index themselves, read with no ``index.json``.
 
-    Register one :class:`~streaming_core.interfaces.IndexBuilder` per name (the name users pass as ``format=``).
-    When a stream's directory has no ``index.json``, the core lists it (names, sizes, etags or modification times)
-    and, when ``format=`` names a builder or exactly one builder's ``patterns`` match the listing, calls
-    ``builder.build(files, read, where=...)`` once per node: ``files`` are the matching
-    :class:`~streaming_core.derived_index.SourceFile` objects sorted by name, ``read(name, start, length)`` reads a
-    byte range of one of them (one ranged request; read footers, never whole files). The builder returns the same
-    index the runtime consumes, ``{'shards': [...], 'version': 2}``, whose entries a registered shard format reads
+    Register one :class:`~streaming_core.machinery.protocols.IndexBuilder` per name (the name users pass as
+    ``format=``). When a stream's directory has no ``index.json``, the core lists it (names, sizes, etags or
+    modification times) and, when ``format=`` names a builder or exactly one builder's ``patterns`` match the listing,
+    calls ``builder.build(files, read, where=...)`` once per node: ``files`` are the matching
+    :class:`~streaming_core.reading.derived_index.SourceFile` objects sorted by name, ``read(name, start, length)``
+    reads a byte range of one of them (one ranged request; read footers, never whole files). The builder returns the
+    same index the runtime consumes, ``{'shards': [...], 'version': 2}``, whose entries a registered shard format reads
     (its ``raw_data`` basenames are the listed names, so each file is downloaded as a shard). The result is kept
     in the state directory, keyed by the listing, and rebuilt when the listing changes; an ``index.json`` in the
     directory always wins. Raise :class:`~streaming_core.errors.IndexFormatError` naming the file (and the column)
@@ -209,7 +209,7 @@ def register_index_builders(registry: RegistryView) -> None:
 def register_shuffle_algorithms(registry: RegistryView) -> None:
     """Register shuffle algorithms, selected with ``StreamingDataset(shuffle_algo=<name>)``.
 
-    Register one :class:`~streaming_core.interfaces.ShuffleAlgorithm` per name: a callable
+    Register one :class:`~streaming_core.machinery.protocols.ShuffleAlgorithm` per name: a callable
     ``(shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> permutation`` returning an int64 array that
     permutes ``0..sum(shard_sizes)-1``. Canonical node ``c`` owns output positions
     ``[c*N//NCN, (c+1)*N//NCN)``; a good algorithm keeps each node's positions on few shards.
@@ -241,15 +241,15 @@ def register_shuffle_algorithms(registry: RegistryView) -> None:
 def register_batching_methods(registry: RegistryView) -> None:
     """Register batching methods, selected with ``StreamingDataset(batching_method=<name>)``.
 
-    Register one :class:`~streaming_core.interfaces.BatchingMethod` per name: a callable
+    Register one :class:`~streaming_core.machinery.protocols.BatchingMethod` per name: a callable
     ``(plan: EpochPlanner, world: World, epoch: int, sample_in_epoch: int) -> ndarray`` returning the int64 array
     of shape ``(nodes, ranks_per_node, workers_per_rank, batches_per_worker, batch_size)`` of sample IDs, ``-1``
-    for padding. :class:`~streaming_core.planning.EpochPlanner` offers the resampling, partitioning and shuffling
-    building blocks.
+    for padding. :class:`~streaming_core.ordering.planner.EpochPlanner` offers the resampling, partitioning and
+    shuffling building blocks.
 
     Example (no shuffle, the canonical order partitioned over the world)::
 
-        from streaming_core.partition import get_partitions
+        from streaming_core.ordering.partition import get_partitions
 
         @hookimpl
         def register_batching_methods(registry):

@@ -5,15 +5,15 @@ may move (issue 14 groups them into sub-packages) while the names here stay. Nam
 ``from streaming_core.plugin_api import hookimpl, RegistryView`` in a plugin's ``plugin.py`` costs almost nothing
 when the plugin loads; heavier helpers (the writer base class, numpy-based building blocks) load when used.
 
-Why this name: ``streaming_core.plugins`` is the discovery machinery's module-level API (for the core and tests); a
-``streaming_core.plugin`` beside it would differ by one letter, and the planned ``streaming_core/plugin/`` wing would
-collide with it. ``plugin_api`` says what it is: the API for plugins.
+Why this name: ``streaming_core.machinery.discovery`` is the discovery machinery's module-level API (for the core and
+tests); a ``streaming_core.plugin`` beside it would differ by one letter, and the planned ``streaming_core/plugin/``
+wing would collide with it. ``plugin_api`` says what it is: the API for plugins.
 
 Groups (see ``docs/plugins/api.md``):
 
 * **Hooks and registries**: :data:`hookimpl`, :class:`RegistryView` (what a hook receives), :func:`get_registry`
   (look another plugin's name up), :class:`PluginHost`, :data:`KINDS`.
-* **Protocols** (:mod:`streaming_core.interfaces`): :class:`Codec`, :class:`Compressor`, :class:`Hasher`,
+* **Protocols** (:mod:`streaming_core.machinery.protocols`): :class:`Codec`, :class:`Compressor`, :class:`Hasher`,
   :class:`StorageBackend`, :class:`ShardFormat`, :class:`ShardReader`, :class:`ShardView`, :class:`ShuffleAlgorithm`,
   :class:`BatchingMethod`, :class:`IndexBuilder` (with :class:`SourceFile`, what it is given) and the factory
   aliases.
@@ -49,7 +49,7 @@ from typing import Any
 
 from streaming_core.hookspecs import KINDS as KINDS
 from streaming_core.hookspecs import hookimpl as hookimpl
-from streaming_core.name_registry import RegistryView as RegistryView
+from streaming_core.machinery.name_registry import RegistryView as RegistryView
 
 _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLoadError', 'IndexFormatError',
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
@@ -62,59 +62,59 @@ _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend',
 #: ``{name: module}`` of every lazily resolved name.
 _LAZY: dict[str, str] = {
     **{name: 'streaming_core.errors' for name in _ERRORS},
-    **{name: 'streaming_core.interfaces' for name in _PROTOCOLS},
-    'get_registry': 'streaming_core.plugin_host',
-    'PluginHost': 'streaming_core.plugin_host',
-    'Registry': 'streaming_core.name_registry',
+    **{name: 'streaming_core.machinery.protocols' for name in _PROTOCOLS},
+    'get_registry': 'streaming_core.machinery.host',
+    'PluginHost': 'streaming_core.machinery.host',
+    'Registry': 'streaming_core.machinery.name_registry',
     # Readers and writers.
-    'ShardReaderBase': 'streaming_core.shard',
-    'SplitShardView': 'streaming_core.shard',
-    'map_file': 'streaming_core.shard',
-    'read_offsets': 'streaming_core.shard',
-    'require_type': 'streaming_core.shard',
-    'MAX_SHARD_BYTES': 'streaming_core.shard',
-    'FileInfo': 'streaming_core.index',
-    'ShardWriter': 'streaming_core.writer',
-    'MissingColumnError': 'streaming_core.writer',
-    'parse_size_limit': 'streaming_core.writer',
-    'pyjson_sorted': 'streaming_core.util',
+    'ShardReaderBase': 'streaming_core.reading.shard_entry',
+    'SplitShardView': 'streaming_core.reading.shard_entry',
+    'map_file': 'streaming_core.reading.shard_entry',
+    'read_offsets': 'streaming_core.reading.shard_entry',
+    'require_type': 'streaming_core.reading.shard_entry',
+    'MAX_SHARD_BYTES': 'streaming_core.reading.shard_entry',
+    'FileInfo': 'streaming_core.reading.index_file',
+    'ShardWriter': 'streaming_core.writing.writer',
+    'MissingColumnError': 'streaming_core.writing.writer',
+    'parse_size_limit': 'streaming_core.writing.writer',
+    'pyjson_sorted': 'streaming_core.reading.index_file',
     # Storage backends.
-    'StorageURL': 'streaming_core.storage_url',
-    'ClientCache': 'streaming_core.clients',
-    'ProcessLocal': 'streaming_core.storage',
-    'check_options': 'streaming_core.storage',
-    'LOCAL_FILE_ERRORS': 'streaming_core.storage',
-    'get_list_arg': 'streaming_core.arguments',
-    'read_range': 'streaming_core.storage',
-    'SourceFile': 'streaming_core.derived_index',
-    'list_with_stats': 'streaming_core.storage',
-    'ListedObject': 'streaming_core.storage',
-    'ObjectStat': 'streaming_core.storage',
+    'StorageURL': 'streaming_core.storage.url',
+    'ClientCache': 'streaming_core.storage.clients',
+    'ProcessLocal': 'streaming_core.storage.facade',
+    'check_options': 'streaming_core.storage.facade',
+    'LOCAL_FILE_ERRORS': 'streaming_core.storage.facade',
+    'get_list_arg': 'streaming_core.common.arguments',
+    'read_range': 'streaming_core.storage.facade',
+    'SourceFile': 'streaming_core.reading.derived_index',
+    'list_with_stats': 'streaming_core.storage.facade',
+    'ListedObject': 'streaming_core.storage.facade',
+    'ObjectStat': 'streaming_core.storage.facade',
     # Redaction.
     'redact_url': 'streaming_core.util',
-    'redact_text': 'streaming_core.redact',
-    'register_secret': 'streaming_core.redact',
-    'install_log_redaction': 'streaming_core.redact',
+    'redact_text': 'streaming_core.storage.redact',
+    'register_secret': 'streaming_core.storage.redact',
+    'install_log_redaction': 'streaming_core.storage.redact',
     # Compression and hashing.
-    'decompress': 'streaming_core.compression',
-    'compress': 'streaming_core.compression',
-    'parse_compression': 'streaming_core.compression',
+    'decompress': 'streaming_core.storage.compression',
+    'compress': 'streaming_core.storage.compression',
+    'parse_compression': 'streaming_core.storage.compression',
     'bounded_stream': 'streaming_core.builtin.compression',
     'require_bytes': 'streaming_core.builtin.compression',
     'expansion_error': 'streaming_core.builtin.compression',
-    'get_hash': 'streaming_core.hashing',
+    'get_hash': 'streaming_core.storage.hashing',
     # Ordering building blocks.
-    'get_partitions': 'streaming_core.partition',
-    'traversal_order': 'streaming_core.partition',
-    'EpochPlanner': 'streaming_core.planning',
-    'World': 'streaming_core.world',
+    'get_partitions': 'streaming_core.ordering.partition',
+    'traversal_order': 'streaming_core.ordering.partition',
+    'EpochPlanner': 'streaming_core.ordering.planner',
+    'World': 'streaming_core.ordering.world',
     # Converters and recipes.
-    'storage': 'streaming_core.storage',
-    'storage_options': 'streaming_core.commands._common',
-    'add_writer_options': 'streaming_core.commands.convert',
-    'parse_out': 'streaming_core.commands.convert',
-    'getitem': 'streaming_core.indexing',
-    'cache_root': 'streaming_core.paths',
+    'storage': 'streaming_core.storage.facade',
+    'storage_options': 'streaming_core.tools.commands._common',
+    'add_writer_options': 'streaming_core.tools.commands.convert',
+    'parse_out': 'streaming_core.tools.commands.convert',
+    'getitem': 'streaming_core.reading.numpy_indexing',
+    'cache_root': 'streaming_core.common.paths',
 }
 #: Names that are whole modules (resolved to the module itself).
 _MODULES = {'storage'}

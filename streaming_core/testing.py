@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from streaming_core import plugins
+from streaming_core.machinery import discovery as plugins
 
 __all__ = ['registered_plugin', 'fresh_plugin_manager', 'plugin_registrar', 'fresh_plugins']
 

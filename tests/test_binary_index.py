@@ -16,10 +16,10 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming_core import LocalDataset, StreamingDataset
-from streaming_core.binary_index import binary_path, open_binary
+from streaming_core.common.paths import state_dir
 from streaming_core.errors import IndexFormatError, UnsafePathError
-from streaming_core.index import load_index, shard_readers
-from streaming_core.paths import state_dir
+from streaming_core.reading.binary_index import binary_path, open_binary
+from streaming_core.reading.index_file import load_index, shard_readers
 from tests.fixtures.data import ids_of, sample, write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from streaming_core import storage
 from streaming_core.errors import RemoteNotFoundError, TruncatedDownloadError
+from streaming_core.storage import facade as storage
 
 
 @pytest.mark.parametrize('as_url', [False, True])

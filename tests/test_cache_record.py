@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from streaming_core import StreamingDataset
-from streaming_core.cache_record import CacheRemoteMismatchError, record_of
-from streaming_core.paths import COORD_NAME, LOCK_NAME, state_dir
+from streaming_core.common.paths import COORD_NAME, LOCK_NAME, state_dir
+from streaming_core.reading.cache_record import CacheRemoteMismatchError, record_of
 from tests.fixtures.data import COLUMNS, sample, write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -321,7 +321,7 @@ def test_s3_remote_changed_and_another_remote(tmp_path, moto_server, cloud_env):
 # ---------------------------------------------------------------------------------------------------------------
 def test_streaming_cache_shows_the_remote_each_dataset_holds(tmp_path, capsys):
     from streaming_core.cli import main
-    from streaming_core.paths import default_local
+    from streaming_core.common.paths import default_local
     remote = write_mds(str(tmp_path / 'remote'), 20)
     explicit = str(tmp_path / 'mine')
     url = f'file://{remote}'

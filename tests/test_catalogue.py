@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.catalogue import ShardCatalogue
+from streaming_core.reading.catalogue import ShardCatalogue
 
 
 def _catalogue(per_stream: list[list[int]]) -> ShardCatalogue:

@@ -175,7 +175,7 @@ def test_merge_index_both_forms(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------------------------
 def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
     from streaming_core import StreamingDataset
-    from streaming_core.paths import cache_root, default_local
+    from streaming_core.common.paths import cache_root, default_local
     source = write_mds(str(tmp_path / 'src'), 40)
     url = f'file://{source}'
     dataset = StreamingDataset(remote=url, batch_size=4)  # downloads under the cache root

@@ -11,7 +11,7 @@ import pytest
 
 from streaming_core import LocalDataset
 from streaming_core.cli import main
-from streaming_core.plugins import BLOCK_ENV, DISABLE_ENV
+from streaming_core.machinery.discovery import BLOCK_ENV, DISABLE_ENV
 
 
 def run(capsys, *argv):
@@ -71,7 +71,7 @@ def fake_converters(tmp_path, monkeypatch):
             parser.set_defaults(run=run)
 
         def run(args):
-            from streaming_core.registry import get_registry
+            from streaming_core.machinery.lookup import get_registry
             writer = get_registry('format').get('mds').writer(out=args.out, columns={'x': 'int'})
             for i in range(args.count):
                 writer.write({'x': i * i})
@@ -124,7 +124,7 @@ def test_blocked_and_disabled_converters(fake_converters, monkeypatch, capsys):
     assert info.value.code == 2 and "invalid choice: 'fakeconv'" in capsys.readouterr().err
     monkeypatch.delenv(BLOCK_ENV)
     monkeypatch.setenv(DISABLE_ENV, '1')
-    from streaming_core.convert.discovery import converter_entry_points
+    from streaming_core.tools.convert.discovery import converter_entry_points
     assert converter_entry_points() == []
     monkeypatch.delenv(DISABLE_ENV)
     names = [ep.name for ep in converter_entry_points()]

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.compression import (
+from streaming_core.errors import ShardCorruptError
+from streaming_core.storage.compression import (
     UnknownCompressionError,
     compress,
     compression_names,
@@ -23,7 +24,6 @@ from streaming_core.compression import (
     is_compression,
     parse_compression,
 )
-from streaming_core.errors import ShardCorruptError
 
 REFERENCE_FAMILIES = {'br': (range(0, 12), 11), 'bz2': (range(1, 10), 9), 'gz': (range(0, 10), 9),
                       'snappy': (range(0), None), 'zstd': (range(1, 23), 3)}

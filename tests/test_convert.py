@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from streaming_core import LocalDataset
-from streaming_core.convert import (
+from streaming_core.tools.convert import (
     ConversionError,
     convert_csv,
     convert_imagefolder,
@@ -22,7 +22,7 @@ from streaming_core.convert import (
     convert_parquet,
     parse_columns,
 )
-from streaming_core.convert.text import CSVSource, JSONLSource, TextPart, next_record_start
+from streaming_core.tools.convert.text import CSVSource, JSONLSource, TextPart, next_record_start
 from tests.deps import require
 
 
@@ -279,7 +279,7 @@ def test_imagefolder_keeps_original_bytes(tmp_path):
 
 
 def _raw_image_bytes(out):
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     index = _index(out)
     payloads = []
     for entry in index['shards']:

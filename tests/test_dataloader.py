@@ -64,7 +64,7 @@ def _shm_names():
 def test_inherited_shard_state_does_not_force_the_slow_path(mds_dir, monkeypatch):
     """In a forked worker the manager's per-process state is replaced; the loop must read the new views, not the
     parent's (otherwise every sample would go through the slow path)."""
-    from streaming_core.iteration import EpochIterator
+    from streaming_core.reading.iteration import EpochIterator
     dataset = StreamingDataset(local=mds_dir(200), batch_size=4)
     dataset._shards_manager._pid = -1  # as a forked child sees it: state that belongs to another process
     calls = []

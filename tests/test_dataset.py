@@ -124,7 +124,7 @@ def test_ncn_padding_yields_more_than_len(mds_dir):
 
 
 def test_missing_index_without_remote(tmp_path):
-    from streaming_core.stream import MissingIndexError
+    from streaming_core.reading.stream import MissingIndexError
     with pytest.raises(MissingIndexError, match='does not exist'):
         StreamingDataset(local=str(tmp_path / 'nothing'), batch_size=1)
     assert issubclass(MissingIndexError, FileNotFoundError)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from streaming_core import hookspecs
-from streaming_core.registry import KINDS
+from streaming_core.machinery.lookup import KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -148,7 +148,7 @@ def test_every_code_block_names_its_language():
 
 def test_readme_counts_match_the_registries():
     """The README's layout table counts the builtin hashes and the MDS encodings: keep the numbers true."""
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     with open(os.path.join(ROOT, 'README.md')) as handle:
         readme = handle.read()
     hashes = int(re.search(r'(\d+) hashes', readme).group(1))

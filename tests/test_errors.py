@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from streaming_core import StreamingDataset
 from streaming_core.errors import HashMismatchError, ShardCorruptError
-from streaming_core.shards import ShardPrepareError
+from streaming_core.reading.shard_manager import ShardPrepareError
 from tests.fixtures.data import write_mds
 
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from streaming_core import plugins
-from streaming_core.registry import get_registry
+from streaming_core.machinery import discovery as plugins
+from streaming_core.machinery.lookup import get_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, 'examples', 'streaming-example-plugin')

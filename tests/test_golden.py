@@ -94,8 +94,8 @@ def test_manifest_lists_every_golden_file() -> None:
 
 def _raw_paths(reader: Any, root: str, scratch: str) -> list[str]:
     """Local raw paths of a reader's parts; zip-only parts are decompressed into ``scratch`` first."""
-    from streaming_core.compression import decompress
-    from streaming_core.hashing import hash_file_data
+    from streaming_core.storage.compression import decompress
+    from streaming_core.storage.hashing import hash_file_data
     paths = []
     for raw, zipped in reader.parts:
         path = os.path.join(root, *raw.basename.split('/'))
@@ -117,7 +117,7 @@ def _raw_paths(reader: Any, root: str, scratch: str) -> list[str]:
 
 @pytest.mark.parametrize('name', NAMES)
 def test_our_readers_decode_reference_shards(name: str, tmp_path: Any) -> None:
-    from streaming_core.index import load_index, shard_readers
+    from streaming_core.reading.index_file import load_index, shard_readers
     root = os.path.join(GOLDEN, name)
     index_path = os.path.join(root, 'index.json')
     index = load_index(index_path)
@@ -137,7 +137,7 @@ def test_our_readers_decode_reference_shards(name: str, tmp_path: Any) -> None:
 
 
 def test_pkl_columns_refused_without_allow_unsafe_types() -> None:
-    from streaming_core.index import load_index, shard_readers
+    from streaming_core.reading.index_file import load_index, shard_readers
     index_path = os.path.join(GOLDEN, 'mds_objects', 'index.json')
     with pytest.raises(Exception, match='pkl'):
         shard_readers(load_index(index_path), index_path)
@@ -198,7 +198,7 @@ def test_our_writers_match_reference_bytes(name: str, tmp_path: Any) -> None:
         os.makedirs(out)
         for part in entry['partitions']:
             _write(part['writer'], part['kwargs'], part['inputs'], os.path.join(out, part['dir']))
-        from streaming_core.merge import merge_index
+        from streaming_core.writing.merge import merge_index
         merge_index(out, keep_local=True)
     else:
         _write(entry['writer'], entry['kwargs'], entry['inputs'], out)
@@ -207,7 +207,7 @@ def test_our_writers_match_reference_bytes(name: str, tmp_path: Any) -> None:
     for dirpath, _, files in os.walk(out):
         ours_files.extend(os.path.relpath(os.path.join(dirpath, f), out).replace(os.sep, '/') for f in files)
     assert sorted(ours_files) == [path for path, _ in entry['files']], f'{name}: different files written'
-    from streaming_core.compression import decompress
+    from streaming_core.storage.compression import decompress
     zips = _zip_basenames(_index(golden))
     for path, _ in entry['files']:
         if path == 'index.json' or path.endswith('/index.json'):

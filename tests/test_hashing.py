@@ -12,7 +12,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.hashing import UnknownHashError, get_hash, get_hashes, hash_file_data, is_hash
+from streaming_core.storage.hashing import UnknownHashError, get_hash, get_hashes, hash_file_data, is_hash
 
 NAMES = {'md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512', 'sha3_224', 'sha3_256', 'sha3_384', 'sha3_512',
          'blake2b', 'blake2s', 'xxh32', 'xxh64', 'xxh128', 'xxh3_64', 'xxh3_128'}
@@ -20,7 +20,7 @@ NAMES = {'md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512', 'sha3_224', 'sha
 
 def test_exactly_the_reference_names() -> None:
     assert get_hashes() >= NAMES
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     assert {n for n in get_registry('hash').names() if get_registry('hash').origin(n) == 'builtin.hashes'} == NAMES
 
 
@@ -78,6 +78,6 @@ def test_written_hashes_match_the_files(hashes: list[str] | None, compression: s
             data = handle.read()
         assert info['hashes'] == {name: get_hash(name)(data) for name in hashes or []}
         if compression:
-            from streaming_core.compression import decompress
+            from streaming_core.storage.compression import decompress
             raw = decompress(compression, data)
             assert shard['raw_data']['hashes'] == {name: get_hash(name)(raw) for name in hashes or []}

@@ -13,8 +13,8 @@ import numpy as np
 from streaming_core import StreamingDataset
 from streaming_core.errors import RemoteNotFoundError
 from streaming_core.hookspecs import hookimpl
-from streaming_core.partition import get_partitions
-from streaming_core.shard import ShardReaderBase
+from streaming_core.ordering.partition import get_partitions
+from streaming_core.reading.shard_entry import ShardReaderBase
 from streaming_core.testing import registered_plugin
 from tests.fixtures.data import ids_of, write_mds
 

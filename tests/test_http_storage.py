@@ -20,7 +20,14 @@ from streaming_core.errors import (
     TruncatedDownloadError,
     UploadError,
 )
-from streaming_core.storage import clear_backend_cache, download_file, exists, get_backend, list_objects, upload_file
+from streaming_core.storage.facade import (
+    clear_backend_cache,
+    download_file,
+    exists,
+    get_backend,
+    list_objects,
+    upload_file,
+)
 from tests.fixtures.fault_proxy import FaultProxy
 from tests.fixtures.servers import StaticServer, need_module
 from tests.fixtures.storage_contract import end_to_end

@@ -210,10 +210,10 @@ def test_cycle_finder_finds_a_circle():
 
 def test_graph_covers_the_whole_core():
     graph, _ = _graph()
-    assert 'streaming_core.plugins' in graph and 'streaming_core.convert.runner' in graph
-    assert 'streaming_core.errors' in graph['streaming_core.plugins']
+    assert 'streaming_core.machinery.discovery' in graph and 'streaming_core.tools.convert.runner' in graph
+    assert 'streaming_core.errors' in graph['streaming_core.machinery.discovery']
     # convert.runner imports the registry only inside functions: such imports count.
-    assert 'streaming_core.registry' in graph['streaming_core.convert.runner']
+    assert 'streaming_core.machinery.lookup' in graph['streaming_core.tools.convert.runner']
     assert {'streaming_mds', 'streaming_s3', 'streaming_py1e'} <= _plugin_packages()
 
 
@@ -232,3 +232,39 @@ def test_no_core_module_imports_a_plugin_package():
     _, plugin_imports = _graph()
     assert not plugin_imports, 'The core must not import plugin packages (ask the registry by name instead):\n' + \
         '\n'.join(plugin_imports)
+
+
+#: The wings, each importing only from wings after it in this list (``builtin`` holds plugins: it may use any).
+WING_ORDER = ['tools', 'writing', 'reading', 'ordering', 'storage', 'machinery', 'common']
+#: The modules allowed at the top of the core: the public facade and the entry modules.
+TOP_LEVEL = {'__init__', '_moved', 'errors', 'plugin_api', 'hookspecs', 'testing', 'cli', 'compat', 'util'}
+
+
+def _wing(module: str) -> str | None:
+    parts = module.split('.')
+    return parts[1] if len(parts) > 2 else None
+
+
+def test_the_top_level_holds_only_the_facade_and_entry_modules():
+    base = os.path.join(ROOT, CORE)
+    modules = {name[:-3] for name in os.listdir(base) if name.endswith('.py')}
+    packages = {name for name in os.listdir(base)
+                if os.path.isfile(os.path.join(base, name, '__init__.py'))}
+    assert modules == TOP_LEVEL
+    assert packages == {*WING_ORDER, 'builtin'}
+
+
+def test_each_wing_imports_only_the_wings_after_it():
+    graph, _ = _graph()
+    wrong = []
+    for module, targets in graph.items():
+        source = _wing(module)
+        if source not in WING_ORDER:
+            continue
+        for target in targets:
+            wing = _wing(target) if target.startswith(CORE + '.') else None
+            if wing is None or wing == source:
+                continue
+            if wing == 'builtin' or WING_ORDER.index(wing) < WING_ORDER.index(source):
+                wrong.append(f'{module} -> {target}')
+    assert not wrong, 'imports against the wing order:\n' + '\n'.join(sorted(wrong))

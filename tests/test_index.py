@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import IndexFormatError, UnsafePathError
-from streaming_core.index import (
+from streaming_core.reading.index_file import (
     FileInfo,
     check_basename,
     index_text,

@@ -12,10 +12,10 @@ import textwrap
 
 import pytest
 
-from streaming_core import index_stream
-from streaming_core.binary_index import build_binary
 from streaming_core.errors import IndexFormatError
-from streaming_core.index_stream import iter_index_entries
+from streaming_core.reading import index_file_stream as index_stream
+from streaming_core.reading.binary_index import build_binary
+from streaming_core.reading.index_file_stream import iter_index_entries
 from tests.fixtures.data import write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,8 +92,8 @@ path, out = sys.argv[1], sys.argv[2]
 def hwm():
     with open('/proc/self/status') as f:
         return [int(line.split()[1]) * 1024 for line in f if line.startswith('VmHWM:')][0]
-from streaming_core.binary_index import build_binary, open_binary, write_binary
-from streaming_core.index_stream import iter_index_entries
+from streaming_core.reading.binary_index import build_binary, open_binary, write_binary
+from streaming_core.reading.index_file_stream import iter_index_entries
 base = hwm()
 start = time.perf_counter()
 with open(path, 'rb') as handle:

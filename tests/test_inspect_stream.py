@@ -10,10 +10,10 @@ import tracemalloc
 import pytest
 
 from streaming_core.cli import main
-from streaming_core.commands.inspect import summarize, summarize_file
-from streaming_core.commands.verify import StreamedShards, open_streamed, verify_dataset
 from streaming_core.errors import StreamingError
-from streaming_core.index import load_index
+from streaming_core.reading.index_file import load_index
+from streaming_core.tools.commands.inspect import summarize, summarize_file
+from streaming_core.tools.commands.verify import StreamedShards, open_streamed, verify_dataset
 from tests.fixtures.data import write_mds
 
 

@@ -1,4 +1,4 @@
-"""Byte-range locks (``streaming_core.locking.RangeLocks``) across real processes and threads.
+"""Byte-range locks (``streaming_core.storage.locking.RangeLocks``) across real processes and threads.
 
 The other holder is always a real process (a fresh interpreter started with ``subprocess``, or a forked child), so
 the kernel's record locks are what is tested: a holder killed with SIGKILL frees its locks, shared locks coexist,
@@ -18,14 +18,14 @@ import time
 import pytest
 
 from streaming_core.errors import WaitTimeoutError
-from streaming_core.locking import RangeLocks
+from streaming_core.storage.locking import RangeLocks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A process that takes one lock, says so, then releases it when told ('release' on stdin) or waits to be killed.
 HOLDER = textwrap.dedent('''
     import sys
-    from streaming_core.locking import RangeLocks
+    from streaming_core.storage.locking import RangeLocks
     path, byte, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     locks = RangeLocks.for_path(path)
     locks.acquire(byte, exclusive=(mode == 'ex'), timeout=30, what='the test lock')
@@ -39,7 +39,7 @@ HOLDER = textwrap.dedent('''
 # A process that tries one lock once and prints whether it got it.
 TRIER = textwrap.dedent('''
     import sys
-    from streaming_core.locking import RangeLocks
+    from streaming_core.storage.locking import RangeLocks
     path, byte, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     print(RangeLocks.for_path(path).try_acquire(byte, exclusive=(mode == 'ex')))
 ''')

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import IndexFormatError, UnsafePathError
-from streaming_core.merge import merge_index
+from streaming_core.writing.merge import merge_index
 from tests.test_writer_upload import DirPlugin, dirfs  # noqa: F401 - the fixture is used by name
 
 mds = pytest.importorskip('streaming_mds')
@@ -42,8 +42,8 @@ def write_all(root: str, remote: str | None = None, pool: bool = False) -> list[
 
 def read_merged(root: str) -> list[tuple[str, int]]:
     """``(partition, id)`` of every sample of the merged dataset, shard by shard, with our readers."""
-    from streaming_core.compression import decompress
-    from streaming_core.index import load_index, shard_readers
+    from streaming_core.reading.index_file import load_index, shard_readers
+    from streaming_core.storage.compression import decompress
     index_path = os.path.join(root, 'index.json')
     out = []
     for reader in shard_readers(load_index(index_path), index_path):

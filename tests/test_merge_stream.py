@@ -10,8 +10,8 @@ import tracemalloc
 import pytest
 
 from streaming_core.errors import IndexFormatError
-from streaming_core.index import load_index
-from streaming_core.merge import merge_index, merged_index_text
+from streaming_core.reading.index_file import load_index
+from streaming_core.writing.merge import merge_index, merged_index_text
 from tests.fixtures.data import write_mds
 
 

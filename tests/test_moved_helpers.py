@@ -9,12 +9,12 @@ import inspect
 
 import pytest
 
-import streaming_core.iteration as iteration
-import streaming_core.redact as redact
+import streaming_core.reading.iteration as iteration
+import streaming_core.storage.redact as redact
 import streaming_core.util as util
 from streaming_core import StreamingDataset
-from streaming_core.planning import EpochPlanner
-from streaming_core.spanner import Spanner
+from streaming_core.ordering.planner import EpochPlanner
+from streaming_core.reading.spanner import Spanner
 
 
 def test_the_old_import_paths_give_the_same_objects():

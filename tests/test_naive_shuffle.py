@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming_core.builtin.naive import naive_shuffle
-from streaming_core.registry import get_registry
+from streaming_core.machinery.lookup import get_registry
 
 SIZES = [7, 3, 10, 1, 5, 9, 4]
 NAIVE = [6, 2, 26, 22, 7, 15, 32, 3, 21, 16, 18, 25, 0, 30, 10, 37, 23, 8, 5, 24, 36, 34, 27, 1, 11, 9, 20, 19, 33,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from streaming_core.compression import UnknownCompressionError, parse_compression
 from streaming_core.errors import IndexFormatError, UnknownNameError
-from streaming_core.hashing import UnknownHashError, get_hash
+from streaming_core.storage.compression import UnknownCompressionError, parse_compression
+from streaming_core.storage.hashing import UnknownHashError, get_hash
 from tests.fixtures.data import write_mds
 
 mds = pytest.importorskip('streaming_mds')

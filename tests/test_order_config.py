@@ -10,8 +10,8 @@ import pytest
 
 from streaming_core import StreamingDataset
 from streaming_core.errors import UnknownMethodError, UnknownNameError
-from streaming_core.order_config import OrderConfig, OrderField, parse_epoch_size
-from streaming_core.planning import EpochPlanner
+from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
+from streaming_core.ordering.planner import EpochPlanner
 from tests.fixtures.data import ids_of
 
 #: (arguments, exception type, message part): every invalid order argument, as the dataset and the planner refuse it.

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from streaming_core.partition import canonical_stream, get_partitions, node_positions, rank_pad, traversal_order
+from streaming_core.ordering.partition import (
+    canonical_stream,
+    get_partitions,
+    node_positions,
+    rank_pad,
+    traversal_order,
+)
 from streaming_py1e.spans import divide_spans
 
 

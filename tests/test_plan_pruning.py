@@ -9,16 +9,17 @@ import time
 
 import numpy as np
 
-from streaming_core import StreamingDataset, plans
-from streaming_core.paths import coordination_dir
+from streaming_core import StreamingDataset
+from streaming_core.common.paths import coordination_dir
+from streaming_core.ordering import plan_cache as plans
 from tests.fixtures.data import write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 HOLDER = '''
 import os, sys
-from streaming_core import plans
-from streaming_core.locking import RangeLocks
+from streaming_core.ordering import plan_cache as plans
+from streaming_core.storage.locking import RangeLocks
 directory, key = sys.argv[1], sys.argv[2]
 plans._hold(RangeLocks.for_path(os.path.join(directory, 'plans.lock')), key)
 print('holding', flush=True)

@@ -15,15 +15,20 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import streaming_core.planning as planning
+import streaming_core.ordering.planner as planning
 from streaming_core.errors import UnknownNameError
 from streaming_core.hookspecs import hookimpl
-from streaming_core.partition import get_partitions, traversal_order
-from streaming_core.planning import EpochPlanner, apply_weights, default_num_canonical_nodes, default_shuffle_block_size
-from streaming_core.plugins import register_plugin, unregister_plugin
-from streaming_core.registry import get_registry
-from streaming_core.sampling import get_sampling
-from streaming_core.world import World
+from streaming_core.machinery.discovery import register_plugin, unregister_plugin
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.ordering.partition import get_partitions, traversal_order
+from streaming_core.ordering.planner import (
+    EpochPlanner,
+    apply_weights,
+    default_num_canonical_nodes,
+    default_shuffle_block_size,
+)
+from streaming_core.ordering.sampling import get_sampling
+from streaming_core.ordering.world import World
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

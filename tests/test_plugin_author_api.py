@@ -17,9 +17,9 @@ import threading
 import pytest
 
 import streaming_core.plugin_api as api
-from streaming_core.clients import ClientCache
 from streaming_core.errors import PermanentStorageError
-from streaming_core.storage_url import StorageURL
+from streaming_core.storage.clients import ClientCache
+from streaming_core.storage.url import StorageURL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {'streaming_core', 'streaming_core.plugin_api'}
@@ -72,10 +72,10 @@ def test_every_first_party_plugin_but_compat_is_checked():
 def test_the_checker_sees_imports_inside_functions_and_type_checking(tmp_path):
     module = tmp_path / 'mod.py'
     module.write_text('from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n'
-                      '    from streaming_core.world import World\n'
-                      'def f():\n    import streaming_core.storage\n'
+                      '    from streaming_core.ordering.world import World\n'
+                      'def f():\n    import streaming_core.storage.facade\n'
                       '    from streaming_core.plugin_api import hookimpl\n')
-    assert _core_imports(str(module)) == [('streaming_core.world', 3), ('streaming_core.storage', 5),
+    assert _core_imports(str(module)) == [('streaming_core.ordering.world', 3), ('streaming_core.storage.facade', 5),
                                           ('streaming_core.plugin_api', 6)]
 
 
@@ -84,7 +84,7 @@ def test_every_author_name_resolves_and_loading_a_plugin_stays_cheap():
         assert getattr(api, name) is not None, name
     with pytest.raises(AttributeError, match='plugin-author API is'):
         api.nothing_here  # noqa: B018
-    heavy = ('numpy', 'streaming_core.writer', 'streaming_core.storage')
+    heavy = ('numpy', 'streaming_core.writing.writer', 'streaming_core.storage.facade')
     code = ('import sys\nfrom streaming_core.plugin_api import RegistryView, hookimpl\n'
             f'print(sorted(m for m in {heavy!r} if m in sys.modules))')
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,

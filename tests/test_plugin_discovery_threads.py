@@ -18,9 +18,9 @@ import types
 
 import pytest
 
-from streaming_core import plugins
 from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import get_registry
+from streaming_core.machinery import discovery as plugins
+from streaming_core.machinery.lookup import get_registry
 from streaming_core.testing import registered_plugin
 from tests.fixtures.data import write_mds
 
@@ -31,8 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = textwrap.dedent('''
     import json, sys, threading
     import streaming_core
-    from streaming_core import plugins
-    import streaming_core.dataset, streaming_core.registry
+    from streaming_core.machinery import discovery as plugins
+    import streaming_core.reading.dataset, streaming_core.machinery.lookup
     assert plugins._state['pm'] is None, 'discovery ran before the threads'
     data_dir, threads = sys.argv[1], int(sys.argv[2])
     barrier = threading.Barrier(threads)
@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent('''
     def lookup(i):
         barrier.wait()
         try:
-            from streaming_core.registry import get_registry
+            from streaming_core.machinery.lookup import get_registry
             get_registry('format').get('mds')
             get_registry('codec').get('int')
             get_registry('compressor').get('zstd')
@@ -128,7 +128,7 @@ def test_discovery_reentered_from_a_hook_on_the_same_thread_does_not_deadlock(tm
     (tmp_path / 'reentrant_plugin_mod.py').write_text(textwrap.dedent('''
         import threading
         from streaming_core.hookspecs import hookimpl
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery.lookup import get_registry
         SEEN = {}
 
         @hookimpl
@@ -143,7 +143,7 @@ def test_discovery_reentered_from_a_hook_on_the_same_thread_does_not_deadlock(tm
     '''))
     code = textwrap.dedent('''
         import reentrant_plugin_mod as mod
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery.lookup import get_registry
         assert get_registry('hash').get('reentrant-hash')(b'') == '00'
         mod.SEEN.pop('other_thread').join(30)
         print(sorted(mod.SEEN.items()))
@@ -175,7 +175,7 @@ def test_a_child_forked_while_another_thread_discovers_runs_its_own_discovery(tm
     code = textwrap.dedent('''
         import os, signal, threading
         import slow_plugin_mod as mod
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery.lookup import get_registry
         discovering = threading.Thread(target=lambda: get_registry('hash').get('slow-hash'))
         discovering.start()
         assert mod.STARTED.wait(30)

@@ -16,10 +16,10 @@ import types
 
 import pytest
 
-from streaming_core import plugins
 from streaming_core.errors import PluginLoadError
 from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import get_registry
+from streaming_core.machinery import discovery as plugins
+from streaming_core.machinery.lookup import get_registry
 from streaming_core.testing import registered_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,8 +146,8 @@ def test_misspelt_hook_in_an_installed_plugin_is_an_error_naming_plugin_hook_and
 
 def test_blocking_the_misspelt_plugin_lets_everything_else_load(site):
     result = _run(site, '''
-        from streaming_core import plugins
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery import discovery as plugins
+        from streaming_core.machinery.lookup import get_registry
         names = {info.name for info in plugins.plugin_infos()}
         codecs, formats = get_registry('codec'), get_registry('format')
         print('typo' in names, 'ordered' in names, 'upper' in codecs, formats.origin('mds'))
@@ -159,8 +159,8 @@ def test_blocking_the_misspelt_plugin_lets_everything_else_load(site):
 def test_hooks_are_called_through_pluggy_in_an_installed_plugin(site):
     result = _run(site, '''
         import streaming_ordered_plugin.plugin as plugin
-        from streaming_core import plugins
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery import discovery as plugins
+        from streaming_core.machinery.lookup import get_registry
         info = {i.name: i for i in plugins.plugin_infos()}['ordered']
         print(plugin.CALLS)
         print(get_registry('hash').get('ordered-hash')(b''), get_registry('hash').origin('ordered-hash'))

@@ -19,12 +19,12 @@ import types
 
 import pytest
 
-from streaming_core import plugin_manifest
 from streaming_core.cli import main
 from streaming_core.errors import UnknownNameError
 from streaming_core.hookspecs import KINDS, hookimpl
-from streaming_core.plugin_host import HostConfig, PluginHost, current_host, default_host, using_host
-from streaming_core.registry import get_registry
+from streaming_core.machinery import manifest as plugin_manifest
+from streaming_core.machinery.host import HostConfig, PluginHost, current_host, default_host, using_host
+from streaming_core.machinery.lookup import get_registry
 from streaming_core.testing import registered_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +32,7 @@ BLOCK = 'STREAMING_CORE_BLOCK_PLUGINS'
 
 REPORT = '''
 import json, sys
-from streaming_core.plugins import default_host
+from streaming_core.machinery.discovery import default_host
 host = default_host()
 print(json.dumps({'loaded': sorted(host.loaded_plugins()), 'complete': host.complete,
                   'modules': sorted(m for m in sys.modules if m.startswith('streaming_') and m.count('.') == 0)}))
@@ -52,25 +52,28 @@ def _child(code: str, cache: str, *paths: str, env: dict[str, str] | None = None
     return report
 
 
+_LOOKUP = 'from streaming_core.machinery.lookup import get_registry\n'
+
+
 def test_a_lookup_imports_only_the_plugin_that_registers_the_name(tmp_path):
     cache = str(tmp_path / 'cache')
-    first = _child("from streaming_core.registry import get_registry\nget_registry('format').get('mds')\n", cache)
+    first = _child(f"{_LOOKUP}get_registry('format').get('mds')\n", cache)
     assert first['complete'], 'without a manifest the first lookup discovers everything'
     assert os.listdir(os.path.join(cache, 'state')) == [os.path.basename(_manifest_path(cache))]
-    second = _child("from streaming_core.registry import get_registry\nget_registry('format').get('mds')\n"
+    second = _child(f"{_LOOKUP}get_registry('format').get('mds')\n"
                     "get_registry('shuffle').get('py1e')\n", cache)
     assert second['loaded'] == ['mds', 'py1e'] and not second['complete']
     assert 'streaming_s3' not in second['modules'] and 'streaming_csv' not in second['modules']
-    listing = _child("from streaming_core.registry import get_registry\n"
+    listing = _child(f"{_LOOKUP}"
                      "print(json.dumps(get_registry('format').names()))\n", cache)
     assert listing['complete'] and {'mds', 'json', 'csv'} <= set(json.loads(listing['out'][0]))
 
 
 def test_an_unknown_name_loads_everything_and_lists_the_installed_names(tmp_path):
     cache = str(tmp_path / 'cache')
-    _child('from streaming_core.plugins import ensure_loaded\nensure_loaded()\n', cache)
+    _child('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n', cache)
     report = _child('''
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery.lookup import get_registry
         try:
             get_registry('compressor').get('zstdd')
         except Exception as err:
@@ -82,7 +85,7 @@ def test_an_unknown_name_loads_everything_and_lists_the_installed_names(tmp_path
 
 
 def _manifest_path(cache: str) -> str:
-    code = 'from streaming_core.plugin_manifest import manifest_path\nprint(manifest_path())'
+    code = 'from streaming_core.machinery.manifest import manifest_path\nprint(manifest_path())'
     env = {**os.environ, 'STREAMING_CORE_CACHE_DIR': cache, 'PYTHONPATH': ROOT}
     return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env,
                           check=True).stdout.strip()
@@ -92,14 +95,14 @@ def test_a_stale_manifest_is_not_trusted(tmp_path):
     """The manifest says the wrong plugin registers 'mds': the lookup still finds the right one (full discovery)
     and the manifest is rewritten."""
     cache = str(tmp_path / 'cache')
-    _child('from streaming_core.plugins import ensure_loaded\nensure_loaded()\n', cache)
+    _child('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n', cache)
     path = _manifest_path(cache)
     data = json.load(open(path))
     for record in data['manifests'].values():
         record['names']['format']['mds'] = 'py1e'
         record['names']['format']['ghost'] = 'py1e'
     json.dump(data, open(path, 'w'))
-    report = _child("from streaming_core.registry import get_registry\n"
+    report = _child(f"{_LOOKUP}"
                     "print(type(get_registry('format').get('mds')).__module__)\n", cache)
     assert report['out'] == ['streaming_mds.reader'] and report['complete']
     fixed = json.load(open(path))
@@ -114,7 +117,7 @@ def test_a_corrupt_manifest_is_ignored_and_rewritten(tmp_path, garbage):
     os.makedirs(os.path.dirname(path))
     with open(path, 'w') as f:
         f.write(garbage)
-    report = _child("from streaming_core.registry import get_registry\nget_registry('format').get('mds')\n", cache)
+    report = _child(f"{_LOOKUP}get_registry('format').get('mds')\n", cache)
     assert report['complete']
     assert json.load(open(path))['version'] == plugin_manifest.MANIFEST_VERSION
 
@@ -131,7 +134,7 @@ def _fake_dist(root, dist: str, entry: str, module: str, source: str) -> str:
 
 def test_installing_a_distribution_changes_the_key_and_its_names_are_found(tmp_path):
     cache = str(tmp_path / 'cache')
-    _child('from streaming_core.plugins import ensure_loaded\nensure_loaded()\n', cache)
+    _child('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n', cache)
     site = _fake_dist(tmp_path, 'late-plugin', 'late', 'late_plugin_mod', '''
         from streaming_core.hookspecs import hookimpl
 
@@ -139,10 +142,10 @@ def test_installing_a_distribution_changes_the_key_and_its_names_are_found(tmp_p
         def register_hashes(registry):
             registry.add('late-hash', lambda data: 'late')
     ''')
-    found = _child("from streaming_core.registry import get_registry\nprint(get_registry('hash').get('late-hash')"
+    found = _child(f"{_LOOKUP}print(get_registry('hash').get('late-hash')"
                    "(b''))\n", cache, site)
     assert found['out'] == ['late'] and found['complete']
-    lazy = _child("from streaming_core.registry import get_registry\nprint(get_registry('hash').get('late-hash')"
+    lazy = _child(f"{_LOOKUP}print(get_registry('hash').get('late-hash')"
                   "(b''))\n", cache, site)
     assert lazy['out'] == ['late'] and lazy['loaded'] == ['late']
     key = plugin_manifest.environment_key([site])
@@ -161,13 +164,13 @@ def test_a_misspelt_hook_is_reported_when_a_plugin_loads_lazily(tmp_path):
         def register_hashes(registry):
             registry.add('typo-hash', lambda data: 'ok')
     ''')
-    good = _child("from streaming_core.registry import get_registry\nget_registry('hash').get('typo-hash')\n",
+    good = _child(f"{_LOOKUP}get_registry('hash').get('typo-hash')\n",
                   cache, site)
     assert good['complete']
     with open(os.path.join(site, 'typo_plugin_mod.py'), 'a') as f:  # the module changes, the metadata does not
         f.write('\n\n@hookimpl\ndef register_codec(registry):\n    pass\n')
     code = '''
-        from streaming_core.registry import get_registry
+        from streaming_core.machinery.lookup import get_registry
         try:
             get_registry('hash').get('typo-hash')
         except Exception as err:
@@ -251,7 +254,7 @@ def test_the_old_converter_group_warns(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv(BLOCK, raising=False)
     monkeypatch.delenv('STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD', raising=False)
-    from streaming_core.convert import discovery
+    from streaming_core.tools.convert import discovery
     monkeypatch.setattr(discovery, '_warned', set())
     with pytest.warns(DeprecationWarning, match="'oldconv' of the distribution 'old-conv'.*register_converters"):
         with pytest.raises(SystemExit):

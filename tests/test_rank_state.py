@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as tmp_mp
 
 from streaming_core import StreamingDataLoader, StreamingDataset, World
-from streaming_core.shared_state import SharedState
+from streaming_core.reading.shared_state import SharedState
 from tests.fixtures.data import ids_of, write_mds
 from tests.multiproc import free_port
 
@@ -129,7 +129,7 @@ def test_the_node_layout_comes_from_the_process_group_without_local_world_size(t
 
 
 def _regrouped_rank(rank: int, path: str, ports: list[int], out: str) -> None:
-    from streaming_core import world as world_module
+    from streaming_core.ordering import world as world_module
     world_module.LAYOUT_TIMEOUT = 30.0  # a missed registration fails in seconds, not minutes
     os.environ.update(MASTER_ADDR='127.0.0.1')
     os.environ.pop('LOCAL_WORLD_SIZE', None)

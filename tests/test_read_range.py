@@ -12,8 +12,8 @@ from typing import Any, Iterator
 import pytest
 
 from streaming_core.errors import RemoteNotFoundError
-from streaming_core.registry import get_registry
-from streaming_core.storage import clear_backend_cache, list_with_stats, read_range
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.storage.facade import clear_backend_cache, list_with_stats, read_range
 
 DATA = bytes(range(256)) * 40  # 10240 bytes
 

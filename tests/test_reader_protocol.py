@@ -1,4 +1,4 @@
-"""The core reads a shard reader only through the :class:`~streaming_core.interfaces.ShardReader` Protocol.
+"""The core reads a shard reader only through the :class:`~streaming_core.machinery.protocols.ShardReader` Protocol.
 
 A stream whose ``get_shards`` returns strict proxies (every attribute outside the Protocol refused and recorded)
 is read end to end: construction with a cache limit, preparation of a remote copy with decompression, shuffled
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from streaming_core import Stream, StreamingDataset
-from streaming_core.catalogue import CatalogueReaders
-from streaming_core.interfaces import ShardReader, ShardView
-from streaming_core.shards import ShardManager
+from streaming_core.machinery.protocols import ShardReader, ShardView
+from streaming_core.reading.catalogue import CatalogueReaders
+from streaming_core.reading.shard_manager import ShardManager
 from tests.fixtures.data import ids_of, sample, write_mds
 
 #: What the Protocol declares, plus the optional positioned read it documents.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from streaming_core.redact import install_log_redaction, redact_text, register_secret
+from streaming_core.storage.redact import install_log_redaction, redact_text, register_secret
 
 
 def test_registered_secrets_and_credential_headers_are_masked():

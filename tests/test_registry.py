@@ -10,10 +10,10 @@ import types
 
 import pytest
 
-from streaming_core import plugins
 from streaming_core.errors import DuplicateNameError, PluginLoadError, UnknownNameError
 from streaming_core.hookspecs import hookimpl
-from streaming_core.registry import INSTALL_HINTS, KINDS, Registry, get_registry
+from streaming_core.machinery import discovery as plugins
+from streaming_core.machinery.lookup import INSTALL_HINTS, KINDS, Registry, get_registry
 from streaming_core.testing import fresh_plugin_manager, registered_plugin
 
 
@@ -145,7 +145,7 @@ def test_import_is_lazy_and_imports_no_plugin_or_sdk():
     code = textwrap.dedent('''
         import sys
         import streaming_core
-        from streaming_core import plugins
+        from streaming_core.machinery import discovery as plugins
         assert plugins._state['pm'] is None, 'discovery ran at import'
         bad = [m for m in sys.modules if m.split('.')[0] in (
             'boto3', 'botocore', 'google', 'oci', 'azure', 'streaming_mds', 'streaming_s3', 'streaming_gcs',

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.sampling import get_sampling, resample
+from streaming_core.ordering.sampling import get_sampling, resample
 
 
 def test_get_sampling_spec_examples():

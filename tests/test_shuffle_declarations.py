@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from streaming_core import StreamingDataset, World
-from streaming_core.paths import coordination_dir
-from streaming_core.planning import BLOCK_WARNING, EpochPlanner, default_num_canonical_nodes, shuffle_declares
+from streaming_core.common.paths import coordination_dir
+from streaming_core.ordering.planner import BLOCK_WARNING, EpochPlanner, default_num_canonical_nodes, shuffle_declares
 from streaming_core.plugin_api import RegistryView, get_registry, hookimpl
 from streaming_core.testing import registered_plugin
 from tests.fixtures.data import ids_of

@@ -15,17 +15,17 @@ from hypothesis import strategies as st
 
 from streaming_core.cli import main
 from streaming_core.errors import CacheLimitError
-from streaming_core.simulation import DatasetShape, TrainingShape, simulate
-from streaming_core.simulation.access import AccessStream, epoch_plans, make_planner, make_world, step_samples
-from streaming_core.simulation.cache import _lru, min_cache_bytes, node_downloads
-from streaming_core.simulation.quality import (
+from streaming_core.tools.simulation import DatasetShape, TrainingShape, simulate
+from streaming_core.tools.simulation.access import AccessStream, epoch_plans, make_planner, make_world, step_samples
+from streaming_core.tools.simulation.cache import _lru, min_cache_bytes, node_downloads
+from streaming_core.tools.simulation.quality import (
     MIN_FREEDOM,
     batch_counts,
     quality_from_counts,
     same_shard_pairs,
     shuffle_quality,
 )
-from streaming_core.simulation.report import best_line
+from streaming_core.tools.simulation.report import best_line
 from tests.fixtures.data import write_mds
 
 DATASET = DatasetShape.synthetic(60_000, 500, 100)

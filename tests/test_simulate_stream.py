@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from streaming_core.errors import IndexFormatError
-from streaming_core.index import load_index
-from streaming_core.simulation import DatasetShape
+from streaming_core.reading.index_file import load_index
+from streaming_core.tools.simulation import DatasetShape
 from tests.fixtures.data import write_mds
 
 

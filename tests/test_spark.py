@@ -62,7 +62,7 @@ def frame(spark):
 
 def test_types_roundtrip_and_sample_order(frame, tmp_path):
     from streaming_core import StreamingDataset
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
     out = str(tmp_path / 'out')
     local, remote = dataframe_to_mds(frame, mds_kwargs={'out': out, 'size_limit': 1 << 11, 'hashes': ['sha1']})
     assert (local, remote) == (out, '')
@@ -92,7 +92,7 @@ def test_types_roundtrip_and_sample_order(frame, tmp_path):
 
 
 def test_user_columns_checked_against_schema(frame, tmp_path):
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
     with pytest.raises(ValueError, match="'missing' .*not in the DataFrame"):
         dataframe_to_mds(frame, mds_kwargs={'out': str(tmp_path / 'a'), 'columns': {'missing': 'int'}})
     with pytest.raises(ValueError, match="'s' has Spark type string, which cannot be written as 'int32'"):
@@ -113,7 +113,7 @@ def test_user_columns_checked_against_schema(frame, tmp_path):
 def test_checks_and_unsupported_types(spark, frame, tmp_path):
     from pyspark.sql import types as T
 
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
     with pytest.raises(ValueError, match='out'):
         dataframe_to_mds(frame, mds_kwargs={})
     empty = spark.createDataFrame([], _schema())
@@ -133,7 +133,7 @@ def test_checks_and_unsupported_types(spark, frame, tmp_path):
 def test_nulls_and_ragged_arrays_are_named(spark, tmp_path):
     from pyspark.sql import types as T
 
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
     schema = T.StructType([T.StructField('id', T.IntegerType()), T.StructField('v', T.IntegerType())])
     nulls = spark.createDataFrame([(1, 5), (2, None)], schema).coalesce(1)
     with pytest.raises(Exception, match="Column 'v' holds a null"):
@@ -145,7 +145,7 @@ def test_nulls_and_ragged_arrays_are_named(spark, tmp_path):
 
 
 def test_udf_and_no_merge(frame, tmp_path):
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
 
     def doubled(pdf, factor):
         for value in pdf['id'].tolist():
@@ -158,7 +158,7 @@ def test_udf_and_no_merge(frame, tmp_path):
                      udf_iterable=doubled, udf_kwargs={'factor': 3})
     assert not os.path.exists(os.path.join(out, 'index.json'))
     from streaming_core import LocalDataset
-    from streaming_core.merge import merge_index
+    from streaming_core.writing.merge import merge_index
     merge_index(out)  # the root form finds the zero-padded partitions in order
     data = LocalDataset(out)
     assert sorted(int(data[i]['x']) for i in range(len(data))) == [3 * i for i in range(60)]
@@ -167,7 +167,7 @@ def test_udf_and_no_merge(frame, tmp_path):
 def test_remote_output_through_storage_plugin(frame, tmp_path):
     """A (local, remote) output: the remote is a file:// URL (the local storage plugin), keep_local=False."""
     from streaming_core import StreamingDataset
-    from streaming_core.spark import dataframe_to_mds
+    from streaming_core.tools.spark import dataframe_to_mds
     remote_dir = tmp_path / 'remote'
     local = str(tmp_path / 'local')
     result = dataframe_to_mds(frame, mds_kwargs={'out': (local, f'file://{remote_dir}'), 'keep_local': False})

@@ -1,4 +1,4 @@
-"""streaming_core.storage: URL helpers, backend caching, retries with client resets, atomic downloads with size
+"""streaming_core.storage.facade: URL helpers, backend caching, retries with client resets, atomic downloads with size
 and hash checks, verified uploads. Real backends: the builtin local one, and a small in-process plugin (registered
 through the ordinary plugin path) whose failures are scripted per call."""
 
@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from streaming_core import plugins
 from streaming_core.errors import (
     HashMismatchError,
     PermanentStorageError,
@@ -25,7 +24,8 @@ from streaming_core.errors import (
     UploadError,
 )
 from streaming_core.hookspecs import hookimpl
-from streaming_core.storage import (
+from streaming_core.machinery import discovery as plugins
+from streaming_core.storage.facade import (
     check_options,
     clear_backend_cache,
     download_file,
@@ -340,8 +340,8 @@ def test_no_cloud_sdk_is_imported_until_a_request(tmp_path: Any) -> None:
     code = '''
 import sys
 import streaming_core
-from streaming_core.registry import get_registry
-from streaming_core.storage import get_backend
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.storage.facade import get_backend
 names = get_registry('storage').names()
 assert {'s3', 'gs', 'oci', 'azure', 'azure-dl', 'http', 'https', 'file'} <= set(names), names
 for url in ('s3://b/k', 'gs://b/k', 'oci://b@n/k', 'azure://c/k', 'azure-dl://f/k', 'https://h/k'):

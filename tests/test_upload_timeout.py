@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import UploadError
-from streaming_core.storage import clear_backend_cache
+from streaming_core.storage.facade import clear_backend_cache
 
 pytest.importorskip('streaming_s3')
 mds = pytest.importorskip('streaming_mds')

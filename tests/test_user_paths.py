@@ -189,7 +189,7 @@ def test_set_epoch_is_the_trainers_epoch_and_agrees_with_a_loaded_state(tmp_path
     assert head + ids_of(same) == epochs[1]
     other = make()
     other.load_state_dict(state)
-    with caplog.at_level('WARNING', logger='streaming_core.dataset'):
+    with caplog.at_level('WARNING', logger='streaming_core.reading.dataset'):
         other.set_epoch(2)
     assert 'drops the loaded position' in caplog.text
     assert ids_of(other) == epochs[2]

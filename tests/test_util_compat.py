@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import streaming_core.arguments as arguments
-import streaming_core.retries as retries
+import streaming_core.common.arguments as arguments
+import streaming_core.storage.retries as retries
 import streaming_core.util as util
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.planning import EpochPlanner, apply_weights
-from streaming_core.world import World
+from streaming_core.ordering.planner import EpochPlanner, apply_weights
+from streaming_core.ordering.world import World
 
 N4 = [None] * 4
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from streaming_core import writer as writer_module
 from streaming_core.errors import CodecError, UnknownNameError
 from streaming_core.util import bytes_to_int
-from streaming_core.writer import MissingColumnError, ShardTooLargeError, parse_size_limit
+from streaming_core.writing import writer as writer_module
+from streaming_core.writing.writer import MissingColumnError, ShardTooLargeError, parse_size_limit
 
 mds = pytest.importorskip('streaming_mds')
 jsonl = pytest.importorskip('streaming_jsonl')

@@ -14,7 +14,7 @@ import pytest
 
 from streaming_core.errors import UploadError
 from streaming_core.hookspecs import hookimpl
-from streaming_core.storage import clear_backend_cache, local_path
+from streaming_core.storage.facade import clear_backend_cache, local_path
 from streaming_core.testing import registered_plugin
 
 mds = pytest.importorskip('streaming_mds')
@@ -93,7 +93,7 @@ def write(out: Any, count: int = 40, *, fail_inside: bool = False, **kwargs: Any
 
 def read_ids(root: str) -> list[int]:
     """The ``id`` of every sample of a local dataset, read with our MDS reader."""
-    from streaming_core.index import load_index, shard_readers
+    from streaming_core.reading.index_file import load_index, shard_readers
     index_path = os.path.join(root, 'index.json')
     ids = []
     for reader in shard_readers(load_index(index_path), index_path):
@@ -251,8 +251,8 @@ def test_local_exception_inside_with_commits_completed_samples(tmp_path: Any) ->
 
 
 def read_ids_compressed(root: str) -> list[int]:
-    from streaming_core.compression import decompress
-    from streaming_core.index import load_index, shard_readers
+    from streaming_core.reading.index_file import load_index, shard_readers
+    from streaming_core.storage.compression import decompress
     index_path = os.path.join(root, 'index.json')
     ids = []
     for reader in shard_readers(load_index(index_path), index_path):

@@ -1,8 +1,8 @@
 """Reverse data compatibility: datasets written by our writers read correctly in mosaicml-streaming 0.13.
 
 Our writers (``streaming_mds.MDSWriter``, ``streaming_jsonl.JSONWriter``, ``streaming_csv.CSVWriter`` /
-``TSVWriter`` / ``XSVWriter``, and ``streaming_core.merge.merge_index`` for the merged dataset) write every golden
-dataset again from the manifest's inputs and keyword arguments: every format, every MDS encoding, every
+``TSVWriter`` / ``XSVWriter``, and ``streaming_core.writing.merge.merge_index`` for the merged dataset) write every
+golden dataset again from the manifest's inputs and keyword arguments: every format, every MDS encoding, every
 compression family and several levels, several hashes, multi-shard and empty-first-shard layouts, and a merged
 index over four partitions. The reference then reads each one (in ``.venv-ref``) three ways: its
 ``StreamingDataset`` by random access and by iteration, and its shard readers directly; hashed datasets are also
@@ -57,7 +57,7 @@ def _write_dataset(entry: dict[str, Any], out: str) -> None:
         os.makedirs(out)
         for part in entry['partitions']:
             _write(part['writer'], part['kwargs'], part['inputs'], os.path.join(out, part['dir']))
-        from streaming_core.merge import merge_index
+        from streaming_core.writing.merge import merge_index
         merge_index(out, keep_local=True)
     else:
         _write(entry['writer'], entry['kwargs'], entry['inputs'], out)

@@ -18,8 +18,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
 from streaming_core.plugin_api import RegistryView, hookimpl
-from streaming_core.storage import check_options
-from streaming_core.util import redact_url
+from streaming_core.storage.facade import check_options
+from streaming_core.storage.redact import redact_url
 
 __all__ = ['HttpBackend', 'OPTIONS']
 

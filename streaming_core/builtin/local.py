@@ -8,7 +8,7 @@ from typing import Any
 
 from streaming_core.errors import RemoteNotFoundError
 from streaming_core.plugin_api import RegistryView, hookimpl
-from streaming_core.storage import local_path, temp_name
+from streaming_core.storage.facade import local_path, temp_name
 
 
 class LocalBackend:

@@ -8,5 +8,5 @@ from streaming_core.plugin_api import RegistryView, hookimpl
 @hookimpl
 def register_batching_methods(registry: RegistryView) -> None:
     """Register ``random``."""
-    from streaming_core.planning import random_batching
+    from streaming_core.ordering.planner import random_batching
     registry.add('random', random_batching)

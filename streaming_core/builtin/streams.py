@@ -7,7 +7,7 @@ hook.
 from __future__ import annotations
 
 from streaming_core.plugin_api import RegistryView, hookimpl
-from streaming_core.stream import Stream
+from streaming_core.reading.stream import Stream
 
 
 @hookimpl

@@ -46,7 +46,7 @@ def hardening_bucket(moto_server: RunningServer) -> str:
 @pytest.fixture
 def s3(moto_server: RunningServer, hardening_bucket: str, cloud_env: pytest.MonkeyPatch) -> S3Place:
     """A unique prefix and options with a unique secret key (moto accepts any credentials)."""
-    from streaming_core.storage import clear_backend_cache
+    from streaming_core.storage.facade import clear_backend_cache
     clear_backend_cache()
     options = {'endpoint_url': moto_server.url, 'region': 'us-east-1', 'aws_access_key_id': 'AKIAHARDENING',
                'aws_secret_access_key': f'HARDENING-SECRET-{uuid.uuid4().hex}'}

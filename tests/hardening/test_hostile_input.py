@@ -321,7 +321,7 @@ def _bomb(family: str, chunks: int = 8) -> bytes:
     """``chunks`` x 64 MiB of zeros compressed (512 MiB: past the capped reader's headroom), cheaply: concatenated
     members or frames where the format allows it, a streaming compressor for brotli; snappy's single block states
     its length up front, so 64 MiB of it is enough."""
-    from streaming_core.compression import get_compressor
+    from streaming_core.storage.compression import get_compressor
     chunk = b'\0' * (64 << 20)
     if family == 'br':
         import brotli

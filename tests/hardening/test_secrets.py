@@ -21,7 +21,7 @@ import pytest
 
 from streaming_core import Stream, StreamingDataset
 from streaming_core.errors import StreamingError
-from streaming_core.storage import clear_backend_cache, download_file, get_backend
+from streaming_core.storage.facade import clear_backend_cache, download_file, get_backend
 from tests.fixtures.data import write_mds
 from tests.fixtures.fault_proxy import FaultProxy
 from tests.fixtures.servers import AzuriteInfo, RunningServer, StaticServer

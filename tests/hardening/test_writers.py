@@ -16,7 +16,7 @@ import pytest
 
 from streaming_core import StreamingDataset
 from streaming_core.errors import UploadError
-from streaming_core.hashing import get_hash
+from streaming_core.storage.hashing import get_hash
 from tests.hardening.conftest import BUCKET, S3Place, boto_client, list_keys
 from tests.hardening.harness import kill, read_json, spawn, tail, wait_for
 from tests.hardening.hostile import columns_of, mds_sample

@@ -18,7 +18,7 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from streaming_core import StreamingDataset
-from streaming_core.integrations.huggingface import StreamingTrainer
+from streaming_core.tools.integrations.huggingface import StreamingTrainer
 
 
 class Linear(torch.nn.Module):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import IterableDataset
 
-from streaming_core.integrations.resharding import ReshardingError, refuse_foreign_sharding
+from streaming_core.reading.resharding import ReshardingError, refuse_foreign_sharding
 from tests.deps import require
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, StorageError, UploadError
-from streaming_core.storage import (
+from streaming_core.storage.facade import (
     clear_backend_cache,
     download_file,
     exists,

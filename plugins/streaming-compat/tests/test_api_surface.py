@@ -210,7 +210,7 @@ def test_is_json_compatible_is_the_core_check() -> None:
     from pyspark.sql import types as t
     from streaming.base.converters import is_json_compatible
 
-    from streaming_core.convert import spark_types
+    from streaming_core.tools.convert import spark_types
     assert spark_types._json_compatible is spark_types.json_compatible  # the old name still works
     nested = t.StructType([t.StructField('a', t.ArrayType(t.LongType())), t.StructField('b', t.StringType())])
     assert is_json_compatible(nested) and spark_types.json_compatible(nested)

@@ -15,7 +15,7 @@ from streaming.base.registry_utils import save_registry
 from streaming.base.stream import streams_registry
 
 from streaming_core.hookspecs import KINDS
-from streaming_core.world import World
+from streaming_core.ordering.world import World
 
 SAMPLES = 40
 
@@ -151,7 +151,7 @@ def test_get_shards_override_called_by_keyword(mirrored: dict[str, str], workers
 
 def test_a_registered_stream_is_in_the_core_registry(int_dataset: str) -> None:
     assert 'stream' in KINDS
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     with save_registry():
         streams_registry.register('core_seen', func=FirstShardsStream)
         assert get_registry('stream').get('core_seen') is FirstShardsStream

@@ -23,11 +23,12 @@ from torch.utils.data import DataLoader, Dataset
 from streaming_core import errors
 
 # Every module of the core and the first-party plugins that defines an error class.
-ERROR_MODULES = ['streaming_core.errors', 'streaming_core.compression', 'streaming_core.hashing',
-                 'streaming_core.index_sync', 'streaming_core.cache_record', 'streaming_core.writer',
-                 'streaming_core.shards', 'streaming_core.convert.runner', 'streaming_mds.encodings',
+ERROR_MODULES = ['streaming_core.errors', 'streaming_core.storage.compression', 'streaming_core.storage.hashing',
+                 'streaming_core.reading.index_sync', 'streaming_core.reading.cache_record',
+                 'streaming_core.writing.writer', 'streaming_core.reading.shard_manager',
+                 'streaming_core.tools.convert.runner', 'streaming_mds.encodings',
                  'streaming_datasets.conversion', 'streaming_datasets.base', 'streaming.base.registry_utils',
-                 'streaming._conflict', 'streaming_core.derived_index']
+                 'streaming._conflict', 'streaming_core.reading.derived_index']
 
 
 def _all_error_classes() -> list[type[BaseException]]:
@@ -112,7 +113,7 @@ class _Calls(Dataset):
 
 
 def _corrupt_index(tmp_path: Any) -> None:
-    from streaming_core.index import parse_index_text
+    from streaming_core.reading.index_file import parse_index_text
     parse_index_text('{"shards": [', str(tmp_path / 'index.json'))
 
 
@@ -293,7 +294,7 @@ def test_wrong_column_value_is_attribute_error(tmp_path: Any) -> None:
 
 
 def test_unknown_scheme_is_value_error_with_the_reference_phrase() -> None:
-    from streaming_core.storage import get_backend
+    from streaming_core.storage.facade import get_backend
     with pytest.raises(ValueError, match='Unsupported remote path: foo://bucket/x') as info:
         get_backend('foo://bucket/x')
     assert isinstance(info.value, errors.UnknownSchemeError) and 'Installed storage scheme names' in str(info.value)

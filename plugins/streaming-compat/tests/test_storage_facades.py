@@ -22,8 +22,8 @@ from streaming.base.storage import (
     S3Uploader,
 )
 
-from streaming_core.registry import get_registry
-from streaming_core.storage import clear_backend_cache
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.storage.facade import clear_backend_cache
 from tests.fixtures.servers import RunningServer
 
 BUCKET = 'compat-facades'

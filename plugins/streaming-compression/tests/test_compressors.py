@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.compression import compress, decompress, get_compressor
 from streaming_core.errors import ShardCorruptError
+from streaming_core.storage.compression import compress, decompress, get_compressor
 
 FAMILIES = {'zstd': (range(1, 23), 3), 'br': (range(0, 12), 11), 'snappy': (range(0), None), 'lz4': (range(17), 0)}
 PAYLOADS = [b'', b'hello', os.urandom(1500) + b'abc' * 5000]
 
 
 def test_registered_by_this_plugin() -> None:
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     registry = get_registry('compressor')
     for family, (levels, default) in FAMILIES.items():
         assert registry.origin(family) == 'compression'

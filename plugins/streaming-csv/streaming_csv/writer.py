@@ -30,7 +30,7 @@ class XSVWriter(ShardWriter):
         separator: The field separator (any non-empty string).
         newline: The line terminator (default a line feed).
         out, keep_local, compression, hashes, size_limit, **kwargs: As for every writer
-            (:class:`~streaming_core.writer.ShardWriter`).
+            (:class:`~streaming_core.writing.writer.ShardWriter`).
     """
 
     format = 'xsv'

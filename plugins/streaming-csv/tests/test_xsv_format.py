@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.compression import decompress
 from streaming_core.errors import CodecError, IndexFormatError, ShardCorruptError, UnsafePathError
-from streaming_core.registry import get_registry
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.storage.compression import decompress
 from streaming_csv import CSVWriter, TSVWriter, XSVWriter
 
 SAMPLES = [{'words': 'one', 'number': 1, 'x': 1.5}, {'words': 'twenty', 'number': -20, 'x': 2.0},

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streaming_core.storage import clear_backend_cache
+from streaming_core.storage.facade import clear_backend_cache
 from tests.deps import require
 
 TOKEN = 'dapi-test-token-0123456789'

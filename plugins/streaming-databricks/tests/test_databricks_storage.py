@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage import download_file, exists, get_backend, list_objects, upload_file, url_scheme
+from streaming_core.storage.facade import download_file, exists, get_backend, list_objects, upload_file, url_scheme
 from tests.fixtures.databricks_server import DatabricksServer
 from tests.fixtures.storage_contract import FAST, Harness, StorageContract, unique
 
@@ -161,7 +161,7 @@ def test_permission_denied_on_dbfs_root_suggests_volumes(databricks_server: Data
 def test_authentication_from_env_profile_and_bad_token(databricks_server: DatabricksServer,
                                                        databricks_env: pytest.MonkeyPatch, tmp_path: Any,
                                                        caplog: pytest.LogCaptureFixture) -> None:
-    from streaming_core.storage import clear_backend_cache
+    from streaming_core.storage.facade import clear_backend_cache
     source, data = _file(tmp_path, 1000)
     url = f'{VOLUME}/{unique("auth")}'
     databricks_env.setenv('DATABRICKS_HOST', databricks_server.url)
@@ -203,7 +203,7 @@ def test_end_to_end_mds_writer_then_two_dataloader_workers(form: str, databricks
     pytest.importorskip('streaming_mds')
     from tests.fixtures.dataloader_roundtrip import write_then_stream_with_workers
     if url_scheme(f'{form}/main/default/vol/x') != 'dbfs':
-        pytest.xfail('streaming_core.storage.url_scheme does not yet read "dbfs:/..." (one slash) as a URL: the '
+        pytest.xfail('streaming_core.storage.facade.url_scheme does not yet read "dbfs:/..." (one slash) as a URL: the '
                      'core change requested with issue 18')
     remote = f'{form}/main/default/vol/{unique("e2e")}'
     write_then_stream_with_workers(remote, remote, options, str(tmp_path / 'cache'))

@@ -3,7 +3,7 @@
 A subclass implements :meth:`RecipeDataset.to_sample`, turning the stored columns (a dict) into the natural sample
 (``(image, label)``, ``(image, target)``, a text record...). Integer indexing, slices, lists and iteration all go
 through it, since the core calls an overridden ``__getitem__`` for every sample it iterates. The stored dict
-stays available through :meth:`~streaming_core.dataset.StreamingDataset.get_item`.
+stays available through :meth:`~streaming_core.reading.dataset.StreamingDataset.get_item`.
 """
 
 from __future__ import annotations

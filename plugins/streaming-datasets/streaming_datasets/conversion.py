@@ -4,8 +4,8 @@ A recipe lists its *items* (files, images, rows, chunks of rows) in source order
 module-level function ``produce(items) -> Iterable[sample dict | Skip]``. With ``workers=1`` the items are written
 by one :class:`~streaming_mds.MDSWriter` in this process. With ``workers=N`` they are cut into ``N`` contiguous
 partitions written in parallel by ``N`` processes (``spawn``) into ``out/00000``, ``out/00001``, ... and the
-partition indexes are merged with :func:`streaming_core.merge.merge_index`, so the merged dataset holds the samples
-in exactly the order one process would have written them. One :class:`~streaming_datasets.progress.Progress`
+partition indexes are merged with :func:`streaming_core.writing.merge.merge_index`, so the merged dataset holds the
+samples in exactly the order one process would have written them. One :class:`~streaming_datasets.progress.Progress`
 counts records (or items) against their total in both cases.
 
 A converter with several splits lists every split first (:class:`SplitPlan`; listing is where the source layout is

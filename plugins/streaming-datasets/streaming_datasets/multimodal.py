@@ -25,7 +25,7 @@ class StreamingLAION400M(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('image', 'caption')
@@ -45,7 +45,7 @@ class StreamingWebVid(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('video', 'caption')

@@ -40,7 +40,7 @@ class StreamingC4(StreamingTextRecords):
 
     Args:
         remote, local, split, transform: See :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     fields = ('text', 'timestamp', 'url')
@@ -53,7 +53,7 @@ class StreamingPile(StreamingTextRecords):
 
     Args:
         remote, local, split, transform: See :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     fields = ('text', 'pile_set_name')
@@ -64,7 +64,7 @@ class StreamingEnWiki(StreamingTextRecords):
 
     Args:
         remote, local, split, transform: See :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     fields = ('id', 'url', 'title', 'text')

@@ -26,7 +26,7 @@ class StreamingCIFAR10(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('x', 'y')
@@ -48,7 +48,7 @@ class StreamingImageNet(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('x', 'y')
@@ -81,7 +81,7 @@ class StreamingCOCO(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('image', 'image_id', 'boxes', 'category_ids', 'segmentation', 'annotations')
@@ -100,7 +100,7 @@ class StreamingADE20K(RecipeDataset):
     Args:
         remote, local, split, transform, target_transform, transforms: See
             :class:`~streaming_datasets.base.RecipeDataset`.
-        **kwargs: Every other :class:`~streaming_core.dataset.StreamingDataset` argument.
+        **kwargs: Every other :class:`~streaming_core.reading.dataset.StreamingDataset` argument.
     """
 
     required_columns = ('x', 'y')

@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import StreamingCIFAR10, WriterOptions, convert_cifar10
 from streaming_datasets.cifar10 import register
 from streaming_datasets.conversion import SourceLayoutError

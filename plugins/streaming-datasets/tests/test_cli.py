@@ -13,7 +13,7 @@ NAMES = ['ade20k', 'c4', 'cifar10', 'coco', 'enwiki', 'imagenet', 'laion400m', '
 
 
 def test_every_converter_is_registered_by_the_plugin_and_adds_its_subcommand():
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     plugins = {ep.value for ep in md.entry_points(group='streaming_core')}
     assert 'streaming_datasets.plugin' in plugins
     assert not [ep for ep in md.entry_points(group='streaming_core.converters')

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from streaming_core import StreamingDataset
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import ByteTokenizer, PackedTokenStream, StreamingCIFAR10, StreamingPackedTokens
 
 STREAMING = os.path.join(os.path.dirname(sys.executable), 'streaming')

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets.conversion import (
     ConversionError,
     Skip,

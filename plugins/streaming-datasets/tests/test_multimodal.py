@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import StreamingLAION400M, StreamingWebVid, WriterOptions, convert_laion400m, convert_webvid
 from streaming_datasets import laion as laion_module
 from streaming_datasets import webvid as webvid_module

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import (
     StreamingC4,
     StreamingEnWiki,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from streaming_core import StreamingDataset, World
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import (
     ByteTokenizer,
     PackedTokenStream,

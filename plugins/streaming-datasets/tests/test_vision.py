@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from streaming_core.local import LocalDataset
+from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import (
     StreamingADE20K,
     StreamingCOCO,

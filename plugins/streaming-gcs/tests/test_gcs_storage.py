@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
-from streaming_core.storage import clear_backend_cache, download_file, get_backend, list_objects, upload_file
+from streaming_core.storage.facade import clear_backend_cache, download_file, get_backend, list_objects, upload_file
 from tests.fixtures.servers import RunningServer
 from tests.fixtures.storage_contract import FAST, Harness, StorageContract, unique
 

@@ -14,7 +14,7 @@ from streaming_hf.testing import HubServer
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[HubServer]:
     """A started loopback Hub (and CDN), ``HF_ENDPOINT`` pointing at it, no token, online; stopped after the test."""
-    from streaming_core.storage import clear_backend_cache
+    from streaming_core.storage.facade import clear_backend_cache
     from streaming_hf import backend
     server = HubServer(page_size=4)
     for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:

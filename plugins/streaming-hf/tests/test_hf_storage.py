@@ -12,7 +12,7 @@ import pytest
 
 from streaming_core import StreamingDataLoader, StreamingDataset
 from streaming_core.plugin_api import PermanentStorageError, StorageError
-from streaming_core.storage import get_backend
+from streaming_core.storage.facade import get_backend
 from streaming_hf.testing import HubServer
 from streaming_hf.url import parse_hf_url
 from tests.deps import require
@@ -149,7 +149,7 @@ def test_offline_and_unreachable_say_so(hub: HubServer, tmp_path: Any, monkeypat
     monkeypatch.delenv('HF_HUB_OFFLINE')
     import socket
 
-    from streaming_core.storage import clear_backend_cache
+    from streaming_core.storage.facade import clear_backend_cache
     with socket.socket() as probe:
         probe.bind(('127.0.0.1', 0))
         port = probe.getsockname()[1]

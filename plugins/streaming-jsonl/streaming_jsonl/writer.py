@@ -51,7 +51,7 @@ class JSONWriter(ShardWriter):
         columns: Column name to ``'str'``, ``'int'`` or ``'float'`` (type checks only; JSON stores the value).
         newline: The line terminator (default a line feed), stored in the index.
         out, keep_local, compression, hashes, size_limit, **kwargs: As for every writer
-            (:class:`~streaming_core.writer.ShardWriter`).
+            (:class:`~streaming_core.writing.writer.ShardWriter`).
     """
 
     format = 'json'

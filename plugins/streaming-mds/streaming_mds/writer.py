@@ -41,7 +41,7 @@ class MDSWriter(ShardWriter):
         hashes: Sorted hash names recorded per file (``['sha1', 'xxh3_64']``).
         size_limit: Shard size limit (bytes or ``'64mb'``); ``None`` for no limit. Default ``1 << 26``.
         **kwargs: ``progress_bar``, ``max_workers``, ``retry``, ``exist_ok``, ``storage_options``,
-            ``upload_timeout`` (see :class:`~streaming_core.writer.ShardWriter`).
+            ``upload_timeout`` (see :class:`~streaming_core.writing.writer.ShardWriter`).
 
     Raises:
         UnknownEncodingError: a column names an encoding no installed plugin provides (a ``TypeError``).

@@ -31,7 +31,7 @@ DTYPES = ['uint8', 'int8', 'uint16', 'int16', 'float16', 'uint32', 'int32', 'flo
 
 def test_registry_has_exactly_the_reference_encodings() -> None:
     assert REFERENCE_ENCODINGS <= get_mds_encodings()
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     ours = {name for name in get_registry('codec').names() if get_registry('codec').origin(name) == 'mds'}
     assert ours == REFERENCE_ENCODINGS
 

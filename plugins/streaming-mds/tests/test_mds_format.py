@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.compression import decompress
 from streaming_core.errors import (
     IndexFormatError,
     ShardCorruptError,
@@ -23,8 +22,9 @@ from streaming_core.errors import (
     UnsafePathError,
     UnsafeTypeError,
 )
-from streaming_core.index import load_index, shard_readers
-from streaming_core.registry import get_registry
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.reading.index_file import load_index, shard_readers
+from streaming_core.storage.compression import decompress
 from streaming_mds import MDSWriter
 
 SAMPLES = [{'words': 'one', 'number': 1, 'x': 1.5}, {'words': 'twenty', 'number': -20, 'x': 2.0},
@@ -252,7 +252,7 @@ def test_malformed_entries(shard: tuple[dict[str, Any], str], mutate: Any, error
 
 
 def test_bad_index_version_through_load(tmp_path: Any) -> None:
-    from streaming_core.index import parse_index_text
+    from streaming_core.reading.index_file import parse_index_text
     with pytest.raises(IndexFormatError, match='Unsupported streaming data version'):
         parse_index_text('{"shards": [], "version": 1}', 'x/index.json')
 
@@ -273,7 +273,7 @@ def test_third_party_codec_round_trip(tmp_path: Any) -> None:
     import codecs
 
     from streaming_core.hookspecs import hookimpl
-    from streaming_core.plugins import register_plugin, unregister_plugin
+    from streaming_core.machinery.discovery import register_plugin, unregister_plugin
     from streaming_mds.resolve import clear_codec_cache
 
     class Rot13:
@@ -385,7 +385,7 @@ def test_every_encoding_round_trips_through_shards(samples: list[dict[str, Any]]
 
 def test_compiled_encoder_errors(tmp_path: Any) -> None:
     from streaming_core.errors import CodecError
-    from streaming_core.writer import MissingColumnError
+    from streaming_core.writing.writer import MissingColumnError
     from streaming_mds.encodings import EncodingOverflowError, EncodingTypeError
     writer = MDSWriter(columns={'i': 'int', 's': 'str', 'b': 'bytes', 'a': 'ndarray:uint8:2'},
                        out=str(tmp_path / 'ds'))

@@ -11,9 +11,9 @@ import pytest
 from parquet_data import assert_row, write_parquet
 
 from streaming_core import Stream, StreamingDataset
-from streaming_core.derived_index import DerivedIndexError
 from streaming_core.errors import IndexFormatError, ShardCorruptError, UnknownNameError
 from streaming_core.hookspecs import hookimpl
+from streaming_core.reading.derived_index import DerivedIndexError
 from streaming_core.testing import registered_plugin
 
 
@@ -113,8 +113,8 @@ def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatc
     # The view itself: slices of at most SLICE_ROWS rows, as many kept as the byte budget allows (at least one).
     import json
 
-    from streaming_core.derived_index import DERIVED_INDEX_NAME
-    from streaming_core.paths import state_dir
+    from streaming_core.common.paths import state_dir
+    from streaming_core.reading.derived_index import DERIVED_INDEX_NAME
     from streaming_parquet.reader import ParquetFormat
     entry = json.loads(open(os.path.join(state_dir(data), DERIVED_INDEX_NAME)).read())['shards'][0]
     view = ParquetFormat().reader(entry).open([os.path.join(data, 'part-00000.parquet')])

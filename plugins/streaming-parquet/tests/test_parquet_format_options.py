@@ -13,8 +13,8 @@ import pytest
 from parquet_data import row, write_parquet
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
-from streaming_core.derived_index import FormatOptionError
 from streaming_core.plugin_api import IndexFormatError
+from streaming_core.reading.derived_index import FormatOptionError
 
 
 def _loader_rows(dataset: StreamingDataset, workers: int) -> list[dict[str, Any]]:

@@ -14,9 +14,9 @@ import pytest
 from parquet_data import assert_row, row, write_parquet
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
-from streaming_core.derived_index import DERIVED_INDEX_NAME, DERIVED_LISTING_NAME
-from streaming_core.paths import state_dir
-from streaming_core.storage import clear_backend_cache
+from streaming_core.common.paths import state_dir
+from streaming_core.reading.derived_index import DERIVED_INDEX_NAME, DERIVED_LISTING_NAME
+from streaming_core.storage.facade import clear_backend_cache
 from tests.fixtures.data import ids_of, write_mds
 from tests.fixtures.servers import RunningServer
 
@@ -182,7 +182,7 @@ def test_over_s3_with_workers_and_a_rebuild(tmp_path: Any, s3_env: Any) -> None:
 
 
 def test_build_index_for_tools_equals_the_streams_derived_index(tmp_path: Any) -> None:
-    from streaming_core.derived_index import build_index
+    from streaming_core.reading.derived_index import build_index
     data = str(tmp_path / 'data')
     write_parquet(data, files=2, rows=30, row_group=7)
     StreamingDataset(local=data, batch_size=1)

@@ -108,8 +108,8 @@ def test_small_shards_are_mixed_within_about_one_block():
 
 def test_big_shards_warn_like_py1e():
     """py1n declares spreads_shards_within_block, so the planner warns for it as for py1e."""
-    from streaming_core.planning import EpochPlanner
-    from streaming_core.world import World
+    from streaming_core.ordering.planner import EpochPlanner
+    from streaming_core.ordering.world import World
     planner = EpochPlanner(samples_per_shard=np.array([100, 100]), shards_per_stream=np.array([2]),
                            choose_per_stream=np.array([200]), proportion_per_stream=np.array([1.0]), epoch_size=200,
                            batch_size=1, num_canonical_nodes=1, shuffle=True, shuffle_algo='py1n',

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming_core.planning import BLOCK_WARNING, EpochPlanner
-from streaming_core.registry import get_registry
-from streaming_core.world import World
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.ordering.planner import BLOCK_WARNING, EpochPlanner
+from streaming_core.ordering.world import World
 from streaming_py1e.py1 import Py1b, Py1br, Py1e, Py1s, py1br_blocks
 from streaming_py1e.py2s import Py2s
 from streaming_py1e.replay import Scratch, skip_uniform

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import RemoteNotFoundError
-from streaming_core.storage import clear_backend_cache, get_backend, list_with_stats, read_range
+from streaming_core.storage.facade import clear_backend_cache, get_backend, list_with_stats, read_range
 from tests.fixtures.servers import RunningServer
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
-from streaming_core.storage import clear_backend_cache, download_file, get_backend, list_objects, upload_file
+from streaming_core.storage.facade import clear_backend_cache, download_file, get_backend, list_objects, upload_file
 from tests.fixtures.fault_proxy import FaultProxy
 from tests.fixtures.servers import RunningServer, start_moto
 from tests.fixtures.storage_contract import FAST, Harness, StorageContract, unique

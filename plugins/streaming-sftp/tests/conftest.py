@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streaming_core.storage import clear_backend_cache
+from streaming_core.storage.facade import clear_backend_cache
 from tests.deps import require
 
 PASSWORD = 'sftp-pa55-w0rd-s3cr3t'

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
-from streaming_core.storage import download_file, exists, get_backend, list_objects, upload_file
+from streaming_core.storage.facade import download_file, exists, get_backend, list_objects, upload_file
 
 pytestmark = pytest.mark.slow
 

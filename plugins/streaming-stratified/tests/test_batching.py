@@ -12,9 +12,9 @@ import warnings
 import numpy as np
 import pytest
 
-from streaming_core.planning import EpochPlanner, apply_weights
-from streaming_core.registry import get_registry
-from streaming_core.world import World
+from streaming_core.machinery.lookup import get_registry
+from streaming_core.ordering.planner import EpochPlanner, apply_weights
+from streaming_core.ordering.world import World
 from streaming_stratified.methods import batch_parts, device_per_stream, per_stream, stratified
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

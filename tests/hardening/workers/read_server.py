@@ -32,7 +32,7 @@ def main() -> None:
     import streaming_jsonl  # noqa: F401
     import streaming_mds  # noqa: F401
     from streaming_core import StreamingDataset  # noqa: F401
-    from streaming_core.registry import get_registry
+    from streaming_core.machinery.lookup import get_registry
     from tests.hardening.hostile import read_everything
     for kind in ('format', 'compressor', 'codec', 'hash', 'storage', 'shuffle', 'batching'):
         get_registry(kind).names()

@@ -2,15 +2,15 @@
 ``ds[[1, 2]]``, ``ds[np.array(...)]``).
 
 Subclasses provide :attr:`size` and :meth:`get_item`; indexing is streaming-core's own
-(:func:`streaming_core.indexing.getitem`). ``streaming.StreamingDataset`` and ``streaming.LocalDataset`` are
-``Array`` subclasses, as in the reference.
+(:func:`streaming_core.reading.numpy_indexing.getitem`). ``streaming.StreamingDataset`` and ``streaming.LocalDataset``
+are ``Array`` subclasses, as in the reference.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from streaming_core.indexing import getitem
+from streaming_core.reading.numpy_indexing import getitem
 
 __all__ = ['Array']
 

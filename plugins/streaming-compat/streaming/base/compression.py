@@ -11,7 +11,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-from streaming_core import compression as _core
+from streaming_core.storage import compression as _core
 
 __all__ = ['Compression', 'LevelledCompression', 'Brotli', 'Bzip2', 'Gzip', 'Snappy', 'Zstandard', 'compress',
            'decompress', 'get_compression_extension', 'get_compressions', 'is_compression']

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from streaming_core.dataloader import StreamingDataLoader
+from streaming_core.reading.dataloader import StreamingDataLoader
 
 __all__ = ['StreamingDataLoader']

@@ -17,7 +17,7 @@ from typing import Any
 from streaming.base.array import Array
 from streaming.base.registry_utils import construct_from_registry
 from streaming.base.stream import Stream, streams_registry
-from streaming_core.dataset import StreamingDataset as _CoreDataset
+from streaming_core.reading.dataset import StreamingDataset as _CoreDataset
 
 __all__ = ['StreamingDataset']
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming_core import hashing as _core
+from streaming_core.storage import hashing as _core
 
 __all__ = ['get_hash', 'get_hashes', 'is_hash']
 

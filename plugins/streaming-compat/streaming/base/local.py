@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from streaming.base.array import Array
-from streaming_core.local import LocalDataset as _CoreLocalDataset
+from streaming_core.reading.local_dataset import LocalDataset as _CoreLocalDataset
 
 __all__ = ['LocalDataset']
 
 
 class LocalDataset(_CoreLocalDataset, Array):
-    """streaming-core's :class:`~streaming_core.local.LocalDataset`, also an :class:`~streaming.base.array.Array`.
+    """streaming-core's :class:`~streaming_core.reading.local_dataset.LocalDataset`, also an
+    :class:`~streaming.base.array.Array`.
 
     Args:
         local: The dataset directory (holding ``index.json``).

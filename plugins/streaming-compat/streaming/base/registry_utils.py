@@ -191,7 +191,7 @@ def _core_registry(kind: str | None) -> Any:
     """streaming-core's registry of ``kind`` when the core defines that kind, else None."""
     if kind is None:
         return None
-    from streaming_core.registry import KINDS, get_registry
+    from streaming_core.machinery.lookup import KINDS, get_registry
     return get_registry(kind) if kind in KINDS else None
 
 

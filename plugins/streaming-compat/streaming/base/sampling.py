@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from streaming_core.sampling import get_sampling
+from streaming_core.ordering.sampling import get_sampling
 
 __all__ = ['get_sampling']

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming_core.spanner import Spanner as _CoreSpanner
+from streaming_core.reading.spanner import Spanner as _CoreSpanner
 
 __all__ = ['Spanner']
 

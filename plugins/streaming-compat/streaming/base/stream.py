@@ -22,7 +22,7 @@ methods a custom stream may override is in the migration guide (docs/migrating.m
 from __future__ import annotations
 
 from streaming.base.registry_utils import create_registry
-from streaming_core.stream import Stream
+from streaming_core.reading.stream import Stream
 
 __all__ = ['Stream', 'streams_registry']
 

@@ -8,7 +8,7 @@ form of streaming-core (``rank=``, ``world_size=``, ``local_world_size=``) is ac
 
 from __future__ import annotations
 
-from streaming_core.world import World as _CoreWorld
+from streaming_core.ordering.world import World as _CoreWorld
 
 __all__ = ['World']
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming_core.convert import spark_types as _types
-from streaming_core.spark import dataframe_to_mds
+from streaming_core.tools.convert import spark_types as _types
+from streaming_core.tools.spark import dataframe_to_mds
 
 __all__ = ['dataframe_to_mds', 'infer_dataframe_schema', 'is_json_compatible', 'SPARK_TO_MDS']
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from streaming_core.index import FileInfo, get_index_basename, resolve_inside, shard_readers
+from streaming_core.reading.index_file import FileInfo, get_index_basename, resolve_inside, shard_readers
 from streaming_csv import CSVWriter, TSVWriter, XSVWriter
 from streaming_jsonl import JSONWriter
 from streaming_mds import MDSWriter

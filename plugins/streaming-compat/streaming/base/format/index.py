@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from streaming_core.index import get_index_basename
+from streaming_core.reading.index_file import get_index_basename
 
 __all__ = ['get_index_basename']

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.registry import get_registry
+from streaming_core.machinery.lookup import get_registry
 
 __all__ = ['get_shuffle', 'get_shuffle_naive', 'get_shuffle_py1br', 'get_shuffle_py1e', 'get_shuffle_py1s',
            'get_shuffle_py2s', 'algos']

@@ -1,7 +1,7 @@
 """``streaming.base.storage.download``: the reference's downloaders as facades over streaming-core's storage.
 
 ``CloudDownloader.get(remote)`` returns the provider class for the URL's scheme; every download goes through
-:func:`streaming_core.storage.download_file` (a unique temporary name and an atomic rename, the backend of the
+:func:`streaming_core.storage.facade.download_file` (a unique temporary name and an atomic rename, the backend of the
 storage plugin registered for the scheme, its credentials and environment variables).
 """
 
@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from streaming.base.storage.providers import check_available, reference_scheme
-from streaming_core import storage as _storage
+from streaming_core.storage import facade as _storage
 
 __all__ = ['CloudDownloader', 'S3Downloader', 'SFTPDownloader', 'GCSDownloader', 'OCIDownloader', 'AzureDownloader',
            'AzureDataLakeDownloader', 'HFDownloader', 'DatabricksUnityCatalogDownloader', 'DBFSDownloader',

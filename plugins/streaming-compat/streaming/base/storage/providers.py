@@ -10,7 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from streaming_core.errors import NotSupportedError, UnknownNameError, UnknownSchemeError
-from streaming_core.registry import get_registry
+from streaming_core.machinery.lookup import get_registry
 
 __all__ = ['PLUGIN_OF', 'reference_scheme', 'check_available', 'core_scheme']
 

@@ -1,7 +1,7 @@
 """``streaming.base.storage.upload``: the reference's uploaders as facades over streaming-core's storage.
 
 ``CloudUploader.get(out, keep_local, progress_bar, retry, exist_ok)`` returns the provider class for ``out``'s remote
-scheme. Uploads go through :func:`streaming_core.storage.upload_file`, which retries and then confirms the object
+scheme. Uploads go through :func:`streaming_core.storage.facade.upload_file`, which retries and then confirms the object
 exists; ``retry`` counts retries after the first attempt, as everywhere in streaming-core.
 """
 
@@ -13,9 +13,9 @@ import warnings
 from typing import Any
 
 from streaming.base.storage.providers import check_available, reference_scheme
-from streaming_core import storage as _storage
 from streaming_core.errors import DirectoryNotEmptyError
-from streaming_core.writer import parse_out
+from streaming_core.storage import facade as _storage
+from streaming_core.writing.writer import parse_out
 
 __all__ = ['CloudUploader', 'S3Uploader', 'GCSUploader', 'OCIUploader', 'HFUploader', 'AzureUploader',
            'AzureDataLakeUploader', 'DatabricksUnityCatalogUploader', 'DBFSUploader', 'AlipanUploader',

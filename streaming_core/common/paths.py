@@ -1,0 +1,79 @@
+"""Where streaming-core keeps node-local files: the default cache root, per-dataset directories and state.
+
+Everything streaming-core keeps *about* a local directory (its lock file, the record of which remote and which
+index version it holds) lives in that directory's state directory, ``<cache root>/state/<digest of its real
+path>/`` (:func:`state_dir`), never inside the directory itself: a local directory mirrors its remote exactly and
+may be read-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+__all__ = ['CACHE_ENV', 'cache_root', 'default_local', 'coordination_dir', 'state_dir', 'state_key', 'state_root',
+           'COORD_NAME', 'LOCK_NAME', 'STATE_DIR_NAME']
+
+#: Environment variable that overrides the cache root.
+CACHE_ENV = 'STREAMING_CORE_CACHE_DIR'
+#: Name of the hidden lock file earlier versions kept inside a local directory (no longer created; ignored and
+#: never counted as data where local files are listed).
+COORD_NAME = '.streaming-core.lock'
+#: Name of a local directory's lock file inside its state directory.
+LOCK_NAME = 'stream.lock'
+#: The subdirectory of the cache root holding the state directories.
+STATE_DIR_NAME = 'state'
+
+
+def cache_root() -> str:
+    """The cache root: ``$STREAMING_CORE_CACHE_DIR``, else ``$XDG_CACHE_HOME/streaming-core``, else
+    ``~/.cache/streaming-core``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.path.join(base, 'streaming-core')
+
+
+def default_local(remote: str) -> str:
+    """The default local directory of a remote: ``<cache root>/datasets/<hash of the remote URL>``.
+
+    Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks.
+    """
+    digest = hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest()
+    return os.path.join(cache_root(), 'datasets', digest)
+
+
+def coordination_dir(*parts: str) -> str:
+    """A directory under the cache root for node-local coordination files (plans, cache state)."""
+    path = os.path.join(cache_root(), *parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def state_root() -> str:
+    """``<cache root>/state``: the parent of every state directory (not created)."""
+    return os.path.join(cache_root(), STATE_DIR_NAME)
+
+
+def state_key(local_dir: str) -> str:
+    """The digest naming the state directory of ``local_dir`` (from its real path, so every spelling of one
+    directory, through symlinks or relative paths, shares one state directory)."""
+    real = os.path.realpath(os.path.abspath(os.path.expanduser(local_dir)))
+    return hashlib.blake2s(real.encode('utf-8'), digest_size=16).hexdigest()
+
+
+def state_dir(local_dir: str, create: bool = True) -> str:
+    """The state directory of a local directory: ``<cache root>/state/<digest of its real path>/``.
+
+    It holds what streaming-core keeps about the directory: its lock file (:data:`LOCK_NAME`) and the record of the
+    remote and index version it holds (see :mod:`streaming_core.reading.cache_record`).
+
+    Args:
+        local_dir: The local directory (a stream's split directory, the one holding ``index.json``).
+        create: Create the state directory when it does not exist.
+    """
+    path = os.path.join(state_root(), state_key(local_dir))
+    if create:
+        os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,149 @@
+"""The plugin manifest: which plugin registers which names, cached per environment so a lookup imports one plugin.
+
+A full plugin discovery (every builtin and entry point imported, every hook called) records, per kind, the plugin that
+registered each name, and where each plugin comes from (a builtin module, or an entry point's value and
+distribution). The record is written atomically to ``<cache root>/state/plugin-manifest-<environment>.json``
+(:func:`manifest_path`, one file per Python environment), keyed by the installed distributions
+(:func:`environment_key`). The file keeps the records of the last :data:`MAX_KEYS` keys, so scripts run from
+directories that change what is importable (an in-tree ``*.egg-info`` on ``sys.path[0]``) do not rebuild it in turn.
+
+The key is computed without importing :mod:`importlib.metadata` or reading any entry-point file: it is a digest of
+every package-metadata entry on ``sys.path`` (``*.dist-info``, ``*.egg-info``, ``*.egg-link``, ``*.pth`` and the
+``__editable__`` finders), each with its modification time and, for metadata directories, that of their
+``entry_points.txt``. Installing, upgrading, uninstalling or reinstalling (editable or not) a distribution changes
+it, so the manifest is rebuilt by the next full discovery. A manifest that cannot be read, has another format
+version or another key is ignored (never trusted); one whose plugin turns out not to register the name it claims
+is distrusted by the host, which then runs a full discovery and rewrites it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ['MANIFEST_VERSION', 'environment_key', 'manifest_path', 'read_manifest', 'write_manifest']
+
+#: The format version of the manifest file; another version is ignored.
+MANIFEST_VERSION = 2
+#: How many environment keys one manifest file remembers (the least recently written are dropped).
+MAX_KEYS = 8
+_SUFFIXES = ('.dist-info', '.egg-info', '.egg-link', '.pth')
+
+
+def _entry_stamp(directory: str, name: str) -> tuple[str, int, int]:
+    """``(path, mtime_ns, entry_points.txt mtime_ns or -1)`` of one metadata entry."""
+    path = os.path.join(directory, name)
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return path, -1, -1
+    try:
+        ep_mtime = os.stat(os.path.join(path, 'entry_points.txt')).st_mtime_ns
+    except OSError:
+        ep_mtime = -1
+    return path, mtime, ep_mtime
+
+
+def environment_key(path: list[str] | None = None) -> str:
+    """A digest of the installed distributions' metadata on ``path`` (default ``sys.path``): names and mtimes.
+
+    Cheap (one directory listing per ``sys.path`` entry and a few ``stat`` calls); it imports nothing.
+    """
+    stamps: list[tuple[str, int, int]] = []
+    for entry in sys.path if path is None else path:
+        directory = os.path.abspath(entry or os.curdir)
+        try:
+            names = os.listdir(directory)
+        except OSError:  # a zip file or a missing directory: its own stamp
+            if os.path.isfile(directory):
+                stamps.append(_entry_stamp(os.path.dirname(directory), os.path.basename(directory)))
+            continue
+        for name in names:
+            if name.endswith(_SUFFIXES) or name.startswith('__editable__'):
+                stamps.append(_entry_stamp(directory, name))
+    digest = hashlib.blake2s(digest_size=16)
+    digest.update(f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0'.encode())
+    for stamp in sorted(set(stamps)):
+        digest.update(f'{stamp[0]}\0{stamp[1]}\0{stamp[2]}\n'.encode('utf-8', 'surrogateescape'))
+    return digest.hexdigest()
+
+
+def manifest_path() -> str:
+    """``<cache root>/state/plugin-manifest-<digest of sys.prefix>.json``: one manifest per Python environment."""
+    from streaming_core.common.paths import state_root
+    env = hashlib.blake2s(os.path.realpath(sys.prefix).encode('utf-8'), digest_size=8).hexdigest()
+    return os.path.join(state_root(), f'plugin-manifest-{env}.json')
+
+
+def _valid(data: Any) -> bool:
+    """True when ``data`` is one key's record with the expected shape."""
+    if not isinstance(data, dict):
+        return False
+    plugins, names = data.get('plugins'), data.get('names')
+    if not isinstance(plugins, dict) or not isinstance(names, dict):
+        return False
+    for info in plugins.values():
+        if not isinstance(info, dict) or not isinstance(info.get('module'), str):
+            return False
+    for table in names.values():
+        if not isinstance(table, dict) or not all(isinstance(p, str) and p in plugins for p in table.values()):
+            return False
+    return True
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    """The ``{key: record}`` table of the file, empty when it is missing, unreadable or of another version."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get('version') != MANIFEST_VERSION or \
+            not isinstance(data.get('manifests'), dict):
+        return {}
+    return data['manifests']
+
+
+def read_manifest(key: str, path: str | None = None) -> dict[str, Any] | None:
+    """The record (``{'plugins': ..., 'names': ...}``) for ``key`` in the file at ``path`` (default
+    :func:`manifest_path`) when it is there and well formed, else None."""
+    record = _read_file(path or manifest_path()).get(key)
+    return record if _valid(record) else None
+
+
+def write_manifest(key: str, plugins: dict[str, dict[str, str]], names: dict[str, dict[str, str]],
+                   path: str | None = None) -> str | None:
+    """Record ``key``'s manifest atomically (a unique temporary name, then a rename); return the file's path, or None
+    when the cache root is not writable (the manifest is an optimisation: failing to write it is not an error).
+
+    Args:
+        key: The :func:`environment_key` it is valid for.
+        plugins: ``{plugin name: {'module': ..., 'origin': 'builtin' | 'entry_point', 'distribution': ...,
+            'version': ...}}``.
+        names: ``{kind: {registered name: plugin name}}``.
+        path: Where to write (default :func:`manifest_path`).
+    """
+    import time
+
+    path = path or manifest_path()
+    table = {k: v for k, v in _read_file(path).items() if _valid(v) and k != key}
+    table[key] = {'plugins': plugins, 'names': names, 'written': time.time()}
+    keep = sorted(table, key=lambda k: table[k].get('written', 0) if isinstance(table[k].get('written'),
+                                                                                   (int, float)) else 0)[-MAX_KEYS:]
+    data = {'version': MANIFEST_VERSION, 'manifests': {k: table[k] for k in keep}}
+    tmp = f'{path}.{os.getpid()}.{id(data):x}.tmp'
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, 'w', encoding='utf-8') as f:
+            json.dump(data, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return None
+    return path

@@ -1,0 +1,637 @@
+"""The binary, node-shared form of a stream's ``index.json``: built once per node, memory-mapped by every process.
+
+Parsing a big ``index.json`` and building one reader object per shard dominates start-up at 10^5-10^6 shards. The
+first process of a node that needs an index version converts it into a compact columnar file in the stream's state
+directory (:func:`streaming_core.common.paths.state_dir`), keyed by the index source identity
+(:class:`streaming_core.reading.index_sync.SyncedIndex`); every other rank and DataLoader worker maps it read-only.
+
+The file holds, per shard, its sample count, its raw and compressed byte totals and a *template id*; per file of a
+shard, its size, its name and its hash values (offsets into one string table). A template is a shard entry minus its
+per-shard fields (``samples`` and the ``raw_*``/``zip_*`` file objects): format, column layout, compression...; an
+index usually has one. A shard's entry is rebuilt exactly (the dict
+:func:`streaming_core.reading.index_file.shard_readers` would have used) from its template and its per-shard fields, so
+every format plugin reads it unchanged; the reader is created on first touch (:class:`ShardTable`).
+
+Layout: ``MAGIC``, a little-endian ``u64`` header length, the header (JSON: identity, templates, and each array's
+dtype, offset and length), the arrays (8-byte aligned), then a trailer: the ``xxh3_64`` of everything before it and
+``END_MAGIC``. A file of the wrong size, with a bad checksum, magic or identity, is never trusted: it is rebuilt.
+Files are written to a temporary name and renamed into place, so a process killed while writing leaves nothing a
+later process trusts; building takes an exclusive kernel-released lock, so the processes of a node build once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import mmap
+import os
+import struct
+import tempfile
+import time
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from streaming_core.errors import IndexFormatError, UnknownNameError
+from streaming_core.reading.index_file import FileInfo, check_basename
+
+__all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
+           'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES']
+
+logger = logging.getLogger('streaming_core.reading.binary_index')
+
+MAGIC = b'SCBINDX1'
+END_MAGIC = b'SCBIEND1'
+FORMAT_VERSION = 2
+#: How many binary index versions a state directory keeps (a job still running on an older index version may
+#: start workers that map it).
+KEEP_VERSIONS = 4
+#: Bytes a column being built keeps in memory before spilling to disk.
+SPILL_BYTES = 1 << 20
+_U64 = struct.Struct('<Q')
+_TRAILER = 16
+
+
+class BinaryIndexError(Exception):
+    """A binary index file is absent, truncated, corrupt or of another identity (callers rebuild it)."""
+
+
+def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
+    """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors)."""
+    if type(obj) is dict and len(obj) == 3:
+        name, size, hashes = obj.get('basename'), obj.get('bytes'), obj.get('hashes')
+        if type(name) is str and type(size) is int and 0 <= size <= _MAX_INT64 and type(hashes) is dict and all(
+                type(k) is str and type(v) is str and _HEXCHARS.issuperset(v) for k, v in hashes.items()):
+            check_basename(name, where)
+            return name, size, hashes
+    info = FileInfo.from_json(obj, where)
+    if info.bytes > _MAX_INT64:
+        raise IndexFormatError(f'{where}: "bytes" {info.bytes} is larger than any file can be.')
+    return info.basename, info.bytes, dict(info.hashes)
+
+
+_HEXCHARS = frozenset('0123456789abcdef')
+_MAX_INT64 = (1 << 63) - 1
+
+
+def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str, identity: str,
+                 spill_dir: str | None = None) -> tuple[dict[str, Any], dict[str, Column]]:
+    """The header and columns of the binary form of an index (write them with :func:`write_binary`).
+
+    Args:
+        index: The parsed index (``parse_index_text``'s result), or an iterable of its shard entries (such as
+            :func:`streaming_core.reading.index_file_stream.iter_index_entries` streams from a file, in bounded memory:
+            the tables grow in compact arrays, about 100 bytes per shard, never one Python object per shard).
+        path: The ``index.json`` it came from (named in errors).
+        identity: The index source identity recorded in the header.
+        spill_dir: Where columns that outgrow their in-memory buffer spill (anonymous files, gone when closed or
+            when the process dies): memory stays bounded whatever the number of shards. Default: the system's
+            temporary directory.
+
+    Raises:
+        IndexFormatError: an entry is malformed (naming the file and the shard).
+    """
+    entries = index['shards'] if isinstance(index, Mapping) else index
+    samples, template_ids = Column('q', spill_dir), Column('i', spill_dir)
+    raw_bytes, zip_bytes, file_start = Column('q', spill_dir), Column('q', spill_dir), Column('q', spill_dir)
+    file_bytes, file_name = Column('q', spill_dir), Column('q', spill_dir)
+    hash_start, hash_str = Column('q', spill_dir, [0]), Column('q', spill_dir)
+    str_off, blob = Column('q', spill_dir, [0]), Column('B', spill_dir)
+    templates: list[dict[str, Any]] = []
+    template_of: dict[str, int] = {}
+    layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
+    last: tuple[Any, Any, int] | None = None
+    stats: list[list[int]] = []  # per template: [shard of least raw bytes per sample, its raw, its count, max file]
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects (shard {i} is '
+                                   f'{type(entry).__name__}).')
+        count = entry.get('samples')
+        if type(count) is not int or not 0 <= count <= _MAX_INT64:
+            raise IndexFormatError(f'{path} shard {i}: "samples" must be a non-negative integer that a shard can '
+                                   f'hold, got {count!r}.')
+        samples.append(count)
+        keys = tuple(entry)
+        layout = layouts.get(keys)
+        if layout is None:
+            ordered = sorted(k for k in keys if k != 'samples')
+            layout = layouts[keys] = ([k for k in ordered if not k.startswith(('raw_', 'zip_'))],
+                                      [k for k in ordered if k.startswith(('raw_', 'zip_'))])
+        rest = {key: entry[key] for key in layout[0]}
+        slots: list[list[Any]] = []
+        file_start.append(len(file_bytes))
+        raw_total = zip_total = biggest = 0
+        for key in layout[1]:
+            value = entry[key]
+            if value is None:
+                slots.append([key, None])
+                continue
+            name, size, hashes = _check_file(value, f'{path} shard {i} {key}')
+            algos = sorted(hashes)
+            slots.append([key, algos])
+            file_bytes.append(size)
+            if size > biggest:
+                biggest = size
+            file_name.append(len(str_off) - 1)
+            blob.extend(name.encode('utf-8'))
+            str_off.append(len(blob))
+            for algo in algos:
+                hash_str.append(len(str_off) - 1)
+                blob.extend(hashes[algo].encode('ascii'))
+                str_off.append(len(blob))
+            hash_start.append(len(hash_str))
+            if key[0] == 'r':
+                raw_total += size
+            else:
+                zip_total += size
+        raw_bytes.append(raw_total)
+        zip_bytes.append(zip_total)
+        if last is not None and last[0] == rest and last[1] == slots:  # usually every shard shares one template
+            template_ids.append(last[2])
+        else:
+            last = _add_template(rest, slots, i, path, templates, template_of)
+            template_ids.append(last[2])
+            while len(stats) < len(templates):
+                stats.append([-1, 0, 0, 0])
+        stat = stats[last[2]]
+        if count and (stat[0] < 0 or raw_total * stat[2] < stat[1] * count):
+            stat[0], stat[1], stat[2] = i, raw_total, count
+        if biggest > stat[3]:
+            stat[3] = biggest
+        if i % 4096 == 4095:
+            for column in (samples, template_ids, raw_bytes, zip_bytes, file_start, file_bytes, file_name,
+                           hash_start, hash_str, str_off, blob):
+                column.maybe_spill()
+    file_start.append(len(file_bytes))
+    for template, stat in zip(templates, stats, strict=True):  # the format limits are checked from these alone
+        template['densest'] = stat[0] if stat[0] >= 0 else None
+        template['max_file_bytes'] = stat[3]
+    columns = {'samples': samples, 'template': template_ids, 'raw_bytes': raw_bytes, 'zip_bytes': zip_bytes,
+               'file_start': file_start, 'file_bytes': file_bytes, 'file_name': file_name, 'hash_start': hash_start,
+               'hash_str': hash_str, 'str_off': str_off, 'str_blob': blob}
+    digest = hashlib.blake2b(digest_size=16)
+    for column in (samples, blob):
+        for chunk in column.chunks():
+            digest.update(chunk)
+    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path,
+                              'num_shards': len(samples), 'templates': templates, 'layout': digest.hexdigest(),
+                              'arrays': {}}
+    relative = 0  # array offsets are relative to the end of the (padded) header
+    for name, column in columns.items():
+        header['arrays'][name] = [column.dtype, relative, len(column)]
+        relative += -(-column.nbytes // 8) * 8
+    return header, columns
+
+
+def _add_template(rest: dict[str, Any], slots: list[list[Any]], shard: int, path: str,
+                  templates: list[dict[str, Any]], template_of: dict[str, int]) -> tuple[Any, Any, int]:
+    """The template id of a shard whose template differs from the previous shard's (added when new)."""
+    try:
+        key_text = json.dumps([rest, slots], sort_keys=True)
+    except (TypeError, ValueError) as err:
+        raise IndexFormatError(f'{path} shard {shard}: the entry is not plain JSON ({err}).') from err
+    tid = template_of.get(key_text)
+    if tid is None:
+        tid = template_of[key_text] = len(templates)
+        templates.append({'entry': rest, 'slots': slots, 'first': shard})
+    return rest, slots, tid
+
+
+def _serialize(handle: Any, header: dict[str, Any], columns: Mapping[str, Column]) -> None:
+    """Write the file layout (see the module doc) to ``handle``, hashing as it goes."""
+    hasher = xxhash.xxh3_64()
+
+    def put(data: Any) -> None:
+        hasher.update(data)
+        handle.write(data)
+
+    header_bytes = json.dumps(header, sort_keys=True).encode('utf-8')
+    head = MAGIC + _U64.pack(len(header_bytes)) + header_bytes
+    put(head + bytes(-len(head) % 8))
+    for column in columns.values():
+        for chunk in column.chunks():
+            put(chunk)
+        if column.nbytes % 8:
+            put(bytes(-column.nbytes % 8))
+    handle.write(_U64.pack(hasher.intdigest()) + END_MAGIC)
+
+
+class Column:
+    """An append-only column of fixed-size values (``array`` type code) that spills to an anonymous file beyond
+    :data:`SPILL_BYTES` in memory.
+
+    Args:
+        typecode: ``'q'`` (int64), ``'i'`` (int32) or ``'B'`` (bytes).
+        spill_dir: Where the spill file is created (and at once unlinked).
+        initial: First values.
+    """
+
+    _DTYPES = {'q': '<i8', 'i': '<i4', 'B': '|u1'}
+
+    def __init__(self, typecode: str, spill_dir: str | None = None, initial: Sequence[int] = ()) -> None:
+        self.typecode = typecode
+        self.dtype = self._DTYPES[typecode]
+        self._buf = array(typecode, initial)
+        self._spill_dir = spill_dir
+        self._file: Any = None
+        self._spilled = 0  # values written to the spill file
+        self.append = self._buf.append
+        self.extend = self._buf.frombytes if typecode == 'B' else self._buf.extend
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._buf)
+
+    @property
+    def nbytes(self) -> int:
+        """The column's size in bytes."""
+        return len(self) * self._buf.itemsize
+
+    def maybe_spill(self) -> None:
+        """Move the in-memory values to the spill file when they exceed :data:`SPILL_BYTES`."""
+        if len(self._buf) * self._buf.itemsize < SPILL_BYTES:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(dir=self._spill_dir, prefix='binary-index-spill-')
+        self._buf.tofile(self._file)
+        self._spilled += len(self._buf)
+        del self._buf[:]
+
+    def chunks(self) -> Iterator[bytes]:
+        """The column's bytes, in order, in pieces of at most :data:`SPILL_BYTES`."""
+        if self._file is not None:
+            self._file.seek(0)
+            remaining = self._spilled * self._buf.itemsize
+            while remaining:
+                chunk = self._file.read(min(SPILL_BYTES, remaining))
+                remaining -= len(chunk)
+                yield chunk
+        if len(self._buf):
+            yield self._buf.tobytes()
+
+    def close(self) -> None:
+        """Drop the spill file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def binary_path(state_directory: str, identity: str) -> str:
+    """Where the binary index of one index version lives in a state directory."""
+    key = hashlib.blake2s(identity.encode('utf-8'), digest_size=12).hexdigest()
+    return os.path.join(state_directory, f'index-{key}.bin')
+
+
+def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column]) -> None:
+    """Write a binary index (:func:`build_binary`'s result) to ``path`` atomically (temporary name, fsync, rename)
+    and keep at most :data:`KEEP_VERSIONS` binary indexes in its directory (the most recently written)."""
+    from streaming_core.storage.facade import temp_name
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            _serialize(handle, header, columns)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    directory = os.path.dirname(path)
+    versions = []
+    for name in os.listdir(directory):
+        if name.startswith('index-') and name.endswith('.bin'):
+            try:
+                versions.append((os.path.getmtime(os.path.join(directory, name)), name))
+            except OSError:
+                pass
+    for _, name in sorted(versions, reverse=True)[KEEP_VERSIONS:]:
+        if os.path.join(directory, name) != path:
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _checksum(handle: Any, length: int) -> int:
+    """``xxh3_64`` of the first ``length`` bytes, read in chunks (through the mapping, every page would count in
+    this process's resident memory; read, they stay in the node's page cache only)."""
+    hasher = xxhash.xxh3_64()
+    handle.seek(0)
+    buf = bytearray(1 << 22)
+    view = memoryview(buf)
+    remaining = length
+    while remaining:
+        got = handle.readinto(view[:min(len(buf), remaining)])
+        if not got:
+            break
+        hasher.update(view[:got])
+        remaining -= got
+    return hasher.intdigest()
+
+
+def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:
+    """Map a binary index read-only after checking its size, magic, checksum and identity.
+
+    Returns:
+        ``(header, arrays, mapping)``: the arrays are views of the mapping.
+
+    Raises:
+        BinaryIndexError: the file is absent, truncated, corrupt or of another identity.
+    """
+    try:
+        with open(path, 'rb') as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < len(MAGIC) + 8 + _TRAILER:
+                raise BinaryIndexError(f'{path}: {size} bytes, too short for a binary index (truncated).')
+            mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            actual = _checksum(handle, size - _TRAILER)
+    except FileNotFoundError:
+        raise BinaryIndexError(f'{path} does not exist.') from None
+    except OSError as err:
+        raise BinaryIndexError(f'{path}: {err}') from err
+    try:
+        end = size - _TRAILER
+        if mm[:8] != MAGIC or mm[end + 8:] != END_MAGIC:
+            raise BinaryIndexError(f'{path}: bad magic (not a binary index, or truncated).')
+        (stored,) = _U64.unpack_from(mm, end)
+        if actual != stored:
+            raise BinaryIndexError(f'{path}: checksum mismatch (corrupt).')
+        (header_len,) = _U64.unpack_from(mm, 8)
+        header = json.loads(mm[16:16 + header_len])
+        if header.get('version') != FORMAT_VERSION:
+            raise BinaryIndexError(f'{path}: binary index version {header.get("version")!r}, expected '
+                                   f'{FORMAT_VERSION}.')
+        if identity is not None and header.get('identity') != identity:
+            raise BinaryIndexError(f'{path}: built for index {header.get("identity")!r}, not {identity!r}.')
+        data_start = -(-(16 + header_len) // 8) * 8
+        arrays = {}
+        for name, (dtype, offset, count) in header['arrays'].items():
+            arrays[name] = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=data_start + offset)
+    except BinaryIndexError:
+        mm.close()
+        raise
+    except (ValueError, KeyError, TypeError, struct.error) as err:
+        raise BinaryIndexError(f'{path}: unreadable header ({err}).') from err
+    return header, arrays, mm
+
+
+class ShardTable(Sequence[Any]):
+    """One stream's shards, from its mapped binary index: per-shard arrays, and readers created on first touch.
+
+    Indexing returns the shard's reader (built by its format plugin from exactly the entry ``index.json`` holds,
+    then kept); the arrays (:attr:`samples_per_shard`, :attr:`max_size_per_shard`...) never create readers.
+    Pickles as the stream, the index identity and the layout digest: the unpickled table maps the node's file,
+    rebuilding it where it is absent (see :meth:`streaming_core.reading.stream.Stream.shard_table`).
+
+    Args:
+        stream: The stream.
+        path: The binary index file.
+        header: Its header.
+        arrays: Its arrays.
+        mapping: The mapping the arrays view (kept open).
+        allow_unsafe_types: Passed to every reader.
+        built_here: Whether this process built the file.
+    """
+
+    def __init__(self, stream: Any, path: str, header: dict[str, Any], arrays: dict[str, NDArray[Any]],
+                 mapping: Any, allow_unsafe_types: bool, built_here: bool = False) -> None:
+        self.stream = stream
+        self.path = path
+        self.header = header
+        self.arrays = arrays
+        self._mapping = mapping
+        self.allow_unsafe_types = allow_unsafe_types
+        self.built_here = built_here
+        self._readers: dict[int, Any] = {}
+        self._template_text = [json.dumps(t['entry']) for t in header['templates']]
+        self._formats: list[Any] = []
+        self._check_templates()
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:
+        """The index source identity this table was built from."""
+        return self.header['identity']
+
+    @property
+    def layout(self) -> str:
+        """A digest of the shards' sample counts and file names and hashes (machine-independent)."""
+        return self.header['layout']
+
+    @property
+    def source(self) -> str:
+        """The ``index.json`` the table was built from."""
+        return self.header['source']
+
+    @property
+    def samples_per_shard(self) -> NDArray[np.int64]:
+        """Samples per shard (a view of the mapping)."""
+        return self.arrays['samples']
+
+    @property
+    def max_size_per_shard(self) -> NDArray[np.int64]:
+        """The most disk each shard occupies at once (raw plus compressed bytes)."""
+        return self.arrays['raw_bytes'] + self.arrays['zip_bytes']
+
+    def basename(self, shard: int) -> str:
+        """The name of the shard's first file (its raw data file, as ``reader.parts[0][0].basename``)."""
+        return self.entry(shard)[self._first_raw_key(int(self.arrays['template'][shard]))]['basename']
+
+    def _first_raw_key(self, tid: int) -> str:
+        slots = self.header['templates'][tid]['slots']
+        raws = [key for key, _ in slots if key.startswith('raw_')]
+        return 'raw_data' if 'raw_data' in raws else raws[0]
+
+    def __len__(self) -> int:
+        return int(self.header['num_shards'])
+
+    def _string(self, index: int) -> str:
+        off = self.arrays['str_off']
+        return bytes(self.arrays['str_blob'][int(off[index]):int(off[index + 1])]).decode('utf-8')
+
+    def entry(self, shard: int) -> dict[str, Any]:
+        """The shard's entry exactly as ``index.json`` holds it."""
+        if not 0 <= shard < len(self):
+            raise IndexError(f'shard {shard} out of range for {len(self)} shards of {self.source}.')
+        arrays = self.arrays
+        tid = int(arrays['template'][shard])
+        entry: dict[str, Any] = json.loads(self._template_text[tid])
+        entry['samples'] = int(arrays['samples'][shard])
+        row = int(arrays['file_start'][shard])
+        for key, algos in self.header['templates'][tid]['slots']:
+            if algos is None:
+                entry[key] = None
+                continue
+            first = int(arrays['hash_start'][row])
+            hashes = {algo: self._string(int(arrays['hash_str'][first + k])) for k, algo in enumerate(algos)}
+            entry[key] = {'basename': self._string(int(arrays['file_name'][row])),
+                          'bytes': int(arrays['file_bytes'][row]), 'hashes': hashes}
+            row += 1
+        return entry
+
+    def file_names(self, shard: int) -> list[str]:
+        """The names of the shard's files (raw and compressed, as the index lists them), without creating its
+        reader."""
+        arrays = self.arrays
+        first, end = int(arrays['file_start'][shard]), int(arrays['file_start'][shard + 1])
+        return [self._string(int(arrays['file_name'][row])) for row in range(first, end)]
+
+    def _make_reader(self, shard: int) -> Any:
+        where = f'{self.source} shard {shard}'
+        reader = self._formats[int(self.arrays['template'][shard])].reader(
+            self.entry(shard), allow_unsafe_types=self.allow_unsafe_types, where=where)
+        return reader
+
+    def __getitem__(self, shard: Any) -> Any:  # type: ignore[override]
+        if isinstance(shard, slice):
+            return [self[i] for i in range(*shard.indices(len(self)))]
+        shard = int(shard)
+        if shard < 0:
+            shard += len(self)
+        reader = self._readers.get(shard)
+        if reader is None:
+            reader = self._readers[shard] = self._make_reader(shard)
+        return reader
+
+    def __iter__(self) -> Iterator[Any]:
+        for shard in range(len(self)):
+            yield self[shard]
+
+    @property
+    def created(self) -> int:
+        """How many readers this process has created (the shards it touched)."""
+        return len(self._readers)
+
+    def hash_algorithms(self) -> list[tuple[str, list[str]]]:
+        """Per file slot of every template in use: ``(file name of its first shard, hash names recorded)`` for
+        the files a download would fetch (the compressed file of a part when there is one, else the raw one)."""
+        out = []
+        for template in self.header['templates']:
+            slots = dict((key, algos) for key, algos in template['slots'])
+            first = self.entry(int(template['first']))
+            for key in slots:
+                if not key.startswith('raw_'):
+                    continue
+                zipped = 'zip_' + key[4:]
+                use = zipped if slots.get(zipped) is not None else key
+                out.append((first[use]['basename'], list(slots[use] or [])))
+        return out
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _check_templates(self) -> None:
+        """Validate every template through its format plugin (one reader per template, with this dataset's
+        ``allow_unsafe_types``), then the per-shard limits the format states, vectorised."""
+        from streaming_core.machinery.lookup import get_registry
+        formats = get_registry('format')
+        self._formats = []
+        for template in self.header['templates']:
+            first = int(template['first'])
+            where = f'{self.source} shard {first}'
+            name = template['entry'].get('format')
+            if not isinstance(name, str):
+                raise IndexFormatError(f'{where}: missing or invalid "format" field: {name!r}.')
+            if template['entry'].get('version') != 2:
+                raise IndexFormatError(f'{where}: unsupported shard version {template["entry"].get("version")!r}; '
+                                       f'expected 2.')
+            try:
+                shard_format = formats.get(name)
+            except UnknownNameError as err:
+                raise UnknownNameError(f'{where}: {err}') from None
+            self._formats.append(shard_format)
+            reader = shard_format.reader(self.entry(first), allow_unsafe_types=self.allow_unsafe_types, where=where)
+            self._readers[first] = reader
+            self._check_limits(type(reader), len(self._formats) - 1)
+
+    def _check_limits(self, cls: type, tid: int) -> None:
+        """The format's per-shard limits, from the template's build-time statistics (its shard of least raw bytes
+        per sample, its largest file): no pass over the per-shard arrays, whose pages would count in every
+        process's resident memory, unless a limit is broken (then the offending shard is found and named)."""
+        template = self.header['templates'][tid]
+        arrays = self.arrays
+        per_sample = getattr(cls, 'min_bytes_per_sample', 0)
+        densest = template.get('densest')
+        if per_sample and densest is not None and \
+                int(arrays['samples'][densest]) * per_sample > int(arrays['raw_bytes'][densest]):
+            self._scan_limits(cls, tid)
+        limit = getattr(cls, 'max_file_bytes', None)
+        if limit is not None and int(template.get('max_file_bytes', 0)) > limit:
+            self._scan_limits(cls, tid)
+
+    def _scan_limits(self, cls: type, tid: int) -> None:
+        """Find and name the first shard of template ``tid`` that breaks a limit of its format (vectorised)."""
+        arrays = self.arrays
+        mine = np.flatnonzero(arrays['template'] == tid) if len(self.header['templates']) > 1 else None
+        raw = arrays['raw_bytes'] if mine is None else arrays['raw_bytes'][mine]
+        counts = arrays['samples'] if mine is None else arrays['samples'][mine]
+        per_sample = getattr(cls, 'min_bytes_per_sample', 0)
+        if per_sample:
+            bad = np.flatnonzero(counts * per_sample > raw)
+            if bad.size:
+                shard = int(bad[0]) if mine is None else int(mine[bad[0]])
+                self[shard]  # the format's own check names the shard and the sizes
+                raise IndexFormatError(f'{self.source} shard {shard}: {int(counts[bad[0]])} samples cannot fit in '
+                                       f'{int(raw[bad[0]])} bytes of shard files.')
+        limit = getattr(cls, 'max_file_bytes', None)
+        if limit is not None and int(arrays['file_bytes'].max(initial=0)) > limit:
+            rows = np.flatnonzero(arrays['file_bytes'] > limit)
+            shards = np.searchsorted(arrays['file_start'], rows, side='right') - 1
+            for shard in shards.tolist():
+                if mine is None or shard in set(mine.tolist()):
+                    self[shard]  # raises, naming the file
+
+    # ----------------------------------------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {'stream': self.stream, 'identity': self.identity, 'layout': self.layout,
+                'allow_unsafe_types': self.allow_unsafe_types}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        table = state['stream'].shard_table(state['allow_unsafe_types'], expect=(state['identity'], state['layout']))
+        self.__dict__.update(table.__dict__)
+
+
+def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: float) -> ShardTable:
+    """The mapped binary index of ``synced`` (a :class:`~streaming_core.reading.index_sync.SyncedIndex`) for ``stream``,
+    built under the state directory's lock by the first process of the node that needs it.
+
+    Raises:
+        IndexFormatError: the index is invalid (naming the file and the shard).
+    """
+    from streaming_core.common.paths import state_dir
+    from streaming_core.reading.index_file_stream import iter_index_entries
+    from streaming_core.storage.locking import RangeLocks
+    sdir = state_dir(stream.local_dir)
+    path = binary_path(sdir, synced.identity)
+    try:
+        header, arrays, mm = open_binary(path, synced.identity)
+        return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types)
+    except BinaryIndexError as err:
+        logger.debug('binary index not usable: %s', err)
+    locks = RangeLocks.for_path(os.path.join(sdir, 'binary-index.lock'))
+    locks.acquire(0, True, timeout, f'the binary index build of {synced.path}')
+    built = False
+    try:
+        try:
+            header, arrays, mm = open_binary(path, synced.identity)
+        except BinaryIndexError as err:
+            if os.path.exists(path):
+                logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
+            start = time.perf_counter()
+            header, columns = build_binary(iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path,
+                                           synced.identity, spill_dir=sdir)
+            try:
+                write_binary(path, header, columns)
+            finally:
+                for column in columns.values():
+                    column.close()
+            logger.info('built the binary index of %s (%d shards) in %.2f s', synced.path, header['num_shards'],
+                        time.perf_counter() - start)
+            built = True
+            header, arrays, mm = open_binary(path, synced.identity)
+    finally:
+        locks.release(0)
+    return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types, built_here=built)

@@ -1,0 +1,142 @@
+"""The record of what a local directory holds: which remote, and which version of its index.
+
+A stream with a remote keeps, in the state directory of its local directory
+(:func:`streaming_core.common.paths.state_dir`, never inside the local directory itself), a small JSON record:
+
+* ``remote`` / ``remote_dir``: the remote (and the remote of the split) in redacted form, for people and for
+  ``streaming cache``;
+* ``remote_key``: a digest of the exact remote location (credentials removed), used to compare remotes;
+* ``source_identity``: the identity of the remote index version the directory holds: the store's etag, size and
+  modification time when its backend can tell (local paths: size, mtime_ns and inode), else ``sha256:<digest>`` of
+  the index bytes;
+* ``index_sha256`` and ``index_stat``: the digest of the cached ``index.json`` bytes and its local
+  ``(size, mtime_ns, inode)`` when the record was written (a local copy changed behind our back is noticed);
+* ``checked_at`` / ``written_at``: when the remote was last compared and when the record was written.
+
+The record is written to a temporary name and renamed into place, under the stream's index lock
+(see :mod:`streaming_core.reading.index_sync`), so readers never see half a record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from streaming_core.common.paths import state_dir
+from streaming_core.errors import StreamingError
+from streaming_core.storage.facade import is_remote, local_path, write_file_atomic
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
+           'write_record', 'remote_key', 'file_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
+
+#: File name of the record inside a state directory.
+RECORD_NAME = 'record.json'
+#: Version of the record's layout.
+RECORD_VERSION = 1
+
+#: ``(size, mtime_ns, inode)`` of a local file.
+FileIdentity = tuple[int, int, int]
+
+
+class CacheRemoteMismatchError(StreamingError, ValueError):
+    """A local directory already holds another remote's data (``ValueError``, as the reference's "reused local
+    directory" error)."""
+
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 hex digest of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def remote_key(remote_dir: str) -> str:
+    """The comparison key of a remote location: local paths by their real path, URLs as written (credentials
+    and signatures removed, so rotating a token does not make a remote "another one")."""
+    if is_remote(remote_dir):
+        norm = redact_url(remote_dir.rstrip('/'))
+    else:
+        norm = 'file:' + os.path.realpath(os.path.abspath(os.path.expanduser(local_path(remote_dir))))
+    return hashlib.blake2b(norm.encode('utf-8'), digest_size=16).hexdigest()
+
+
+def is_in_place(remote_dir: str | None, local_dir: str) -> bool:
+    """Whether the remote is the local directory itself (a dataset read in place: nothing to copy or refresh)."""
+    if not remote_dir or is_remote(remote_dir):
+        return False
+    return os.path.realpath(local_path(remote_dir)) == os.path.realpath(local_dir)
+
+
+def file_identity(path: str) -> FileIdentity | None:
+    """``(size, mtime_ns, inode)`` of a local file, or ``None`` when it does not exist."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+@dataclass
+class CacheRecord:
+    """What a local directory holds (see the module docstring)."""
+
+    local_dir: str
+    remote: str
+    remote_dir: str
+    remote_key: str
+    split: str | None
+    source_identity: str
+    index_sha256: str
+    index_stat: list[int] | None
+    checked_at: float
+    written_at: float = field(default_factory=time.time)
+    version: int = RECORD_VERSION
+
+    @property
+    def local_stat(self) -> FileIdentity | None:
+        """:attr:`index_stat` as a tuple."""
+        return tuple(self.index_stat) if self.index_stat else None  # type: ignore[return-value]
+
+    def describe(self) -> str:
+        """A one-line description for messages: the remote (and split)."""
+        return self.remote_dir if not self.split else f'{self.remote_dir} (split {self.split!r})'
+
+    @classmethod
+    def from_json(cls, obj: Any) -> 'CacheRecord | None':
+        """The record in ``obj``, or ``None`` when it is not a record this version understands."""
+        if not isinstance(obj, dict) or obj.get('version') != RECORD_VERSION:
+            return None
+        try:
+            return cls(local_dir=str(obj['local_dir']), remote=str(obj['remote']), remote_dir=str(obj['remote_dir']),
+                       remote_key=str(obj['remote_key']), split=obj.get('split'),
+                       source_identity=str(obj['source_identity']), index_sha256=str(obj['index_sha256']),
+                       index_stat=[int(v) for v in obj['index_stat']] if obj.get('index_stat') else None,
+                       checked_at=float(obj['checked_at']), written_at=float(obj.get('written_at') or 0.0))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def read_record(directory: str) -> CacheRecord | None:
+    """The record in the state directory ``directory``; ``None`` when there is none or it is unreadable (a record
+    this version cannot read is treated as absent: the directory is then adopted again by comparing with the
+    remote)."""
+    try:
+        with open(os.path.join(directory, RECORD_NAME), 'rb') as handle:
+            return CacheRecord.from_json(json.loads(handle.read()))
+    except (OSError, ValueError):
+        return None
+
+
+def write_record(directory: str, record: CacheRecord) -> None:
+    """Write ``record`` into the state directory ``directory`` atomically (temporary name, then rename)."""
+    path = os.path.join(directory, RECORD_NAME)
+    record.written_at = time.time()
+    write_file_atomic(path, json.dumps(asdict(record), indent=1, sort_keys=True).encode('utf-8'), sync=False)
+
+
+def record_of(local_dir: str) -> CacheRecord | None:
+    """The record of a local directory (for tools such as ``streaming cache``); ``None`` when it has none."""
+    return read_record(state_dir(local_dir, create=False))

@@ -1,0 +1,194 @@
+"""The shard catalogue: every shard of a dataset's streams, in stream order, and where each sample lives.
+
+One object, built once per dataset, owns the streams -> shards -> samples table. The dataset, the map-style
+``LocalDataset``, the shard manager and the epoch iterator all read it; nothing else rebuilds any part of it. The
+tables are NumPy arrays (global shard ids are positions in stream order), so planning and lookups are vectorised;
+they come from each stream's memory-mapped binary index, so nothing per shard is created at construction (a shard's
+reader is created when it is first touched) and a pickled catalogue carries only its streams and index identities.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterator, Sequence, Union, overload
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streaming_core.errors import EmptyDatasetError
+from streaming_core.machinery.protocols import ShardReader
+from streaming_core.reading.binary_index import ShardTable
+from streaming_core.reading.spanner import Spanner
+from streaming_core.reading.stream import Stream
+
+__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource']
+
+#: One stream's shards: its mapped shard table (readers created on first touch) or a sequence of readers.
+ShardSource = Union[ShardTable, Sequence[ShardReader]]
+
+
+def _offsets(counts: NDArray[np.int64]) -> NDArray[np.int64]:
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+class CatalogueReaders(Sequence[ShardReader]):
+    """Every shard's reader in global shard order, created on first touch by the stream's shard table."""
+
+    def __init__(self, catalogue: 'ShardCatalogue') -> None:
+        self._catalogue = catalogue
+
+    def __len__(self) -> int:
+        return self._catalogue.num_shards
+
+    @overload
+    def __getitem__(self, shard: int) -> ShardReader: ...
+
+    @overload
+    def __getitem__(self, shard: slice) -> list[ShardReader]: ...
+
+    def __getitem__(self, shard: Any) -> ShardReader | list[ShardReader]:
+        if isinstance(shard, slice):
+            return [self[i] for i in range(*shard.indices(len(self)))]
+        shard = int(shard)
+        if shard < 0:
+            shard += len(self)
+        if not 0 <= shard < len(self):
+            raise IndexError(f'shard {shard} out of range for {len(self)} shards.')
+        cat = self._catalogue
+        stream = int(cat.stream_per_shard[shard])
+        return cat.sources[stream][shard - int(cat.shard_offset_per_stream[stream])]
+
+    def __iter__(self) -> Iterator[ShardReader]:
+        for source in self._catalogue.sources:
+            yield from source
+
+
+class ShardCatalogue:
+    """Every shard of ``streams`` (global shard ids in stream order) and the sample id -> ``(shard, row)`` map.
+
+    Args:
+        streams: The streams (with their defaults applied).
+        readers: Per stream, its shards: a :class:`~streaming_core.reading.binary_index.ShardTable` (what
+            :meth:`Stream.shard_table` returns: arrays, readers created on first touch) or any sequence of readers.
+
+    Attributes:
+        streams: The streams.
+        sources: Per stream, the sequence of its shards' readers given.
+        readers: One reader per shard, flat, in global shard order (a lazy sequence: a reader is created when first
+            indexed).
+        shards_per_stream, shard_offset_per_stream: Shards per stream and the first global shard id of each.
+        stream_per_shard: The stream of each shard.
+        shard_in_stream: Each shard's position within its stream.
+        samples_per_shard, sample_offset_per_shard: Samples per shard and the first global sample id of each.
+        samples_per_stream, sample_offset_per_stream: The same per stream.
+        num_samples: All samples of all streams.
+    """
+
+    def __init__(self, streams: Sequence[Stream], readers: Sequence[ShardSource]) -> None:
+        if len(streams) != len(readers):
+            raise ValueError(f'{len(streams)} streams but {len(readers)} reader lists.')
+        self.streams = list(streams)
+        self.sources: list[ShardSource] = [per if isinstance(per, ShardTable) else list(per) for per in readers]
+        self._build_tables()
+
+    def _build_tables(self) -> None:
+        self.readers: Sequence[ShardReader] = CatalogueReaders(self)
+        counts = [per.samples_per_shard if isinstance(per, ShardTable)
+                  else np.array([reader.samples for reader in per], dtype=np.int64) for per in self.sources]
+        self.shards_per_stream = np.array([len(per) for per in self.sources], dtype=np.int64)
+        self.shard_offset_per_stream = _offsets(self.shards_per_stream)
+        total = int(self.shards_per_stream.sum())
+        self.stream_per_shard = np.repeat(np.arange(len(self.streams), dtype=np.int64), self.shards_per_stream)
+        self.shard_in_stream = (np.arange(total, dtype=np.int64)
+                                - self.shard_offset_per_stream[self.stream_per_shard])
+        self.samples_per_shard = (np.concatenate(counts).astype(np.int64, copy=False) if counts
+                                  else np.zeros(0, dtype=np.int64))
+        self.sample_offset_per_shard = _offsets(self.samples_per_shard)
+        prefix = np.concatenate([[0], np.cumsum(self.samples_per_shard)]).astype(np.int64)
+        self.samples_per_stream = (prefix[self.shard_offset_per_stream + self.shards_per_stream]
+                                   - prefix[self.shard_offset_per_stream])
+        self.sample_offset_per_stream = _offsets(self.samples_per_stream)
+        self.num_samples = int(prefix[-1])
+        self._spanner = Spanner(self.samples_per_shard)
+
+    @classmethod
+    def load(cls, streams: Sequence[Stream], allow_unsafe_types: bool = False) -> 'ShardCatalogue':
+        """Bring every stream's index up to date, map its binary form and build the catalogue.
+
+        Raises:
+            EmptyDatasetError: a stream holds no samples (naming its index file).
+        """
+        tables = []
+        for stream in streams:
+            table = stream.shard_table(allow_unsafe_types)
+            if int(table.samples_per_shard.sum()) == 0:
+                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
+            tables.append(table)
+        return cls(streams, tables)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The streams and their sources only (a shard table pickles as its index identity): the tables are
+        recomputed from the mapped arrays when unpickled."""
+        return {'streams': self.streams, 'sources': self.sources}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.streams = state['streams']
+        self.sources = state['sources']
+        self._build_tables()
+
+    @property
+    def max_size_per_shard(self) -> NDArray[np.int64]:
+        """The most disk each shard occupies at once (raw plus compressed bytes), without creating readers for
+        shard tables."""
+        parts = [per.max_size_per_shard if isinstance(per, ShardTable)
+                 else np.array([reader.max_size for reader in per], dtype=np.int64) for per in self.sources]
+        return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+
+    def stream_layout(self, stream: int) -> str:
+        """A digest of one stream's shards (names, hashes, sample counts) that tells index versions apart."""
+        source = self.sources[stream]
+        if isinstance(source, ShardTable):
+            return source.layout
+        digest = hashlib.blake2b(digest_size=16)
+        for reader in source:
+            digest.update(reader.parts[0][0].basename.encode('utf-8') + b'\0')
+        return digest.hexdigest()
+
+    def basename(self, shard: int) -> str:
+        """The name of a shard's first raw file (for messages)."""
+        return self.readers[shard].parts[0][0].basename
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def num_shards(self) -> int:
+        """The number of shards of all streams."""
+        return int(self.stream_per_shard.size)
+
+    @property
+    def spanner(self) -> Spanner:
+        """The sample id -> ``(shard, row)`` map (the reference's ``Spanner`` interface)."""
+        return self._spanner
+
+    def locate(self, sample_id: int) -> tuple[int, int]:
+        """``(global shard id, row within the shard)`` of one global sample id.
+
+        Raises:
+            IndexError: the id is out of range.
+        """
+        return self._spanner[sample_id]
+
+    def locate_many(self, sample_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Vectorised :meth:`locate` (ids must be in range): ``(shard ids, rows)``."""
+        return self._spanner.locate(sample_ids)
+
+    def stream_of(self, shard: int) -> Stream:
+        """The stream a shard belongs to."""
+        return self.streams[int(self.stream_per_shard[shard])]
+
+    def layout_identity(self) -> str:
+        """A digest of every stream's shards and their sample counts: what a position in the sample order depends
+        on (the same on every machine, unlike the index files' stat identity)."""
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(self.shards_per_stream.tobytes())
+        digest.update(self.samples_per_shard.tobytes())
+        return digest.hexdigest()

@@ -1,0 +1,603 @@
+"""Indexes derived from the data: a stream whose directory has no ``index.json`` but holds files an *index builder*
+can index (``*.parquet``) is read through an index built from the files themselves.
+
+Called by :mod:`streaming_core.reading.index_sync` under the stream's index lock, so one process per node builds it. The
+derived index is a pure function of the builder and the sorted listing of the directory (names, sizes, etags /
+modification times): its identity is the digest of that listing (``derived:<builder>:<sha256>``). It is kept in the
+local directory's state directory (:func:`streaming_core.common.paths.state_dir`), never in the user's directory, next
+to the listing it was built from, and rebuilt when the listing changes. When the stream copies files from a remote,
+every local copy of a file whose listing entry changed or disappeared is removed before the new index is installed,
+so a replaced remote file is never served from a stale copy.
+
+Choosing the builder: ``format=`` names one (its files are selected by its patterns; other files are ignored);
+otherwise the builders whose patterns match the listing are found and exactly one must match. An empty directory,
+a directory with no file any builder indexes, or one with files of several builders is an error saying what was
+found and what to pass.
+
+Foreign indexes: an ``index.json`` that is not ours (a JSON object with no ``shards`` key, such as litdata's
+``{"chunks": [...], "config": {...}}``) is handed to the index builder that claims it: a builder with a
+``claims_index(obj) -> bool`` method, called with the parsed object (``format=`` names one, or exactly one must
+claim it). The builder's ``build`` receives that one file (``index.json``, its bytes already read) and may read the
+directory's other files by name. The derived index follows the same rules as above, its identity being the digest
+of the builder and the index file's content (``derived:<builder>:<sha256>``): it is rebuilt when the foreign index
+changes, and local copies the new version does not vouch for (same size and hash in both) are removed first. No
+builder claiming it is an :class:`ForeignIndexError` naming the file and, for a format we know
+(:data:`KNOWN_FOREIGN_INDEXES`), the distribution to install.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streaming_core.errors import (
+    IndexFormatError,
+    IndexNotFoundError,
+    StreamingError,
+    UnknownNameError,
+    UnsafePathError,
+)
+from streaming_core.reading.index_file import (
+    INDEX_BASENAME,
+    check_basename,
+    index_text,
+    parse_index_text,
+    resolve_inside,
+)
+from streaming_core.storage.facade import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
+           'DERIVED_LISTING_NAME', 'KNOWN_FOREIGN_INDEXES', 'list_source', 'choose_builder', 'listing_identity',
+           'derive_index', 'builder_matches', 'build_index', 'foreign_index', 'claiming_builder',
+           'derive_foreign_index', 'build_foreign_index', 'FormatOptionError', 'configure_builder',
+           'describe_options']
+
+logger = logging.getLogger('streaming_core.reading.derived_index')
+
+#: The derived index's file name in the state directory.
+DERIVED_INDEX_NAME = 'derived-index.json'
+#: The listing the derived index was built from (identity, builder, files), in the state directory.
+DERIVED_LISTING_NAME = 'derived-listing.json'
+
+#: ``read(name, start, length) -> bytes``: a ranged read of one listed file (``name`` relative to the directory).
+RangeReader = Callable[[str, int, int], bytes]
+
+
+class DerivedIndexError(StreamingError, ValueError):
+    """A directory without ``index.json`` cannot be indexed from its files (empty, no indexable files, several
+    formats, or a builder refused the files)."""
+
+
+class NoDatasetError(DerivedIndexError, FileNotFoundError):
+    """Nothing at all where a dataset should be: no ``index.json`` and no files (a ``FileNotFoundError`` too, as a
+    missing ``index.json`` always was)."""
+
+
+class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
+    """Nothing in the local directory of a stream without a remote: also a ``RuntimeError``, as the reference raises
+    for a missing local ``index.json`` with no remote."""
+
+
+class FormatOptionError(StreamingError, ValueError):
+    """A stream's ``format_options`` (or ``columns=``) name an option its format does not take, or have a value the
+    format refuses; the message names the option and the format."""
+
+
+class ForeignIndexError(IndexFormatError):
+    """A directory's ``index.json`` is not a streaming index (no ``shards``) and no installed index builder claims
+    it; the message names the file and, for a known format, the distribution that reads it."""
+
+
+def _is_litdata(obj: dict[str, Any]) -> bool:
+    return isinstance(obj.get('chunks'), list) and isinstance(obj.get('config'), dict)
+
+
+#: Foreign ``index.json`` layouts the core recognises without their plugin (for the install hint when no builder
+#: claims one): format name -> test of the parsed object. The distribution comes from ``INSTALL_HINTS``.
+KNOWN_FOREIGN_INDEXES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    'litdata': _is_litdata,
+}
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a stream's directory, as listed.
+
+    Attributes:
+        name: Its path relative to the directory, ``/``-separated (``data/train-00000.parquet``).
+        size: Its size in bytes.
+        etag: The store's entity tag, when the listing reports one.
+        mtime: Its modification time as the store reports it (nanoseconds for local files), when known.
+    """
+
+    name: str
+    size: int
+    etag: str | None = None
+    mtime: str | None = None
+
+    def key(self) -> list[Any]:
+        """What identifies this version of the file in a listing."""
+        return [self.name, self.size, self.etag or '', self.mtime or '']
+
+
+def _hidden(name: str) -> bool:
+    return any(part.startswith('.') for part in name.split('/')) or name.endswith('.tmp')
+
+
+def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
+                options: dict[str, Any] | None = None) -> list[SourceFile]:
+    """The files under the directory ``root`` (a local path or URL), sorted by name, with sizes and etags / mtimes.
+
+    Hidden files (a path component starting with ``.``) and temporary files (``*.tmp``) are left out.
+
+    Raises:
+        DerivedIndexError: the store's listing gives no size for a file.
+    """
+    if not is_remote(root):
+        path = local_path(root)
+        if not os.path.isdir(path):
+            return []
+        prefix = path.rstrip(os.sep) + os.sep
+    else:
+        prefix = root.rstrip('/') + '/'
+    found = []
+    for item in list_with_stats(prefix, timeout=timeout, retries=retries, options=options):
+        url = local_path(item.url) if not is_remote(root) else item.url
+        if not url.startswith(prefix):
+            continue
+        name = url[len(prefix):]
+        if not is_remote(root):
+            name = name.replace(os.sep, '/')
+        if not name or _hidden(name):
+            continue
+        if item.stat.size is None:
+            raise DerivedIndexError(f'The listing of {redact_url(root)} gives no size for {name}; its storage backend '
+                                    f'cannot describe files for a derived index. Write an index.json instead.')
+        found.append(SourceFile(name, int(item.stat.size), item.stat.etag, item.stat.mtime))
+    return sorted(found, key=lambda item: item.name)
+
+
+def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
+    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name)."""
+    patterns = tuple(builder.patterns)
+    return [item for item in files
+            if any(fnmatch.fnmatchcase(item.name, p) or fnmatch.fnmatchcase(item.name.rsplit('/', 1)[-1], p)
+                   for p in patterns)]
+
+
+def _summary(files: Sequence[SourceFile], limit: int = 5) -> str:
+    names = [item.name for item in files[:limit]]
+    more = f' and {len(files) - limit} more' if len(files) > limit else ''
+    return ', '.join(names) + more
+
+
+def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> tuple[str, Any, list[SourceFile]]:
+    """Pick the index builder for a directory without ``index.json``.
+
+    Args:
+        fmt: The ``format=`` the user gave (``None``: detect from the files).
+        files: The directory's listing.
+        where: The directory, for messages.
+
+    Returns:
+        ``(builder name, builder, the files it indexes)``.
+
+    Raises:
+        UnknownNameError: ``fmt`` names no index builder (listing the installed ones).
+        DerivedIndexError: nothing to index, or several formats and no ``format=``.
+    """
+    from streaming_core.machinery.lookup import get_registry
+    registry = get_registry('index_builder')
+    if fmt is not None:
+        try:
+            builder = registry.get(fmt)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'format={fmt!r} for {where}: {err}') from None
+        selected = builder_matches(builder, files)
+        if not selected and not tuple(builder.patterns):
+            raise DerivedIndexError(f'{where} has no index.json; the {fmt!r} index builder (format={fmt!r}) reads '
+                                    f'only a directory\'s own index.json (of its format). Point `remote`/`local` at '
+                                    f'the directory holding it.')
+        if not selected:
+            found = f'found {len(files)} other file(s): {_summary(files)}' if files else 'it is empty'
+            raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(builder.patterns)} file for '
+                                    f'format={fmt!r} ({found}). Point `remote`/`local` at the directory holding the '
+                                    f'files.')
+        return fmt, builder, selected
+    if not files:
+        raise NoDatasetError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
+                                f'directory (an index.json, or data files such as *.parquet with format=...).')
+    matches = []
+    for entry in registry.entries():
+        selected = builder_matches(entry.obj, files)
+        if selected:
+            matches.append((entry.name, entry.obj, selected))
+    if len(matches) == 1:
+        return matches[0]
+    installed = ', '.join(registry.names()) or '(none)'
+    if not matches:
+        raise DerivedIndexError(f'{where} has no index.json and none of its {len(files)} file(s) ({_summary(files)}) '
+                                f'is of a format that indexes itself (installed index builders: {installed}). Write '
+                                f'an index.json (streaming convert), or install the plugin of the format and pass '
+                                f'format=NAME.')
+    found = '; '.join(f'{len(sel)} {name} file(s) ({_summary(sel, 2)})' for name, _, sel in matches)
+    raise DerivedIndexError(f'{where} has no index.json and holds files of several formats: {found}. Pass format= '
+                            f'one of {[name for name, _, _ in matches]} to choose.')
+
+
+def describe_options(options: dict[str, Any] | None) -> str:
+    """A short, stable text of format options (``columns=id,text;split=train``): sorted by name, a list as its
+    items joined by commas, ``True`` as the bare name; empty when there are none."""
+    parts = []
+    for key in sorted(options or {}):
+        value = options[key]  # type: ignore[index]
+        if value is True:
+            parts.append(key)
+        elif isinstance(value, (list, tuple)):
+            parts.append(f'{key}={",".join(str(item) for item in value)}')
+        elif isinstance(value, str):
+            parts.append(f'{key}={value}')
+        else:
+            parts.append(f'{key}={json.dumps(value, sort_keys=True, separators=(",", ":"))}')
+    return ';'.join(parts)
+
+
+def configure_builder(name: str, builder: Any, options: dict[str, Any] | None, where: str) -> Any:
+    """The index builder ``builder`` (registered as ``name``) configured with a stream's format options.
+
+    A builder takes options by declaring ``option_names`` (the names it accepts) and a ``configure(options) ->
+    builder`` method returning the builder to use (it checks the values). With no options, ``builder`` itself.
+
+    Raises:
+        FormatOptionError: an option the builder does not take (naming it, the format and the ones it takes), or
+            a value ``configure`` refuses (its message, naming the format).
+    """
+    if not options:
+        return builder
+    accepted = tuple(getattr(builder, 'option_names', ()) or ())
+    unknown = [key for key in options if key not in accepted]
+    if unknown or not callable(getattr(builder, 'configure', None)):
+        takes = f'it takes {", ".join(repr(key) for key in accepted)}' if accepted else 'it takes no options'
+        raise FormatOptionError(
+            f'format option {", ".join(repr(key) for key in (unknown or list(options)))} for {where}: the {name!r} '
+            f'format does not take it ({takes}). Remove it from `format_options` / `columns`, or read the directory '
+            f'with a format that has it.')
+    try:
+        return builder.configure(dict(options))
+    except (TypeError, ValueError) as err:
+        raise FormatOptionError(f'format_options={options!r} for {where} (format {name!r}): {err}') from None
+
+
+def listing_identity(builder_name: str, files: Sequence[SourceFile], options: dict[str, Any] | None = None) -> str:
+    """The identity of a derived index: its builder, its format options and the digest of the sorted listing
+    (``derived:parquet:<sha256>``, or ``derived:parquet[columns=id,text]:<sha256>`` with options): different
+    options are a different index."""
+    listing = [item.key() for item in sorted(files, key=lambda f: f.name)]
+    if options:
+        text = json.dumps([builder_name, listing, options], separators=(',', ':'), sort_keys=True)
+        label = f'{builder_name}[{describe_options(options)}]'
+    else:
+        text = json.dumps([builder_name, listing], separators=(',', ':'))
+        label = builder_name
+    return f'derived:{label}:{hashlib.sha256(text.encode()).hexdigest()}'
+
+
+def _kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> bytes | None:
+    """The derived index kept at ``path`` when its recorded listing has ``identity`` and its bytes still match the
+    recorded digest (else None: it is built again)."""
+    if listing is None or listing.get('identity') != identity:
+        return None
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == listing.get('index_sha256') else None
+
+
+def _read_listing(sdir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(sdir, DERIVED_LISTING_NAME), 'rb') as handle:
+            obj = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
+
+
+def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
+    """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
+    present copy of a listed name when the previous listing is unknown)."""
+    new = {item.name: item.key() for item in files}
+    previous = {}
+    if old is not None:
+        previous = {row[0]: row for row in old['files'] if isinstance(row, list) and row and isinstance(row[0], str)}
+    real_root = os.path.realpath(local_dir)
+    stale = []
+    for name in sorted(set(new) | set(previous)):
+        if old is not None and name in new and previous.get(name) == new[name]:
+            continue
+        try:
+            check_basename(name, 'listing')
+            path = resolve_inside(local_dir, name, 'listing', real_root)
+        except (IndexFormatError, UnsafePathError):
+            continue
+        if os.path.lexists(path):
+            stale.append(path)
+    return stale
+
+
+def _build(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
+           options: dict[str, Any] | None, preread: dict[str, bytes] | None = None) -> bytes:
+    """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable).
+    ``preread`` holds files already read whole (served from memory)."""
+    where = redact_url(source)
+    known = preread or {}
+
+    def read(file_name: str, start: int, length: int) -> bytes:
+        if file_name in known:
+            return known[file_name][start:start + length]
+        return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
+
+    index = builder.build(list(files), read, where=where)
+    shards = index.get('shards') if isinstance(index, dict) else None
+    if not isinstance(shards, list):
+        raise DerivedIndexError(f'The {name} index builder returned no {{"shards": [...]}} index for {where}.')
+    data = index_text(shards).encode('utf-8')
+    label = f'the {name} index derived from {where}'
+    from streaming_core.reading.index_file import shard_readers
+    shard_readers(parse_index_text(data, label), label)  # every entry readable by its format
+    return data
+
+
+def build_index(source: str, *, fmt: str | None = None, timeout: float = 60.0, retries: int = 2,
+                options: dict[str, Any] | None = None,
+                format_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index derived from the files of the directory ``source`` (no ``index.json``), built now and not kept
+    (for tools such as ``streaming inspect``; streams use the node's cached copy).
+
+    Args:
+        source: A local directory or a remote URL.
+        fmt: The index builder to use (``None``: detect it from the files).
+        timeout: Per-request timeout in seconds.
+        retries: Retries after the first attempt of each request.
+        options: Storage backend options.
+        format_options: The index builder's options (``{'columns': [...]}``...; see :func:`configure_builder`).
+
+    Raises:
+        DerivedIndexError: nothing to index, several formats, or a builder's invalid result.
+        FormatOptionError: an option the builder does not take.
+    """
+    files = list_source(source, timeout=timeout, retries=retries, options=options)
+    name, builder, selected = choose_builder(fmt, files, redact_url(source))
+    builder = configure_builder(name, builder, format_options, redact_url(source))
+    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
+    return json.loads(data)
+
+
+def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[str, bytes, str]:
+    """The derived index of ``stream``'s directory ``source``, built when its listing changed (caller holds the
+    stream's index lock).
+
+    Args:
+        stream: The stream (``format``, ``download_timeout``, ``download_retry``, ``storage_options``,
+            ``local_dir``).
+        source: The directory holding the data files (the remote directory, or the local one without a remote).
+        sdir: The local directory's state directory.
+        copies: Whether ``stream.local_dir`` holds copies of the files (then stale copies are removed).
+
+    Returns:
+        ``(path of the derived index, its bytes, its identity)``.
+
+    The stream's ``format_options`` configure the builder (:func:`configure_builder`) and are part of the identity.
+
+    Raises:
+        DerivedIndexError: see :func:`choose_builder`, or the builder's result is not a valid index.
+        FormatOptionError: an option the builder does not take, or a value it refuses.
+    """
+    timeout = float(stream.download_timeout or 60.0)
+    retries = int(stream.download_retry or 0)
+    options = stream.storage_options
+    where = redact_url(source)
+    format_options = dict(getattr(stream, 'format_options', None) or {})
+    files = list_source(source, timeout=timeout, retries=retries, options=options)
+    name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
+    builder = configure_builder(name, builder, format_options, where)
+    identity = listing_identity(name, selected, format_options)
+    path = os.path.join(sdir, DERIVED_INDEX_NAME)
+    old = _read_listing(sdir)
+    kept = _kept_index(path, old, identity)
+    if kept is not None:
+        return path, kept, identity
+
+    logger.info('building the %s index of %s (%d files)', name, where, len(selected))
+    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
+    if copies:
+        for stale in _stale_copies(old, selected, stream.local_dir):
+            try:
+                os.remove(stale)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
+                                     f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
+                                     f'use another `local`.') from err
+    write_file_atomic(path, data)
+    listing = {'identity': identity, 'builder': name, 'source': where, 'index_sha256': hashlib.sha256(data).hexdigest(),
+               'files': [item.key() for item in selected]}
+    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    return path, data, identity
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Foreign index.json files (litdata's...): handed to the index builder that claims them.
+
+def foreign_index(data: bytes) -> dict[str, Any] | None:
+    """The parsed ``index.json`` when it is not a streaming index: a JSON object with no ``shards`` key (``None``
+    for ours, and for text that is not a JSON object, which the index reader reports as corrupted).
+
+    An index holding the text ``"shards"`` is taken for ours without parsing it here (ours can be gigabytes).
+    """
+    if b'"shards"' in data:
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) and 'shards' not in obj else None
+
+
+def _claims(builder: Any, obj: dict[str, Any]) -> bool:
+    claims = getattr(builder, 'claims_index', None)
+    return callable(claims) and bool(claims(obj))
+
+
+def _not_ours(obj: dict[str, Any], shown: str) -> ForeignIndexError:
+    """The error for a foreign index no builder claims: what it looks like and what to install."""
+    from streaming_core.machinery.name_registry import INSTALL_HINTS
+    keys = ', '.join(repr(key) for key in sorted(obj)[:6]) or 'none'
+    message = (f'{shown} is not a streaming index: it has no "shards" list (its top-level keys: {keys}), and no '
+               f'installed index builder reads it.')
+    for name, test in KNOWN_FOREIGN_INDEXES.items():
+        try:
+            known = test(obj)
+        except Exception:  # a signature test never hides the real error
+            known = False
+        if known:
+            dist = INSTALL_HINTS['index_builder'].get(name) or INSTALL_HINTS['format'].get(name) or name
+            return ForeignIndexError(f'{message} It is a {name} index: install the distribution {dist!r}, which '
+                                     f'reads it directly (pip install {dist}), and construct again.')
+    return ForeignIndexError(f'{message} Point `remote`/`local` at a directory written by streaming-core (or '
+                             f'mosaicml-streaming), or install the plugin that reads this format.')
+
+
+def claiming_builder(fmt: str | None, obj: dict[str, Any], shown: str) -> tuple[str, Any]:
+    """The index builder that reads the foreign index ``obj`` (the file ``shown``).
+
+    Args:
+        fmt: The ``format=`` the user gave (``None``: the one builder whose ``claims_index(obj)`` is true).
+        obj: The parsed ``index.json`` (a JSON object with no ``shards``).
+        shown: The file, for messages.
+
+    Returns:
+        ``(builder name, builder)``.
+
+    Raises:
+        UnknownNameError: ``fmt`` names no index builder.
+        ForeignIndexError: no builder claims it (naming the distribution to install for a known format), the one
+            ``fmt`` names does not, or several do and no ``format=`` chooses.
+    """
+    from streaming_core.machinery.lookup import get_registry
+    registry = get_registry('index_builder')
+    if fmt is not None:
+        try:
+            builder = registry.get(fmt)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'format={fmt!r} for {shown}: {err}') from None
+        if not _claims(builder, obj):
+            raise ForeignIndexError(f'{shown} is not a streaming index (no "shards" list) and the {fmt!r} index '
+                                    f'builder (format={fmt!r}) does not read it. Pass the format it was written in, '
+                                    f'or no format= to detect it.')
+        return fmt, builder
+    claimers = [(entry.name, entry.obj) for entry in registry.entries() if _claims(entry.obj, obj)]
+    if len(claimers) == 1:
+        return claimers[0]
+    if claimers:
+        raise ForeignIndexError(f'{shown} is not a streaming index and several index builders read it: '
+                                f'{[name for name, _ in claimers]}. Pass format= one of them to choose.')
+    raise _not_ours(obj, shown)
+
+
+def build_foreign_index(source: str, data: bytes, obj: dict[str, Any], *, fmt: str | None = None,
+                        timeout: float = 60.0, retries: int = 2, options: dict[str, Any] | None = None,
+                        format_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index derived from the foreign ``index.json`` of the directory ``source`` (its bytes ``data``, parsed
+    ``obj``), built now and not kept (for tools such as ``streaming inspect``; streams use the node's cached copy).
+
+    Raises:
+        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
+        IndexFormatError: the builder refuses it, or its result is invalid.
+    """
+    shown = redact_url(join(source, INDEX_BASENAME))
+    name, builder = claiming_builder(fmt, obj, shown)
+    builder = configure_builder(name, builder, format_options, shown)
+    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
+    built = _build(name, builder, [item], source, timeout=timeout, retries=retries, options=options,
+                   preread={INDEX_BASENAME: data})
+    return json.loads(built)
+
+
+def _parse_file(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, 'rb') as handle:
+            return parse_index_text(handle.read(), path)
+    except (OSError, IndexFormatError):
+        return None
+
+
+def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
+                         previous: Sequence[dict[str, Any]] = ()) -> tuple[str, bytes, str]:
+    """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
+    parsed ``obj``), built when its content changed (caller holds the stream's index lock).
+
+    Args:
+        stream: The stream (``format``, ``download_timeout``, ``download_retry``, ``storage_options``,
+            ``local_dir``).
+        source: The directory holding the dataset (the remote directory, or the local one without a remote).
+        sdir: The local directory's state directory.
+        data: The bytes of its ``index.json``.
+        obj: ``data`` parsed (:func:`foreign_index`'s result).
+        copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
+            copy the new version does not vouch for (same size and hash in both versions) is removed first.
+        previous: Other index versions the local copies may come from (a streaming index cached there before).
+
+    Returns:
+        ``(path of the derived index, its bytes, its identity)``.
+
+    Raises:
+        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
+        IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
+    """
+    from streaming_core.reading.index_versions import stale_files
+    where = redact_url(source)
+    shown = redact_url(join(source, INDEX_BASENAME))
+    name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
+    format_options = dict(getattr(stream, 'format_options', None) or {})
+    builder = configure_builder(name, builder, format_options, shown)
+    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
+    identity = listing_identity(name, [item], format_options)
+    path = os.path.join(sdir, DERIVED_INDEX_NAME)
+    old = _read_listing(sdir)
+    kept = _kept_index(path, old, identity)
+    if kept is not None:
+        return path, kept, identity
+    logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
+    built = _build(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
+                   retries=int(stream.download_retry or 0), options=stream.storage_options,
+                   preread={INDEX_BASENAME: data})
+    if copies:
+        new = parse_index_text(built, f'the {name} index derived from {shown}')
+        olds = [index for index in (_parse_file(path), *previous) if index is not None]
+        stale: set[str] = set()
+        for index in olds or [None]:
+            stale.update(stale_files(index, new, stream.local_dir))
+        for copy in sorted(stale):
+            try:
+                os.remove(copy)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
+                                     f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
+                                     f'use another `local`.') from err
+    write_file_atomic(path, built)
+    listing = {'identity': identity, 'builder': name, 'source': where,
+               'index_sha256': hashlib.sha256(built).hexdigest(), 'files': [item.key()]}
+    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    return path, built, identity

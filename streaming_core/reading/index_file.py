@@ -1,0 +1,165 @@
+"""``index.json`` version 2: parse, validate, write.
+
+The file is ``{"shards": [...], "version": 2}`` written as pyjson-sorted text. Each shard entry is validated by
+its format plugin (exact key set), and every file name is checked to stay inside the dataset directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, IndexJSONError, UnknownNameError, UnsafePathError
+
+__all__ = ['INDEX_BASENAME', 'pyjson_sorted', 'FileInfo', 'check_basename', 'parse_index_text', 'load_index',
+           'shard_readers', 'index_text', 'write_index', 'resolve_inside', 'get_index_basename']
+
+INDEX_BASENAME = 'index.json'
+_HEX = re.compile(r'[0-9a-f]*')
+
+
+
+def pyjson_sorted(obj: Any) -> str:
+    """``json.dumps(obj, sort_keys=True)``: the text of ``index.json`` and the configs embedded in shards."""
+    return json.dumps(obj, sort_keys=True)
+
+def get_index_basename() -> str:
+    """The index file name, ``index.json``."""
+    return INDEX_BASENAME
+
+
+def check_basename(basename: Any, where: str) -> str:
+    """Reject a shard file name that could escape the dataset directory.
+
+    Allowed: relative names of ``/``-separated components (``shard.00000.mds``, ``7/shard.00000.mds``).
+    Refused: empty names, absolute paths, ``..`` or ``.`` components, backslashes, NUL bytes, drive letters.
+    """
+    if not isinstance(basename, str) or not basename:
+        raise IndexFormatError(f'{where}: a file "basename" must be a non-empty string, got {basename!r}.')
+    parts = basename.split('/')
+    drive = basename[1:2] == ':' and basename[0].isascii() and basename[0].isalpha()
+    dots = '' in parts or '.' in parts or '..' in parts
+    if basename[0] == '/' or '\\' in basename or '\0' in basename or drive or dots:
+        raise UnsafePathError(f'{where}: file name {basename!r} escapes the dataset directory or is not a plain '
+                              f'relative path; refusing to read or write it.')
+    return basename
+
+
+def resolve_inside(root: str, basename: str, where: str, real_root: str | None = None) -> str:
+    """``root/basename`` after checking that no symlink on the way leads outside ``root``.
+
+    The basename was already checked (:func:`check_basename`), so only symlinks can escape: each component under
+    ``root`` is tested with one ``lstat`` and only a symlink is resolved. ``real_root`` (the resolved ``root``) may be
+    passed to save resolving it again.
+    """
+    parts = basename.split('/')
+    path = root
+    for part in parts:
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            real_root = real_root or os.path.realpath(root)
+            real = os.path.realpath(path)
+            if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+                raise UnsafePathError(f'{where}: {basename!r} resolves (through a symlink) to {real}, outside the '
+                                      f'dataset directory {real_root}.')
+    return path
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file of a shard: its name relative to the index, its exact size and its hashes."""
+
+    basename: str
+    bytes: int
+    hashes: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> 'FileInfo':
+        """Validate ``{"basename": str, "bytes": int, "hashes": {algo: hex}}``."""
+        if not isinstance(obj, dict):
+            raise IndexFormatError(f'{where}: expected a file object, got {type(obj).__name__}.')
+        if set(obj) != {'basename', 'bytes', 'hashes'}:
+            raise IndexFormatError(f'{where}: a file object has exactly the keys basename, bytes, hashes; got '
+                                   f'{sorted(obj)}.')
+        basename = check_basename(obj['basename'], where)
+        size = obj['bytes']
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise IndexFormatError(f'{where}: "bytes" must be a non-negative integer, got {size!r}.')
+        hashes = obj['hashes']
+        if not isinstance(hashes, dict) or not all(isinstance(k, str) and isinstance(v, str) and _HEX.fullmatch(v)
+                                                   for k, v in hashes.items()):
+            raise IndexFormatError(f'{where}: "hashes" must map algorithm names to lowercase hex, got {hashes!r}.')
+        return cls(basename, size, dict(hashes))
+
+    def to_json(self) -> dict[str, Any]:
+        """The index form of this file."""
+        return {'basename': self.basename, 'bytes': self.bytes, 'hashes': dict(self.hashes)}
+
+
+def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
+    """Parse and check the top level of an index: a JSON object with ``version == 2`` and a ``shards`` list.
+
+    Unknown top-level keys are ignored (the reference does the same).
+
+    Raises:
+        IndexJSONError: the text is not valid JSON (a ``json.JSONDecodeError`` too, as in the reference).
+        IndexFormatError: the text is not UTF-8, nests too deeply, or is not a version 2 index.
+    """
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise IndexJSONError(f'Index file at {path} is empty or corrupted. {err}', err.doc, err.pos) from err
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise IndexFormatError(f'Index file at {path} is empty or corrupted. {err}') from err
+    if not isinstance(obj, dict):
+        raise IndexFormatError(f'Index file at {path} is not a JSON object (got {type(obj).__name__}).')
+    version = obj.get('version')
+    if version != 2 or isinstance(version, bool):
+        raise IndexFormatError(f'Unsupported streaming data version: {version!r} in {path}. Expected 2.')
+    shards = obj.get('shards')
+    if not isinstance(shards, list) or not all(isinstance(entry, dict) for entry in shards):
+        raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects.')
+    return obj
+
+
+def load_index(path: str) -> dict[str, Any]:
+    """Read and check an ``index.json`` file."""
+    with open(path, 'rb') as handle:
+        data = handle.read()
+    return parse_index_text(data, path)
+
+
+def shard_readers(index: Mapping[str, Any], path: str, *, allow_unsafe_types: bool = False) -> list[Any]:
+    """One reader per shard entry, built by the format plugin the entry names."""
+    from streaming_core.machinery.lookup import get_registry
+    formats = get_registry('format')
+    readers = []
+    for i, entry in enumerate(index['shards']):
+        where = f'{path} shard {i}'
+        name = entry.get('format')
+        if not isinstance(name, str):
+            raise IndexFormatError(f'{where}: missing or invalid "format" field: {name!r}.')
+        if entry.get('version') != 2:
+            raise IndexFormatError(f'{where}: unsupported shard version {entry.get("version")!r}; expected 2.')
+        try:
+            shard_format = formats.get(name)
+        except UnknownNameError as err:
+            raise UnknownNameError(f'{where}: {err}') from None
+        readers.append(shard_format.reader(entry, allow_unsafe_types=allow_unsafe_types, where=where))
+    return readers
+
+
+def index_text(shards: Sequence[Mapping[str, Any]]) -> str:
+    """The exact text a writer puts in ``index.json``."""
+    return pyjson_sorted({'shards': list(shards), 'version': 2})
+
+
+def write_index(path: str, shards: Sequence[Mapping[str, Any]], text: str | None = None) -> None:
+    """Write ``index.json`` atomically (a temporary name, then a rename)."""
+    from streaming_core.storage.facade import write_file_atomic
+    write_file_atomic(path, (index_text(shards) if text is None else text).encode('utf-8'))
+

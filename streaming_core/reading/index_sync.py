@@ -1,0 +1,494 @@
+"""Bring a stream's local ``index.json`` up to date with its remote, and say which index version it loaded.
+
+Called once per stream per dataset construction (:meth:`streaming_core.reading.stream.Stream.get_shards`). With a
+remote, everything happens under the stream's exclusive index lock (a kernel-released byte-range lock in the local
+directory's state directory), so the processes of a node never race:
+
+1. The record (:mod:`streaming_core.reading.cache_record`) names another remote while the directory holds an index: a
+   :class:`~streaming_core.reading.cache_record.CacheRemoteMismatchError` naming both.
+2. The record says the local copy is of the remote's current version: nothing to do. "Current" is decided by the
+   remote index's identity (etag / size / modification time) when its backend can tell, which costs one cheap request
+   per process; otherwise by a comparison of the index bytes made by any process of the node *after this process
+   asked* (a check that started earlier may predate a rewrite of the remote, so it is never reused).
+3. Otherwise the remote index is downloaded (into the state directory) and compared with the local copy. When they
+   differ, or the remote was rewritten with an identical index, every local file the new version may not share
+   with the old one is deleted *before* the new index is renamed into place, then the record is rewritten. A file
+   is kept only when both versions of the index record the same size and the same hash for it, so nothing stale is
+   ever served (a crash at any point leaves a state the next check repairs).
+
+A directory (remote, in place or local) without ``index.json`` whose files index themselves (``*.parquet``, or the
+stream's ``format`` names an index builder) is read through an index derived from its files, built once per node
+under the same lock and kept in the state directory (:mod:`streaming_core.reading.derived_index`); an ``index.json``
+always wins. An ``index.json`` that is not ours (no ``shards``: litdata's, for one) is handed to the index builder that
+claims it, and read through the index derived from it, rebuilt when its content changes (its identity is
+``derived:<builder>:<sha256>``); with a remote, the foreign ``index.json`` is copied to the local directory like
+ours, and local files the new version does not vouch for are removed first. No builder claiming it is a
+:class:`~streaming_core.reading.derived_index.ForeignIndexError` naming the file (and the plugin to install for a known
+format).
+
+A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
+the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
+remote reads its local index; its identity is the file's ``(size, mtime_ns, inode)``.
+
+A warm construction reads no byte of ``index.json``: when the identity is known from metadata alone (the local
+file's stat, or the record and the remote's stat) and the binary index of that identity exists in the state
+directory (:mod:`streaming_core.reading.binary_index`), the :class:`SyncedIndex` carries the file's stat instead of its
+bytes; they are read (and checked against that stat) only if the binary index proves unusable and is rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from typing import Any
+
+from streaming_core.common.paths import COORD_NAME, state_dir
+from streaming_core.errors import (
+    IndexFormatError,
+    IndexNotFoundError,
+    PermanentStorageError,
+    RemoteNotFoundError,
+    StorageError,
+    StreamingError,
+)
+from streaming_core.reading.cache_record import (
+    CacheRecord,
+    CacheRemoteMismatchError,
+    file_identity,
+    is_in_place,
+    read_record,
+    remote_key,
+    sha256_hex,
+    write_record,
+)
+from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
+from streaming_core.reading.index_versions import stale_files
+from streaming_core.storage.facade import (
+    download_file,
+    is_remote,
+    join,
+    local_path,
+    stat_object,
+    temp_name,
+    write_file_atomic,
+)
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
+
+logger = logging.getLogger('streaming_core.reading.index_sync')
+
+#: The byte of a stream's lock file that guards its index and record.
+INDEX_LOCK_BYTE = 0
+_REMOTE_COPY = 'remote-index.json'
+
+
+class MissingIndexError(IndexNotFoundError):
+    """A stream's ``index.json`` is absent locally and there is no remote to fetch it from (a ``RuntimeError``, as
+    the reference raises, and a ``FileNotFoundError``)."""
+
+
+class IndexChangedError(StreamingError):
+    """A local ``index.json`` whose content was not read at construction (its binary index was present) changed
+    before it had to be read after all (its binary index turned out unusable)."""
+
+
+class SyncedIndex:
+    """The index version a stream loads.
+
+    Attributes:
+        path: The local ``index.json``.
+        identity: The index source identity (``stat:...`` from the remote's etag/size/mtime, ``sha256:...`` of the
+            index bytes when the backend cannot tell, ``file:...`` for a local index read in place).
+        stat: ``(size, mtime_ns, inode)`` of ``path`` when its bytes were not read at construction (``None`` when
+            they were).
+
+    Args:
+        path: See above.
+        data: The index bytes, read under the index lock (exactly the version ``identity`` names), or ``None``
+            when the binary index of ``identity`` was present: a warm construction reads no byte of ``index.json``
+            (:attr:`data` reads it on demand, checking that it is still the file ``stat`` describes).
+        identity: See above.
+        stat: See above (required when ``data`` is ``None``).
+    """
+
+    __slots__ = ('path', 'identity', 'stat', '_data')
+
+    def __init__(self, path: str, data: bytes | None, identity: str,
+                 stat: tuple[int, int, int] | None = None) -> None:
+        if data is None and stat is None:
+            raise ValueError('SyncedIndex: give the index bytes or the stat of the file to read them from later.')
+        self.path = path
+        self.identity = identity
+        self.stat = stat if data is None else None
+        self._data = data
+
+    @property
+    def data(self) -> bytes:
+        """The index bytes (read now when construction did not read them).
+
+        Raises:
+            IndexChangedError: the file is no longer the version :attr:`identity` names.
+        """
+        if self._data is None:
+            try:
+                data, ident = _read(self.path)
+            except FileNotFoundError:
+                ident, data = None, b''
+            if ident != self.stat:
+                raise IndexChangedError(
+                    f'{self.path} changed (or was removed) while the dataset was being constructed (expected '
+                    f'size, mtime_ns, inode {self.stat}, found {ident}): construct the dataset again.')
+            self._data = data
+        return self._data
+
+    @property
+    def read_at_sync(self) -> bool:
+        """Whether the index bytes were read by the index check (False on a warm start)."""
+        return self.stat is None
+
+    def __repr__(self) -> str:
+        return f'SyncedIndex(path={self.path!r}, identity={self.identity!r}, read={self._data is not None})'
+
+
+def _file_id_text(ident: tuple[int, int, int]) -> str:
+    return f'file:size={ident[0]};mtime_ns={ident[1]};inode={ident[2]}'
+
+
+def _read(path: str) -> tuple[bytes, tuple[int, int, int]]:
+    with open(path, 'rb') as handle:
+        info = os.fstat(handle.fileno())
+        data = handle.read()
+    return data, (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def sync_index(stream: Any) -> SyncedIndex:
+    """Make ``stream``'s local index current (see the module docstring) and return the version to load.
+
+    Args:
+        stream: A :class:`~streaming_core.reading.stream.Stream` with its defaults applied.
+
+    Raises:
+        CacheRemoteMismatchError: the local directory holds another remote's data.
+        MissingIndexError: no local index and no remote.
+        IndexFormatError: the remote index is not a valid index (naming the remote URL and the local copy).
+        StorageError: the remote index cannot be downloaded and there is no local copy to fall back on.
+    """
+    path = stream.index_path()
+    remote = stream.remote_dir
+    if not remote:
+        ident_now = file_identity(path)
+        if ident_now is not None and _binary_present(stream.local_dir, _file_id_text(ident_now)):
+            return SyncedIndex(path, None, _file_id_text(ident_now), ident_now)  # warm: no byte of it read
+        try:
+            data, ident = _read(path)
+        except FileNotFoundError:
+            if _derivable(stream.local_dir):
+                from streaming_core.reading.derived_index import NoDatasetError, NoLocalDatasetError
+                try:
+                    return _derived_locked(stream, stream.local_dir, copies=False)
+                except NoDatasetError as err:
+                    raise NoLocalDatasetError(f'No `remote` provided, but local file {path} does not exist either: '
+                                              f'{err}') from None
+            raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
+        foreign = _foreign_obj(data)
+        if foreign is not None:
+            return _foreign_locked(stream, data, foreign)
+        return SyncedIndex(path, data, _file_id_text(ident))
+    local_dir = stream.local_dir
+    in_place = is_in_place(remote, local_dir)
+    request_time = time.time()
+    probe = None
+    if not in_place:
+        probe = _probe(stream, join(remote, INDEX_BASENAME))
+        os.makedirs(local_dir, exist_ok=True)
+    sdir = state_dir(local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {path}')
+    try:
+        if in_place:
+            try:
+                return _in_place(stream, path, sdir)
+            except MissingIndexError:
+                if not _derivable(stream.local_dir):
+                    raise
+                return _derived(stream, stream.local_dir, sdir, copies=False)
+        try:
+            return _Refresh(stream, path, sdir, probe, request_time).run()
+        except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
+            if not _derivable(remote, err):
+                raise
+            try:
+                return _derived(stream, remote, sdir, copies=True)
+            except PermanentStorageError as listing:  # a store that cannot list (HTTP): the index is just missing
+                raise err from listing
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
+def _binary_present(local_dir: str, identity: str) -> bool:
+    """Whether the binary index of the index version ``identity`` exists (then the index bytes need not be read:
+    :func:`streaming_core.reading.binary_index.load_or_build` maps it, and reads them only if it proves unusable)."""
+    from streaming_core.reading.binary_index import binary_path
+    return os.path.exists(binary_path(state_dir(local_dir, create=False), identity))
+
+
+def _derivable(source: str, err: BaseException | None = None) -> bool:
+    """Whether a directory without ``index.json`` should be indexed from its files: the missing object is the index
+    itself (not its bucket or a credentials problem) and the directory can be listed."""
+    if err is not None and INDEX_BASENAME not in str(err):
+        return False
+    if not is_remote(source):
+        return os.path.isdir(local_path(source))
+    return True
+
+
+def _derived_locked(stream: Any, source: str, *, copies: bool) -> SyncedIndex:
+    """:func:`_derived` under the stream's index lock (a stream without a remote)."""
+    sdir = state_dir(stream.local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
+    try:
+        return _derived(stream, source, sdir, copies=copies)
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
+def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex:
+    """The index derived from the files of ``source`` (see :mod:`streaming_core.reading.derived_index`), recorded like a
+    remote index so that another remote is refused later."""
+    from streaming_core.reading.derived_index import derive_index
+    record = read_record(sdir)
+    if copies and record is not None and record.remote_key != remote_key(stream.remote_dir):
+        present = [name for name in os.listdir(stream.local_dir)] if os.path.isdir(stream.local_dir) else []
+        if present:
+            raise _Refresh(stream, stream.index_path(), sdir, None, 0.0)._mismatch(record)
+    path, data, identity = derive_index(stream, source, sdir, copies=copies)
+    if stream.remote_dir and (record is None or record.source_identity != identity
+                              or record.remote_key != remote_key(stream.remote_dir)):
+        write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), None, time.time()))
+    return SyncedIndex(path, data, identity)
+
+
+def _foreign_obj(data: bytes) -> dict[str, Any] | None:
+    from streaming_core.reading.derived_index import foreign_index
+    return foreign_index(data)
+
+
+def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any]) -> SyncedIndex:
+    """The index derived from a local foreign ``index.json`` (no remote), under the stream's index lock."""
+    from streaming_core.reading.derived_index import derive_foreign_index
+    sdir = state_dir(stream.local_dir)
+    locks = stream.locks()
+    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
+    try:
+        return SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False))
+    finally:
+        locks.release(INDEX_LOCK_BYTE)
+
+
+def _probe(stream: Any, url: str) -> str | None:
+    """The remote index's identity without downloading it (``None``: unknown or unreachable; the download that
+    follows then decides, and reports errors)."""
+    try:
+        found = stat_object(url, timeout=float(stream.download_timeout), options=stream.storage_options,
+                            retries=int(stream.download_retry))
+    except Exception as err:  # the download below reports the failure properly
+        logger.debug('stat of %s failed: %s', redact_url(url), err)
+        return None
+    return f'stat:{found.identity}' if found is not None else None
+
+
+def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: tuple[int, int, int] | None,
+                checked_at: float) -> CacheRecord:
+    remote = stream.remote_dir
+    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=redact_url(stream.remote),
+                       remote_dir=redact_url(remote), remote_key=remote_key(remote), split=stream.split,
+                       source_identity=identity, index_sha256=sha, index_stat=list(stat) if stat else None,
+                       checked_at=checked_at)
+
+
+def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
+    """The remote is the local directory: read it as it is; record it (so another remote is refused later)."""
+    ident_now = file_identity(path)
+    if ident_now is not None:
+        record = read_record(sdir)
+        identity = _file_id_text(ident_now)
+        if record is not None and record.source_identity == identity and _binary_present(stream.local_dir, identity):
+            return SyncedIndex(path, None, identity, ident_now)  # warm: recorded, and its binary index exists
+    try:
+        data, ident = _read(path)
+    except FileNotFoundError:
+        raise MissingIndexError(f'The remote {redact_url(stream.remote_dir)} is the local directory itself and has '
+                                f'no {INDEX_BASENAME} ({path}).') from None
+    identity = _file_id_text(ident)
+    foreign = _foreign_obj(data)
+    if foreign is not None:
+        from streaming_core.reading.derived_index import derive_foreign_index
+        path, data, identity = derive_foreign_index(stream, stream.local_dir, sdir, data, foreign, copies=False)
+    record = read_record(sdir)
+    if record is None or (record.remote_key == remote_key(stream.remote_dir) and record.source_identity != identity):
+        write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), ident, time.time()))
+    return SyncedIndex(path, data, identity)
+
+
+class _Refresh:
+    """One check of a stream's local index against its remote, under the index lock."""
+
+    def __init__(self, stream: Any, path: str, sdir: str, probe: str | None, request_time: float) -> None:
+        self.stream = stream
+        self.path = path
+        self.sdir = sdir
+        self.probe = probe
+        self.request_time = request_time
+        self.remote_index = join(stream.remote_dir, INDEX_BASENAME)
+        self.shown = redact_url(self.remote_index)
+
+    def run(self) -> SyncedIndex:
+        stream, path = self.stream, self.path
+        record = read_record(self.sdir)
+        local_now = file_identity(path)
+        if record is not None and record.remote_key != remote_key(stream.remote_dir):
+            if local_now is not None:
+                raise self._mismatch(record)
+            record = None  # the directory no longer holds what the record describes
+        if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
+            if _binary_present(stream.local_dir, record.source_identity):  # warm: no byte of the index read
+                return SyncedIndex(path, None, record.source_identity, local_now)
+            data, ident = _read(path)
+            if ident == local_now:
+                return SyncedIndex(path, data, record.source_identity)
+        return self._check(record, local_now)
+
+    def _fresh(self, record: CacheRecord) -> bool:
+        if self.probe is not None:
+            return self.probe == record.source_identity
+        return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
+
+    def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
+        stream = self.stream
+        here = redact_url(stream.remote_dir)
+        return CacheRemoteMismatchError(
+            f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}: one local '
+            f'directory caches one remote. Use another `local` for {here}, or, if the copy of {record.remote_dir} '
+            f'is no longer needed, delete {stream.local_dir} (for a default local directory: `streaming cache clear '
+            f'--dataset URL`) and construct again.')
+
+    def _check(self, record: CacheRecord | None, local_now: tuple[int, int, int] | None) -> SyncedIndex:
+        stream, path = self.stream, self.path
+        started = time.time()
+        tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
+        try:
+            try:
+                download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
+                              retries=int(stream.download_retry), options=stream.storage_options)
+            except (StorageError, FileNotFoundError) as err:
+                if local_now is None:
+                    raise
+                return self._offline(record, local_now, err)
+            with open(tmp, 'rb') as handle:
+                new = handle.read()
+            foreign = _foreign_obj(new)
+            if foreign is not None:
+                return self._foreign(new, foreign, record, local_now, started)
+            try:
+                new_obj = parse_index_text(new, self.shown)
+            except IndexFormatError as err:
+                state = 'was left as it was' if local_now is not None else 'was not created'
+                raise IndexFormatError(f'The remote index {self.shown} is not a valid index: {err} The local copy '
+                                       f'{path} {state}. Fix the remote index (or point `remote` at the right '
+                                       f'location) and construct again.') from err
+            identity = self.probe or f'sha256:{sha256_hex(new)}'
+            old = None
+            if local_now is not None:
+                with open(path, 'rb') as handle:
+                    old = handle.read()
+            if old == new:
+                rewritten = (record is not None and record.source_identity != identity
+                             and record.source_identity.startswith('stat:') and identity.startswith('stat:'))
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
+            else:
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)
+            if record is None:
+                stale.append(os.path.join(stream.local_dir, COORD_NAME))  # an earlier version's lock file
+            removed = _remove(stale)
+            if old != new:
+                write_file_atomic(path, new)
+            if removed or old != new:
+                logger.info('%s changed: refreshed %s, removed %d stale local file(s)', self.shown, path, removed)
+            write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(new),
+                                                file_identity(path), started))
+            return SyncedIndex(path, new, identity)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def _foreign(self, new: bytes, obj: dict[str, Any], record: CacheRecord | None,
+                 local_now: tuple[int, int, int] | None, started: float) -> SyncedIndex:
+        """The remote ``index.json`` is not ours: read the remote through the index derived from it (rebuilt when it
+        changed, stale local copies removed first), and keep a copy of it in the local directory."""
+        from streaming_core.reading.derived_index import derive_foreign_index
+        stream, path = self.stream, self.path
+        previous = []
+        if local_now is not None:
+            with open(path, 'rb') as handle:
+                old = _parse_or_none(handle.read(), path)  # a streaming index cached here before
+            if old is not None:
+                previous.append(old)
+        derived, data, identity = derive_foreign_index(stream, stream.remote_dir, self.sdir, new, obj, copies=True,
+                                                       previous=previous)
+        if record is None:
+            _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
+        if file_identity(path) is None or _read(path)[0] != new:
+            write_file_atomic(path, new)
+        write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), file_identity(path),
+                                            started))
+        return SyncedIndex(derived, data, identity)
+
+    def _offline(self, record: CacheRecord | None, local_now: tuple[int, int, int],
+                 err: BaseException) -> SyncedIndex:
+        """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
+        data, ident = _read(self.path)
+        recorded = record is not None and ident == record.local_stat
+        identity = record.source_identity if recorded and record is not None else _file_id_text(ident)
+        when = (time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.checked_at))
+                if recorded and record is not None else 'an unknown time (no record)')
+        message = (f'Cannot read the remote index {self.shown} ({type(err).__name__}: {err}); using the local copy '
+                   f'{self.path}, last compared with the remote at {when}. It may be out of date.')
+        warnings.warn(message, stacklevel=2)
+        logger.warning(message)
+        foreign = _foreign_obj(data)
+        if foreign is not None:  # a copy of a foreign index: its derived index (cached unless the copy changed)
+            from streaming_core.reading.derived_index import derive_foreign_index
+            return SyncedIndex(*derive_foreign_index(self.stream, self.stream.remote_dir, self.sdir, data, foreign,
+                                                     copies=False))
+        return SyncedIndex(self.path, data, identity)
+
+
+def _parse_or_none(data: bytes | None, path: str) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        return parse_index_text(data, path)
+    except IndexFormatError:
+        return None
+
+
+def _remove(paths: list[str]) -> int:
+    removed = 0
+    for path in paths:
+        try:
+            os.remove(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError as err:  # a directory where the index names a file, a read-only directory...
+            logger.warning('cannot remove the stale local file %s: %s', path, err)
+            raise StreamingError(f'Cannot remove {path}, a local file the remote index no longer vouches for '
+                                 f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or use '
+                                 f'another `local`.') from err
+    return removed
+
+

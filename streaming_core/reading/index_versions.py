@@ -1,0 +1,73 @@
+"""Which local files a new version of an index may not share with the cached version (their content may differ).
+
+Used when a stream's index changes (:mod:`streaming_core.reading.index_sync`) and when a derived index is rebuilt
+(:mod:`streaming_core.reading.derived_index`): a file is kept only when both versions prove it identical.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, UnsafePathError
+from streaming_core.reading.index_file import check_basename, resolve_inside
+
+__all__ = ['stale_files']
+
+
+def _file_map(index: dict[str, Any]) -> dict[str, tuple[int, dict[str, str]] | None]:
+    """``basename -> (bytes, hashes)`` of every file object in the index's shard entries (``None`` when one name is
+    described twice, differently)."""
+    files: dict[str, tuple[int, dict[str, str]] | None] = {}
+
+    def visit(value: Any, depth: int) -> None:
+        if isinstance(value, dict):
+            name = value.get('basename')
+            if isinstance(name, str):
+                hashes = value.get('hashes')
+                info = (value.get('bytes'), dict(hashes) if isinstance(hashes, dict) else {})
+                files[name] = info if files.get(name, info) == info else None
+                return
+            if depth < 3:
+                for item in value.values():
+                    visit(item, depth + 1)
+        elif isinstance(value, list) and depth < 3:
+            for item in value:
+                visit(item, depth + 1)
+
+    for entry in index.get('shards', []):
+        visit(entry, 0)
+    return files
+
+
+def _proven_same(old: tuple[int, dict[str, str]] | None, new: tuple[int, dict[str, str]] | None) -> bool:
+    """Whether the two index entries prove one file's content identical: same size and the same digest for every
+    hash algorithm both record (at least one)."""
+    if old is None or new is None or old[0] != new[0]:
+        return False
+    common = set(old[1]) & set(new[1])
+    return bool(common) and all(old[1][name] == new[1][name] for name in common)
+
+
+def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> list[str]:
+    """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``.
+
+    A file named by either index is kept only when both record the same size and the same hash for it; with the
+    old version unknown (no parsable local index), every file the new index names is stale. Names that would leave
+    the directory are skipped (the index is refused later, when its shards are read).
+    """
+    new_files = _file_map(new)
+    old_files = _file_map(old) if old is not None else {}
+    stale = []
+    real_root = os.path.realpath(local_dir)
+    for name in sorted(set(new_files) | set(old_files)):
+        try:
+            check_basename(name, 'index')
+            path = resolve_inside(local_dir, name, 'index', real_root)
+        except (IndexFormatError, UnsafePathError):
+            continue
+        if not os.path.lexists(path):
+            continue
+        if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
+            stale.append(path)
+    return stale

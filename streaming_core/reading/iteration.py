@@ -1,0 +1,394 @@
+"""One worker's pass over its samples for one epoch: a prefetch thread ahead, a lean loop yielding samples.
+
+The sample ids are mapped to ``(shard, index)`` once, vectorised, and cut into *runs*: a run is a stretch of a
+shard's uses with no gap longer than the keep window (unbounded without a cache limit, ``predownload`` samples
+with one). A background thread walks the runs in order of their first use and prepares each shard while the run
+starts within ``predownload`` samples of the training loop; it sleeps on a condition variable, never polling in a
+tight loop. Without a cache limit it also opens the shard ahead; with one it only downloads it, so shards not
+being read stay evictable and no process can hoard the cache. The loop reads from open memory-mapped shards (per
+sample: two list lookups, a dict lookup and the decode) and closes (unpins) a shard once its run is behind it.
+When the cache is full, the loop releases every pin but the one it needs, so a tight cache thrashes but never
+deadlocks: each reading process needs room for one shard.
+
+An error preparing a shard is raised in the loop when it reaches that shard, naming the shard, the remote and
+the cause.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gc
+import heapq
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streaming_core.errors import CacheLimitError, WaitTimeoutError
+from streaming_core.machinery.protocols import ShardView
+
+if TYPE_CHECKING:
+    from streaming_core.reading.dataset import StreamingDataset
+
+__all__ = ['EpochIterator', 'shard_runs', 'gc_paused', 'PREFETCH_PATIENCE']
+
+logger = logging.getLogger('streaming_core.reading.iteration')
+
+#: Average samples per same-shard stretch from which the loop reads stretch by stretch.
+STRETCH_MIN = 32
+
+#: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
+PREFETCH_PATIENCE = 5.0
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No garbage collection inside the block (building many small objects at once, as an :class:`EpochIterator`
+    does: a collection would only walk them); restores the previous state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def shard_runs(shards: NDArray[np.int64], gap: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                                                    NDArray[np.int64]]:
+    """Cut each shard's uses into runs with no gap above ``gap`` positions (None: one run per shard).
+
+    Returns ``(shard, start, end)`` per run, sorted by start; ``end`` is the run's last position.
+    """
+    if len(shards) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    order = np.argsort(shards, kind='stable')
+    sorted_shards = shards[order]
+    positions = order.astype(np.int64)
+    new_shard = np.empty(len(order), dtype=bool)
+    new_shard[0] = True
+    new_shard[1:] = sorted_shards[1:] != sorted_shards[:-1]
+    if gap is None:
+        starts_mask = new_shard
+    else:
+        gaps = np.empty(len(order), dtype=np.int64)
+        gaps[0] = 0
+        gaps[1:] = positions[1:] - positions[:-1]
+        starts_mask = new_shard | (gaps > gap)
+    start_idx = np.flatnonzero(starts_mask)
+    end_idx = np.append(start_idx[1:] - 1, len(order) - 1)
+    run_shards = sorted_shards[start_idx]
+    run_starts = positions[start_idx]
+    run_ends = positions[end_idx]
+    by_start = np.argsort(run_starts, kind='stable')
+    return run_shards[by_start], run_starts[by_start], run_ends[by_start]
+
+
+class EpochIterator:
+    """Iterate one worker's samples for one epoch.
+
+    Args:
+        dataset: The dataset (its shard manager does the I/O).
+        sample_ids: This worker's sample ids, in order, without padding.
+        epoch: The epoch (for messages).
+        on_prefetched: Called in a background thread once every shard of the epoch is prepared (the dataset uses
+            it to plan the next epoch ahead, so there is no stall at the epoch boundary).
+        read: Called with each sample id to produce the sample (a subclass's ``__getitem__``); None reads the
+            shard views directly (the fast path, for a dataset that overrides nothing).
+        transform: Applied to each sample the fast path reads (``read`` applies its own).
+    """
+
+    def __init__(self, dataset: 'StreamingDataset', sample_ids: NDArray[np.int64], epoch: int,
+                 on_prefetched: Callable[[], None] | None = None, read: Callable[[int], Any] | None = None,
+                 transform: Callable[[Any], Any] | None = None) -> None:
+        self.dataset = dataset
+        self._on_prefetched = on_prefetched
+        self._read = read
+        self._transform = None if read is not None else transform
+        self._cursor: tuple[int, Any] = (0, iter(()))  # (end, iterator of positions): see `yielded`
+        self._extra = 0  # samples handed out beyond their positions (replacements of bad samples)
+        self.manager = dataset.shard_manager
+        self.manager.adopt_process()  # in a forked worker: take this process's views before the loop captures them
+        self.epoch = epoch
+        self.count = len(sample_ids)
+        self.predownload = max(int(dataset.predownload), 1)
+        shards, indices = dataset.catalogue.locate_many(sample_ids)
+        self._ids = None if read is None else sample_ids.tolist()
+        self._shards = shards.tolist()
+        self._indices = indices.tolist()
+        # Long stretches of one shard (unshuffled or py1s-like orders) are read by the view's own tight loop, in
+        # pieces of a quarter of the predownload window so the prefetcher keeps seeing progress.
+        cuts = np.flatnonzero(np.diff(shards)) + 1 if len(shards) else np.zeros(0, dtype=np.int64)
+        self._stretches = None
+        if self.count and self.count >= STRETCH_MIN * (len(cuts) + 1):
+            piece = max(self.predownload // 4, STRETCH_MIN)
+            self._stretches = [(first, min(first + piece, end))
+                               for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), self.count])
+                               for first in range(start, end, piece)]
+        gap = self.predownload if self.manager.cache_limit is not None else None
+        run_shards, run_starts, run_ends = shard_runs(shards, gap)
+        self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
+        self._run_starts = run_starts.tolist()  # unique (one shard per position), sorted: a run's ordinal is a bisect
+        by_shard = np.lexsort((run_starts, run_shards))  # runs grouped by shard, each group by start
+        self._by_shard = (run_shards[by_shard], run_starts[by_shard], run_ends[by_shard])
+        self._cond = threading.Condition()
+        self._consumer_pos = 0
+        self._ready = 0                        # runs [0, _ready) have been handled by the prefetcher
+        self._errors: dict[int, BaseException] = {}
+        self._stop = False
+        self._pressure = False
+        self._heap: list[tuple[int, int]] = []  # (run end, shard) of shards this iterator holds open
+        self._open_until: dict[int, int] = {}   # shard -> end of the run it is held open for
+        self._thread: threading.Thread | None = None
+        self.wait_timeout = max(s.wait_timeout for s in dataset.streams) * 2
+        # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
+        # shards not being read stay evictable and no process can hoard the cache.
+        self._open_ahead = self.manager.cache_limit is None
+
+    @property
+    def yielded(self) -> int:
+        """How many samples this iterator has handed out so far (exact while it is suspended at a sample)."""
+        end, positions = self._cursor
+        return end - positions.__length_hint__() + self._extra
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _hold(self, shard: int, end: int) -> None:
+        """Record (under the condition's lock) that the shard stays open until position ``end``."""
+        if shard not in self._open_until:
+            self.manager.hold(shard)
+        if self._open_until.get(shard, -1) < end:
+            self._open_until[shard] = end
+            heapq.heappush(self._heap, (end, shard))
+
+    def _on_cache_pressure(self) -> None:
+        with self._cond:
+            self._pressure = True
+            self._cond.notify_all()
+
+    def _prefetch(self) -> None:
+        try:
+            for k, (shard, start, end) in enumerate(self._runs):
+                with self._cond:
+                    while not self._stop and start > self._consumer_pos + self.predownload:
+                        self._cond.wait(0.05)
+                    if self._stop:
+                        return
+                    if self._open_ahead and shard in self._open_until:  # still open from an earlier run: extend it
+                        self._hold(shard, end)
+                        self._ready = k + 1
+                        self._cond.notify_all()
+                        continue
+                try:
+                    if self._open_ahead:
+                        self.manager.open(shard)
+                        with self._cond:
+                            self._hold(shard, end)
+                    else:
+                        self.manager.prepare(shard, on_wait=self._on_cache_pressure, patience=PREFETCH_PATIENCE)
+                except CacheLimitError:
+                    pass  # no room yet: the loop prepares it itself when it gets there
+                except BaseException as err:  # reported to the loop when it reaches this shard
+                    with self._cond:
+                        self._errors[shard] = err
+                with self._cond:
+                    self._ready = k + 1
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._ready = len(self._runs)
+                self._cond.notify_all()
+                stopped = self._stop
+            if not stopped and self._on_prefetched is not None:
+                threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
+
+    def _run_of(self, shard: int, pos: int) -> tuple[int, int]:
+        """The ``(start, end)`` of the shard's run that covers position ``pos`` (slow path only)."""
+        shards, starts, ends = self._by_shard
+        lo = int(np.searchsorted(shards, shard, 'left'))
+        hi = int(np.searchsorted(shards, shard, 'right'))
+        k = lo + int(np.searchsorted(starts[lo:hi], pos, 'right')) - 1
+        return int(starts[k]), int(ends[k])
+
+    def _wait_for(self, shard: int, pos: int) -> ShardView:
+        """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
+        self._release_behind(pos)
+        start, end = self._run_of(shard, pos)
+        ordinal = bisect.bisect_left(self._run_starts, start)
+        deadline = time.monotonic() + self.wait_timeout
+        release = []
+        with self._cond:
+            self._consumer_pos = pos
+            self._cond.notify_all()
+            while True:
+                error = self._errors.pop(shard, None)
+                if error is not None:
+                    raise error
+                view = self.manager.open_views.get(shard)
+                if view is not None and shard in self._open_until:
+                    return view
+                if self._ready > ordinal or self._thread is None or not self._thread.is_alive():
+                    break
+                if self._pressure:  # the cache is full of our pins: keep only what we need now
+                    self._pressure = False
+                    release = [s for s in self._open_until if s != shard]
+                    for other in release:
+                        del self._open_until[other]
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WaitTimeoutError(f'Timed out after {self.wait_timeout:.0f} s waiting for shard {shard} '
+                                           f'({self.manager.readers[shard].parts[0][0].basename}) in epoch '
+                                           f'{self.epoch}.')
+                self._cond.wait(min(remaining, 0.1))
+        for other in release:
+            self.manager.release(other)
+        if release:
+            return self._wait_for(shard, pos)
+        view = self.manager.open(shard, on_wait=lambda: self._release_all_except(shard))
+        with self._cond:
+            self._hold(shard, end)
+        return view
+
+    def _release_all_except(self, shard: int) -> None:
+        """Called by this loop's own reservation when the cache is full: drop every other pin it holds."""
+        with self._cond:
+            release = [s for s in self._open_until if s != shard]
+            for other in release:
+                del self._open_until[other]
+        for other in release:
+            self.manager.release(other)
+
+    def _release_behind(self, pos: int) -> None:
+        """Close the shards whose run is behind ``pos``; let the prefetcher move on."""
+        done = []
+        with self._cond:
+            self._consumer_pos = pos
+            while self._heap and self._heap[0][0] < pos:
+                end, shard = heapq.heappop(self._heap)
+                if self._open_until.get(shard) == end:
+                    del self._open_until[shard]
+                    done.append(shard)
+            self._cond.notify_all()
+        for shard in done:
+            self.manager.release(shard)
+
+    def _finish(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=self.wait_timeout)
+        with self._cond:
+            opened = list(self._open_until)
+            self._open_until.clear()
+            self._heap.clear()
+        for shard in opened:
+            self.manager.release(shard)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        if not self.count:
+            return iter(())
+        self._thread = threading.Thread(target=self._prefetch, name='streaming-core-prefetch', daemon=True)
+        if self.dataset.on_bad_sample == 'raise':
+            return self._samples()
+        return self._samples_replacing_bad()
+
+    def _samples(self) -> Iterator[Any]:
+        """The hot loop (one generator: no ``yield from`` layers between it and the training loop, except a view's
+        own tight loop over a long stretch of one shard)."""
+        shards, indices, ids = self._shards, self._indices, self._ids
+        views = self.manager.open_views
+        step = max(self.predownload // 4, 1)
+        checkpoint = step
+        read, transform = self._read, self._transform
+        self._thread.start()
+        try:
+            if ids is None and self._stretches is not None:
+                for start, end in self._stretches:
+                    shard = shards[start]
+                    view = views.get(shard)
+                    if view is None:
+                        view = self._wait_for(shard, start)
+                    positions = iter(indices[start:end])  # consumed one per sample handed out: see `yielded`
+                    self._cursor = (end, positions)
+                    many = getattr(view, 'samples', None)
+                    samples = map(view.__getitem__, positions) if many is None else many(positions)
+                    yield from (samples if transform is None else map(transform, samples))
+                    if end > checkpoint:
+                        self._release_behind(end)
+                        checkpoint = end + step
+                return
+            positions = iter(range(self.count))
+            self._cursor = (self.count, positions)
+            for pos in positions:
+                shard = shards[pos]
+                view = views.get(shard)
+                if view is None:
+                    view = self._wait_for(shard, pos)
+                if ids is not None:
+                    yield read(ids[pos])
+                elif transform is None:
+                    yield view[indices[pos]]
+                else:
+                    yield transform(view[indices[pos]])
+                if pos >= checkpoint:
+                    self._release_behind(pos)
+                    checkpoint = pos + step
+        finally:
+            self._finish()
+
+    def _samples_replacing_bad(self) -> Iterator[Any]:
+        """``on_bad_sample='replace'``: a sample that fails to decode is logged and replaced by the nearest good sample
+        of this worker, so every rank still takes the same number of steps."""
+        shards, indices, ids = self._shards, self._indices, self._ids
+        step = max(self.predownload // 4, 1)
+        checkpoint = step
+        last_good: Any = None
+        pending = 0
+        error: BaseException | None = None
+        read, transform = self._read, self._transform
+        self._thread.start()
+        positions = iter(range(self.count))
+        self._cursor = (self.count, positions)
+        try:
+            for pos in positions:
+                shard = shards[pos]
+                view = self.manager.open_views.get(shard)
+                if view is None:
+                    view = self._wait_for(shard, pos)
+                try:
+                    if ids is not None:
+                        sample = read(ids[pos])
+                    elif transform is None:
+                        sample = view[indices[pos]]
+                    else:
+                        sample = transform(view[indices[pos]])
+                except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
+                    error = err
+                    logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
+                                   self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
+                    if last_good is None:
+                        pending += 1
+                        self._extra = -pending  # handed out = positions consumed + _extra
+                    else:
+                        yield last_good
+                else:
+                    for repeat in range(pending + 1):
+                        self._extra = repeat - pending
+                        yield sample
+                    pending = 0
+                    last_good = sample
+                if pos >= checkpoint:
+                    self._release_behind(pos)
+                    checkpoint = pos + step
+            if pending:
+                raise RuntimeError(f'Every sample of this worker failed to decode in epoch {self.epoch}; nothing '
+                                   f'can replace them.') from error
+        finally:
+            self._finish()

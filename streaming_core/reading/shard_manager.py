@@ -1,0 +1,484 @@
+"""Per-process access to a dataset's shards: preparing them (once per node), pinning and opening them.
+
+A :class:`ShardManager` knows every shard of every stream (global shard ids in stream order). In each process
+it keeps the open shard views (memory-mapped), holds a shared "in use" lock on each open shard of an evictable
+stream (so no process evicts a shard another is reading), and de-duplicates concurrent preparations of the same
+shard between its own threads; the stream's "prepare" lock de-duplicates them between processes.
+
+Files already present locally (a cache, a local dataset, the decompressed copies written next to compressed files)
+are checked once per process, when a shard is first opened: each raw file's size against the index always, and
+its hash when the stream's ``validate_hash`` names one the index records for the raw data. The per-sample path
+never repeats the check.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
+from streaming_core.machinery.protocols import ShardReader, ShardView
+from streaming_core.reading.binary_index import ShardTable
+from streaming_core.reading.cache_limit import CacheHooks, CacheState, cache_key
+from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.stream import Stream
+from streaming_core.storage.locking import RangeLocks
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'prepare_error']
+
+logger = logging.getLogger('streaming_core.reading.shard_manager')
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class ShardPrepareError(StreamingError, OSError):
+    """A shard could not be made available (download, hash check or decompression failed)."""
+
+
+class ShardHashMismatchError(ShardPrepareError, HashMismatchError):
+    """A shard could not be made available because a downloaded file failed its hash check (a ``ValueError`` as
+    well, as the reference's "Checksum failure")."""
+
+
+def prepare_error(message: str, cause: BaseException) -> ShardPrepareError:
+    """The :class:`ShardPrepareError` for a failed preparation, of the subclass that keeps the type family the
+    reference raises for ``cause`` (a hash mismatch stays a ``ValueError``)."""
+    if isinstance(cause, HashMismatchError):
+        return ShardHashMismatchError(message)
+    return ShardPrepareError(message)
+
+
+class ShardManager:
+    """Every shard of a dataset, with per-process open views and node-wide coordination.
+
+    Args:
+        catalogue: The dataset's shard catalogue (streams, readers, and which stream each shard belongs to).
+        cache_limit: The node-wide cache limit in bytes, or None.
+        max_open: How many shard views a process keeps open for random access.
+    """
+
+    def __init__(self, catalogue: ShardCatalogue, cache_limit: int | None, max_open: int = 64) -> None:
+        self.catalogue = catalogue
+        self.streams = catalogue.streams
+        self.cache_limit = cache_limit
+        self.max_open = max_open
+        self._stream_evictable = [stream.has_remote_copy and cache_limit is not None for stream in self.streams]
+        parts = []
+        for index, stream in enumerate(self.streams):
+            parts.append(os.path.realpath(stream.local_dir))
+            parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
+            parts.append(catalogue.stream_layout(index))
+        self.key = cache_key(parts)
+        self._init_process_state()
+
+    # The catalogue's tables (properties, so a pickled manager carries none of them).
+    @property
+    def readers(self) -> Sequence[ShardReader]:
+        """Every shard's reader (created on first touch)."""
+        return self.catalogue.readers
+
+    @property
+    def stream_per_shard(self) -> NDArray[np.int64]:
+        """The stream of each shard."""
+        return self.catalogue.stream_per_shard
+
+    @property
+    def local_index(self) -> NDArray[np.int64]:
+        """Each shard's position within its stream."""
+        return self.catalogue.shard_in_stream
+
+    # ----------------------------------------------------------------------------------------------------------
+    def _init_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._views: dict[int, ShardView] = {}
+        self._cold: dict[int, None] = {}  # shards touched once by random access (insertion-ordered, bounded)
+        self._holds: dict[int, int] = {}  # shard -> iterators of this process reading it (never trimmed)
+        self._views_lock = threading.RLock()
+        self._inflight: dict[int, Future[None]] = {}
+        self._inflight_lock = threading.Lock()
+        self._cache: CacheState | None = None
+        self._checked: set[int] = set()  # shards whose local files this process has checked against the index
+        self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid',
+                     '_checked', '_paths'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_process_state()
+
+    def adopt_process(self) -> None:
+        """In a forked process (a DataLoader worker): drop the parent's views, locks and threads, once."""
+        self._check_pid()
+
+    @property
+    def open_views(self) -> dict[int, ShardView]:
+        """This process's open shard views by shard id (read-only for callers: the hot loop looks views up here)."""
+        return self._views
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():  # forked: views, locks and threads belong to the parent
+            self._init_process_state()
+
+    @property
+    def cache(self) -> CacheState | None:
+        """The node-wide cache state (only with a cache limit)."""
+        self._check_pid()
+        if self.cache_limit is None:
+            return None
+        if self._cache is None:
+            hooks = CacheHooks(scan=self._scan, evictable=self.evictable, try_lock_exclusive=self._try_lock_exclusive,
+                               unlock=self._unlock_exclusive, remove=self._remove)
+            timeout = max(s.wait_timeout for s in self.streams)
+            self._cache = CacheState(self.key, len(self.readers), self.cache_limit, hooks, timeout=timeout)
+        return self._cache
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Locks: byte 1 + 2*i is shard i's "in use" lock, byte 2 + 2*i its "prepare" lock (per stream file).
+    def _locks(self, shard: int) -> RangeLocks:
+        return self.streams[int(self.stream_per_shard[shard])].locks()
+
+    def _use_byte(self, shard: int) -> int:
+        return 1 + 2 * int(self.local_index[shard])
+
+    def _prepare_byte(self, shard: int) -> int:
+        return 2 + 2 * int(self.local_index[shard])
+
+    def evictable(self, shard: int) -> bool:
+        """Whether the shard may ever be evicted (a cache limit is set and its stream has a remote copy)."""
+        return self._stream_evictable[int(self.stream_per_shard[shard])]
+
+    def _try_lock_exclusive(self, shard: int) -> bool:
+        locks = self._locks(shard)
+        if not locks.try_acquire(self._use_byte(shard), True):
+            return False
+        if not locks.try_acquire(self._prepare_byte(shard), True):
+            locks.release(self._use_byte(shard))
+            return False
+        return True
+
+    def _unlock_exclusive(self, shard: int) -> None:
+        locks = self._locks(shard)
+        locks.release(self._prepare_byte(shard))
+        locks.release(self._use_byte(shard))
+
+    def _scan(self, shard: int) -> int:
+        source = self.catalogue.sources[int(self.stream_per_shard[shard])]
+        if isinstance(source, ShardTable):  # a scan of every shard creates no reader
+            return self.stream_of(shard).present_bytes_of(source.file_names(int(self.local_index[shard])))
+        return self.stream_of(shard).present_bytes(self.readers[shard])
+
+    def _remove(self, shard: int) -> int:
+        if not self.evictable(shard):
+            raise StreamingError(f'Refusing to evict {self.readers[shard].where}: it has no remote copy.')
+        freed = self.stream_of(shard).remove_shard_files(self.readers[shard])
+        logger.debug('evicted shard %d (%d bytes)', shard, freed)
+        return freed
+
+    def stream_of(self, shard: int) -> Stream:
+        """The stream a shard belongs to."""
+        return self.streams[int(self.stream_per_shard[shard])]
+
+    # ----------------------------------------------------------------------------------------------------------
+    def is_ready(self, shard: int) -> bool:
+        """Whether the shard's raw files are present locally."""
+        return all(os.path.isfile(path) for path in self.raw_paths(shard))
+
+    def raw_paths(self, shard: int) -> list[str]:
+        """The local paths of the shard's raw files (checked once per process to stay inside the local directory)."""
+        paths = self._paths.get(shard)
+        if paths is None:
+            paths = self._paths[shard] = self.stream_of(shard).raw_paths(self.readers[shard])
+        return paths
+
+    def prepare(self, shard: int, on_wait: Callable[[], None] | None = None, patience: float | None = None) -> None:
+        """Make the shard's raw files present, once per node (waits for another thread or process doing it).
+
+        ``on_wait`` is called whenever the cache has no room yet for the shard, and ``patience`` bounds that wait
+        (see ``CacheState.reserve``).
+
+        Raises:
+            ShardPrepareError: naming the shard, its remote and the cause, when it cannot be made available.
+        """
+        self._check_pid()
+        with self._inflight_lock:
+            future = self._inflight.get(shard)
+            owner = future is None
+            if owner:
+                future = Future()
+                self._inflight[shard] = future
+        if not owner:
+            future.result(timeout=self.stream_of(shard).wait_timeout * 2)
+            return
+        try:
+            self._prepare(shard, on_wait, patience)
+        except BaseException as err:
+            future.set_exception(err)
+            raise
+        else:
+            future.set_result(None)
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(shard, None)
+
+    def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None,
+                 patience: float | None = None) -> None:
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        if self.is_ready(shard) and (stream.safe_keep_zip or not reader.compression):
+            return
+        locks = stream.locks()
+        byte = self._prepare_byte(shard)
+        # The prepare lock is held from before the reservation until the commit: a reservation is live exactly
+        # while its holder has this lock (that is how other processes tell a dead reservation from a live one).
+        locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {reader.where}', on_wait=on_wait)
+        try:
+            if self.is_ready(shard):
+                stream.prepare_files(reader)  # ready (prepared meanwhile): drops a leftover compressed copy only
+                return
+            cache = self.cache if self.evictable(shard) else None
+            if cache is not None:
+                cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
+            try:
+                stream.prepare_shard(reader)
+                if not reader.compression and type(stream).prepare_shard is Stream.prepare_shard:
+                    self._checked.add(shard)  # just downloaded: the download checked its size (and hash)
+            except BaseException as err:
+                if cache is not None:
+                    cache.cancel(shard)
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    raise
+                remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
+                raise prepare_error(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
+                                    f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}', err) from err
+            if cache is not None:
+                cache.commit(shard)
+        finally:
+            locks.release(byte)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def view(self, shard: int) -> ShardView:
+        """The open view of a shard (prepared, pinned and memory-mapped on first use)."""
+        view = self._views.get(shard)
+        if view is not None and self._pid == os.getpid():
+            return view
+        return self.open(shard)
+
+    def open(self, shard: int, on_wait: Callable[[], None] | None = None) -> ShardView:
+        """Prepare (if needed), pin and open a shard (``on_wait``: see :meth:`prepare`)."""
+        self._check_pid()
+        with self._views_lock:
+            view = self._views.get(shard)
+            if view is not None:
+                return view
+        pinned = self._pin(shard)
+        try:
+            view = self._open_ready(shard, on_wait)
+        except BaseException:
+            if pinned:
+                self._locks(shard).release(self._use_byte(shard))
+            raise
+        with self._views_lock:
+            existing = self._views.get(shard)
+            if existing is not None:  # another thread opened it meanwhile
+                view.close()
+                if pinned:
+                    self._locks(shard).release(self._use_byte(shard))
+                return existing
+            self._views[shard] = view
+        cache = self.cache if self.evictable(shard) else None
+        if cache is not None:
+            cache.touch(shard)
+        return view
+
+    def _pin(self, shard: int) -> bool:
+        if not self.evictable(shard):
+            return False
+        self._locks(shard).acquire(self._use_byte(shard), False, self.stream_of(shard).wait_timeout,
+                                   f'the "in use" lock of shard {shard}')
+        return True
+
+    def _open_ready(self, shard: int, on_wait: Callable[[], None] | None = None) -> ShardView:
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        last: BaseException | None = None
+        for _ in range(3):
+            if not self.is_ready(shard):
+                self.prepare(shard, on_wait)
+            paths = self.raw_paths(shard)
+            try:
+                if shard not in self._checked:
+                    self.check_files(shard, paths)
+                return reader.open(paths)
+            except FileNotFoundError as err:  # deleted by hand between the check and the open
+                last = err
+        raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
+                                f'{stream.local_dir} while being opened: {last}') from last
+
+    def sample(self, shard: int, index: int) -> Any:
+        """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is
+        touched, by a one-off positioned read (formats that offer ``read_sample``), and from the second touch on,
+        through a view kept open (so sequential access pays the opening once)."""
+        view = self._views.get(shard)
+        if view is not None and self._pid == os.getpid():
+            return view[index]
+        reader = self.readers[shard]
+        read_one = getattr(reader, 'read_sample', None)
+        cold = self._cold
+        if read_one is None or shard in cold:
+            cold.pop(shard, None)
+            view = self.view(shard)
+            if len(self._views) > self.max_open:
+                self.trim(spare=shard)
+            return view[index]
+        cold[shard] = None
+        if len(cold) > 4 * self.max_open:
+            del cold[next(iter(cold))]
+        pinned = self._pin(shard)
+        try:
+            for _ in range(3):
+                if not self.is_ready(shard):
+                    self.prepare(shard)
+                paths = self.raw_paths(shard)
+                try:
+                    if shard not in self._checked:
+                        self.check_files(shard, paths)
+                    sample = read_one(paths, index)
+                    break
+                except FileNotFoundError:  # deleted by hand between the check and the read
+                    continue
+            else:
+                return self.view(shard)[index]
+        finally:
+            if pinned:
+                self._locks(shard).release(self._use_byte(shard))
+        if self.evictable(shard) and self.cache is not None:
+            self.cache.touch(shard)
+        return sample
+
+    def check_files(self, shard: int, paths: Sequence[str]) -> None:
+        """Check a shard's local raw files against the index (once per process; called when it is first opened).
+
+        Every file must have the size the index declares; when the stream sets ``validate_hash`` and the index
+        records that hash for the raw data, the file's hash must match too. A bad file that can be recreated (the
+        stream has a remote copy, or the file is a decompressed copy of a compressed file still present) is removed,
+        so that reading again fetches or decompresses it afresh; a file that is the only copy is never deleted.
+
+        Raises:
+            ShardCorruptError: naming the file and what differs.
+            FileNotFoundError: a file disappeared meanwhile (the caller prepares the shard again).
+        """
+        stream = self.stream_of(shard)
+        reader = self.readers[shard]
+        algo = stream.validate_hash
+        for (raw, zipped), path in zip(reader.parts, paths):
+            stat = os.stat(path)
+            size = stat.st_size
+            problem = None
+            if size != raw.bytes:
+                problem = f'the file has {size} bytes but the index declares {raw.bytes}'
+            elif algo and algo in raw.hashes:
+                from streaming_core.storage.hashing import hash_file
+                actual = hash_file(algo, path)
+                if actual != raw.hashes[algo]:
+                    problem = f'its {algo} is {actual} but the index records {raw.hashes[algo]}'
+            if problem is not None:
+                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem, _identity(stat)))
+        self._checked.add(shard)
+
+    def _bad_file(self, shard: int, path: str, zipped: Any, problem: str, identity: tuple[int, ...]) -> str:
+        """Remove a bad local file when another copy exists (and it is still the file that was checked: another
+        process may have replaced it meanwhile); returns the message of the error to raise."""
+        stream = self.stream_of(shard)
+        zip_path = os.path.join(stream.local_dir, *zipped.basename.split('/')) if zipped is not None else None
+        what = f'{path} (shard {shard}{f", decompressed from {zip_path}" if zip_path else ""})'
+        if stream.has_remote_copy or (zip_path is not None and os.path.isfile(zip_path)):
+            source = zip_path if zip_path is not None and os.path.isfile(zip_path) else \
+                redact_url(stream.remote_dir or '')
+            byte = self._prepare_byte(shard)
+            locks = stream.locks()
+            try:
+                locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {path}')
+                try:
+                    if _identity(os.stat(path)) == identity:
+                        os.remove(path)
+                except FileNotFoundError:
+                    pass  # another thread or process found it bad first and removed it
+                finally:
+                    locks.release(byte)
+            except OSError as err:  # a read-only directory: say so, the user removes it
+                return (f'{what} is corrupt: {problem}. It could not be removed ({err}); delete it so it is recreated '
+                        f'from {source}.')
+            logger.info('removed corrupt %s: %s', path, problem)
+            return f'{what} is corrupt: {problem}. The bad copy was removed; reading again recreates it from {source}.'
+        return (f'{what} is corrupt: {problem}. It is the only copy of this data (no remote, no compressed file), so '
+                f'it was left in place: restore it from the dataset\'s source, or rewrite the dataset.')
+
+    def hold(self, shard: int) -> None:
+        """An iterator of this process reads the shard's view: it is not closed until every holder releases it."""
+        with self._views_lock:
+            self._holds[shard] = self._holds.get(shard, 0) + 1
+
+    def release(self, shard: int) -> None:
+        """An iterator is done with the shard: close it once no iterator holds it."""
+        with self._views_lock:
+            count = self._holds.get(shard, 0) - 1
+            if count > 0:
+                self._holds[shard] = count
+                return
+            self._holds.pop(shard, None)
+        self.close(shard)
+
+    def close(self, shard: int) -> None:
+        """Close a shard's view and release its pin."""
+        with self._views_lock:
+            view = self._views.pop(shard, None)
+        if view is None:
+            return
+        view.close()
+        if self.evictable(shard) and self._pid == os.getpid():
+            self._locks(shard).release(self._use_byte(shard))
+
+    def trim(self, keep: int | None = None, spare: int | None = None) -> None:
+        """Close the oldest views beyond ``keep`` (default ``max_open``), never one an iterator holds nor ``spare``
+        (the one the caller is about to read)."""
+        limit = self.max_open if keep is None else keep
+        with self._views_lock:
+            excess = len(self._views) - limit
+            victims = [shard for shard in self._views
+                       if shard not in self._holds and shard != spare][:max(excess, 0)]
+        for shard in victims:
+            self.close(shard)
+
+    def close_all(self) -> None:
+        """Close every view (releasing every pin)."""
+        for shard in list(self._views):
+            self.close(shard)
+
+    def evict(self, shard: int) -> int:
+        """Evict one shard now (not while any process reads it, never without a remote copy); returns bytes freed."""
+        if shard in self._holds:
+            return 0  # an iterator of this process is reading it
+        self.close(shard)
+        cache = self.cache
+        if cache is not None:
+            return cache.evict(shard)
+        if not self.stream_of(shard).has_remote_copy or not self._try_lock_exclusive(shard):
+            return 0
+        try:
+            return self.stream_of(shard).remove_shard_files(self.readers[shard])
+        finally:
+            self._unlock_exclusive(shard)

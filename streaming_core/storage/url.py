@@ -1,0 +1,105 @@
+"""A storage URL parsed once: scheme, bucket, key and the redacted form shown in messages.
+
+Storage backends receive URLs as strings (``s3://bucket/path/to/shard.mds``); :meth:`StorageURL.parse` checks the
+scheme, the bucket and (optionally) the key once and gives an object the backend passes around, with
+:attr:`StorageURL.redacted` for every message and log line (credentials in the user-info part and signature-like query
+parameters masked)::
+
+    url = StorageURL.parse('s3://bucket/dir/shard.00000.mds', scheme='s3', need_key=True)
+    url.bucket, url.key          # ('bucket', 'dir/shard.00000.mds')
+    url.child('dir/other.mds')   # StorageURL('s3://bucket/dir/other.mds')
+    StorageURL.parse('oci://b@ns/k', scheme='oci', namespace=True).namespace   # 'ns'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from streaming_core.errors import PermanentStorageError
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['StorageURL']
+
+
+@dataclass(frozen=True)
+class StorageURL:
+    """One parsed ``scheme://netloc/key`` URL.
+
+    Attributes:
+        url: The URL as given.
+        scheme: The scheme, lowercase (``'s3'``).
+        netloc: The part after ``//`` up to the first ``/`` (``'bucket'``, ``'bucket@namespace'`` for OCI).
+        bucket: The bucket or container: the netloc, or its part before ``@`` when parsed with
+            ``namespace=True``.
+        namespace: The part after ``@`` when parsed with ``namespace=True`` (OCI), else ``''``.
+        key: The path after the netloc, without its leading ``/`` (``''`` for a bucket root).
+        query: The query string (without ``?``), kept for presigned or SAS URLs.
+    """
+
+    url: str
+    scheme: str
+    netloc: str
+    bucket: str
+    key: str
+    query: str = ''
+    namespace: str = ''
+
+    @classmethod
+    def parse(cls, url: str, *, scheme: str | None = None, need_key: bool = False, label: str | None = None,
+              bucket_word: str = 'bucket', usage: str | None = None, unquote_key: bool = False,
+              namespace: bool = False) -> StorageURL:
+        """Parse ``url``, checking its scheme, that it names a bucket and, with ``need_key``, an object.
+
+        Args:
+            url: The URL.
+            scheme: The scheme it must have (case-insensitive); None accepts any.
+            need_key: Refuse a URL that names no object (no key, or one ending in ``/``).
+            label: How the URL kind is named in errors (default: the scheme).
+            bucket_word: What the netloc names, for errors (``'container or account'`` for Azure).
+            usage: The URL form suggested in errors (default ``scheme://BUCKET/KEY``); ``''`` suggests none.
+            unquote_key: Percent-decode the key (Azure blob names).
+            namespace: Split ``bucket@namespace`` netlocs (OCI).
+
+        Raises:
+            PermanentStorageError: for another scheme, a missing bucket, or (with ``need_key``) a missing object;
+                the message shows the redacted URL.
+        """
+        parsed = urlparse(url)
+        shown = redact_url(url)
+        found = parsed.scheme.lower()
+        label = label or scheme or found
+        if scheme is not None and found != scheme:
+            article = 'an' if scheme[:1] in 'aeiou' else 'a'
+            raise PermanentStorageError(f'Expected {article} {scheme}:// URL, got {shown}.')
+        hint = f' Use {usage}.' if usage else ('' if usage == '' else f' Use {found}://BUCKET/KEY.')
+        if not parsed.netloc:
+            raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no {bucket_word}.{hint}')
+        key = (unquote(parsed.path) if unquote_key else parsed.path).lstrip('/')
+        if need_key and (not key or key.endswith('/')):
+            raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no object.{hint}')
+        bucket, _, space = parsed.netloc.partition('@') if namespace else (parsed.netloc, '', '')
+        if not bucket:
+            raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no {bucket_word}.{hint}')
+        return cls(url, found, parsed.netloc, bucket, key, parsed.query, space)
+
+    @property
+    def redacted(self) -> str:
+        """The URL with credentials masked: what messages and logs show."""
+        return redact_url(self.url)
+
+    @property
+    def base(self) -> str:
+        """``scheme://netloc/``: the root that :meth:`child` keys are relative to."""
+        return f'{self.scheme}://{self.netloc}/'
+
+    def child(self, key: str) -> StorageURL:
+        """The URL of another key in the same bucket (same scheme and netloc)."""
+        key = key.lstrip('/')
+        return StorageURL(f'{self.base}{key}', self.scheme, self.netloc, self.bucket, key, '', self.namespace)
+
+    def __str__(self) -> str:
+        return self.redacted
+
+    def __repr__(self) -> str:
+        return f'StorageURL({self.redacted!r})'  # never the credentials a URL may carry

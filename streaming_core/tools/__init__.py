@@ -1,0 +1,1 @@
+"""Tools: the CLI subcommands, conversion, simulation, Spark and trainer integrations."""

@@ -1,0 +1,239 @@
+"""``streaming cache [show|clear]``: what the local cache holds, and removing it.
+
+The cache root is :func:`streaming_core.common.paths.cache_root` (``$STREAMING_CORE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/streaming-core``, else ``~/.cache/streaming-core``). Under it:
+
+* ``datasets/<digest>/``: downloaded shards of datasets opened without an explicit ``local`` (the digest is derived
+  from the remote URL; every file there has a remote copy);
+* ``plans/``: per-node epoch plans (``.npy``), recomputed on demand (bounded: see
+:mod:`streaming_core.ordering.plan_cache`);
+* ``cache-state/``: cache accounting files of datasets with a ``cache_limit``, rebuilt on demand;
+* ``state/<digest>/``: what streaming-core keeps about each local directory it has read (default or explicit
+  ``local``): its lock file and the record of the remote and index version it holds
+  (:mod:`streaming_core.reading.cache_record`). ``show`` lists each dataset with the remote it holds.
+
+``clear`` removes only these four directories (or one dataset directory and its state), never anything else under
+the root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+from streaming_core.tools.commands._common import human_bytes
+
+__all__ = ['add_parser', 'run', 'scan_cache', 'MANAGED']
+
+#: The subdirectories of the cache root that streaming-core manages (and ``clear`` may remove).
+MANAGED = ('datasets', 'plans', 'cache-state', 'state')
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the subcommand and its actions."""
+    parser = subparsers.add_parser(
+        'cache', help='show or clear the local cache (downloaded datasets, epoch plans, cache state)',
+        description='Show the local cache: its root, the datasets downloaded under it with their sizes and the '
+                    'remote each holds, the other local directories read with a remote, the epoch plan files and the '
+                    'cache-state files. "streaming cache clear" removes them (asking first).')
+    parser.add_argument('--json', action='store_true', help='print JSON instead of text')
+    actions = parser.add_subparsers(dest='action', metavar='<action>')
+    show = actions.add_parser('show', help='show the cache (the default)', description='Show the local cache.')
+    show.add_argument('--json', action='store_true', default=argparse.SUPPRESS, help='print JSON instead of text')
+    clear = actions.add_parser(
+        'clear', help='remove cached datasets, plans and cache state',
+        description='Remove the cached datasets, plan files and cache-state files (or one dataset). Jobs running '
+                    'on this node lose their local copies and download them again.')
+    clear.add_argument('--dataset', metavar='NAME|URL', default=None,
+                       help='remove only this dataset: its directory name under datasets/, or its remote URL')
+    clear.add_argument('--yes', '-y', action='store_true', help='do not ask for confirmation')
+    parser.set_defaults(run=run, action=None)
+
+
+def _usage(path: str) -> tuple[int, int]:
+    """``(bytes, files)`` under ``path``."""
+    total = files = 0
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return total, files
+
+
+def _record_info(local_dir: str) -> dict[str, Any] | None:
+    from streaming_core.reading.cache_record import record_of
+    record = record_of(local_dir)
+    if record is None:
+        return None
+    return {'remote': record.remote, 'remote_dir': record.remote_dir, 'split': record.split,
+            'index_identity': record.source_identity, 'checked_at': record.checked_at}
+
+
+def _dataset_info(path: str) -> dict[str, Any]:
+    size, files = _usage(path)
+    splits = []
+    for dirpath, dirs, names in os.walk(path):
+        if 'index.json' in names:
+            splits.append(os.path.relpath(dirpath, path).replace(os.sep, '/'))
+        if os.path.relpath(dirpath, path).count(os.sep) >= 1:
+            dirs[:] = []
+    samples = shards = 0
+    records = {}
+    for split in splits:
+        record = _record_info(os.path.normpath(os.path.join(path, split)))
+        if record is not None:
+            records[split] = record
+        try:
+            with open(os.path.join(path, split, 'index.json'), 'rb') as handle:
+                index = json.loads(handle.read())
+            shards += len(index.get('shards', []))
+            samples += sum(int(entry.get('samples') or 0) for entry in index.get('shards', []))
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass
+    remotes = sorted({r['remote'] for r in records.values()})
+    return {'name': os.path.basename(path), 'path': path, 'bytes': size, 'files': files,
+            'splits': sorted(splits), 'shards_in_index': shards, 'samples_in_index': samples,
+            'modified': os.path.getmtime(path), 'remote': remotes[0] if len(remotes) == 1 else (remotes or None),
+            'records': records}
+
+
+def _state_info(root: str) -> dict[str, Any]:
+    """The state directories: the local directory each describes and the remote it holds."""
+    from streaming_core.reading.cache_record import read_record
+    path = os.path.join(root, 'state')
+    size, files = _usage(path) if os.path.isdir(path) else (0, 0)
+    entries = []
+    if os.path.isdir(path):
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            record = read_record(entry.path)
+            item: dict[str, Any] = {'key': entry.name, 'path': entry.path, 'local_dir': None, 'remote': None}
+            if record is not None:
+                item.update(local_dir=record.local_dir, remote=record.remote, remote_dir=record.remote_dir,
+                            split=record.split, index_identity=record.source_identity,
+                            checked_at=record.checked_at, local_exists=os.path.isdir(record.local_dir))
+            entries.append(item)
+    return {'path': path, 'bytes': size, 'files': files, 'count': len(entries), 'entries': entries}
+
+
+def scan_cache(root: str) -> dict[str, Any]:
+    """What the cache root holds (see the module docstring)."""
+    datasets_dir = os.path.join(root, 'datasets')
+    datasets = []
+    if os.path.isdir(datasets_dir):
+        for entry in sorted(os.scandir(datasets_dir), key=lambda e: e.name):
+            if entry.is_dir():
+                datasets.append(_dataset_info(entry.path))
+    result: dict[str, Any] = {'root': root, 'exists': os.path.isdir(root), 'datasets': datasets}
+    for name, suffix in (('plans', '.npy'), ('cache-state', '.bin')):
+        path = os.path.join(root, name)
+        size, files = _usage(path) if os.path.isdir(path) else (0, 0)
+        count = len([n for n in os.listdir(path) if n.endswith(suffix)]) if os.path.isdir(path) else 0
+        result[name.replace('-', '_')] = {'path': path, 'bytes': size, 'files': files, 'count': count}
+    result['state'] = _state_info(root)
+    others = sorted(name for name in os.listdir(root) if name not in MANAGED) if os.path.isdir(root) else []
+    result['other_entries'] = others
+    result['bytes'] = (sum(d['bytes'] for d in datasets) + result['plans']['bytes'] + result['cache_state']['bytes']
+                       + result['state']['bytes'])
+    return result
+
+
+def _show(info: dict[str, Any]) -> None:
+    print(f'Cache root: {info["root"]}{"" if info["exists"] else " (does not exist yet)"}')
+    print(f'Total:      {human_bytes(info["bytes"])}')
+    print(f'Datasets:   {len(info["datasets"])} under {os.path.join(info["root"], "datasets")}')
+    for d in info['datasets']:
+        age = time.strftime('%Y-%m-%d %H:%M', time.localtime(d['modified']))
+        splits = ', '.join(s if s != '.' else '(root)' for s in d['splits']) or 'no index'
+        remote = d['remote'] if isinstance(d['remote'], str) else ', '.join(d['remote'] or []) or 'unknown (no record)'
+        print(f'  {d["name"]}  {human_bytes(d["bytes"]):>10}  {d["files"]:>6} files  {d["shards_in_index"]} shards, '
+              f'{d["samples_in_index"]} samples in index  splits: {splits}  modified {age}')
+        print(f'      remote: {remote}')
+    datasets_dir = os.path.realpath(os.path.join(info['root'], 'datasets'))
+    elsewhere = [e for e in info['state']['entries'] if e['local_dir']
+                 and not e['local_dir'].startswith(datasets_dir + os.sep)]
+    if elsewhere:
+        print(f'Other local directories read with a remote: {len(elsewhere)}')
+        for e in elsewhere:
+            gone = '' if e.get('local_exists') else '  (directory no longer exists)'
+            print(f'  {e["local_dir"]}  remote: {e["remote_dir"]}{gone}')
+    plans, state = info['plans'], info['cache_state']
+    print(f'Plans:      {plans["count"]} epoch plan files, {human_bytes(plans["bytes"])} ({plans["path"]})')
+    print(f'Cache state: {state["count"]} files, {human_bytes(state["bytes"])} ({state["path"]})')
+    print(f'State:      {info["state"]["count"]} local directories, {human_bytes(info["state"]["bytes"])} '
+          f'({info["state"]["path"]})')
+    if info['other_entries']:
+        print(f'Other (not managed, never cleared): {", ".join(info["other_entries"])}')
+
+
+def _targets(root: str, dataset: str | None) -> list[str]:
+    if dataset is None:
+        return [os.path.join(root, name) for name in MANAGED if os.path.exists(os.path.join(root, name))]
+    from streaming_core.common.paths import default_local
+    from streaming_core.storage.facade import is_remote
+    if is_remote(dataset) or '/' in dataset:
+        path = default_local(dataset.rstrip('/'))
+    else:
+        path = os.path.join(root, 'datasets', dataset)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f'No cached dataset {dataset!r} (looked for {path}). "streaming cache" lists the '
+                                f'cached datasets.')
+    return [path, *_state_dirs_of(root, path)]
+
+
+def _state_dirs_of(root: str, path: str) -> list[str]:
+    """The state directories of ``path`` and of the directories under it."""
+    from streaming_core.reading.cache_record import read_record
+    real = os.path.realpath(path)
+    found = []
+    state = os.path.join(root, 'state')
+    if os.path.isdir(state):
+        for entry in sorted(os.scandir(state), key=lambda e: e.name):
+            record = read_record(entry.path) if entry.is_dir() else None
+            if record is not None and (record.local_dir == real or record.local_dir.startswith(real + os.sep)):
+                found.append(entry.path)
+    return found
+
+
+def _confirm(paths: list[str]) -> bool:
+    if not sys.stdin or not sys.stdin.isatty():
+        raise ValueError('Refusing to clear the cache without confirmation: stdin is not a terminal. Pass --yes.')
+    answer = input(f'Remove {len(paths)} item(s), {human_bytes(sum(_usage(p)[0] for p in paths))}? [y/N] ')
+    return answer.strip().lower() in ('y', 'yes')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Show or clear the cache."""
+    from streaming_core.common.paths import cache_root
+    root = cache_root()
+    if args.action != 'clear':
+        info = scan_cache(root)
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            _show(info)
+        return 0
+    paths = _targets(root, args.dataset)
+    if not paths:
+        print(f'Nothing to clear under {root}.')
+        return 0
+    for path in paths:
+        print(f'  {path}  ({human_bytes(_usage(path)[0])})')
+    if not args.yes and not _confirm(paths):
+        print('Nothing removed.')
+        return 1
+    freed = 0
+    for path in paths:
+        freed += _usage(path)[0]
+        shutil.rmtree(path)
+    print(f'Removed {len(paths)} item(s), {human_bytes(freed)}.')
+    return 0

@@ -1,0 +1,194 @@
+"""``streaming inspect DATASET``: what a dataset holds, from its index alone (nothing else is downloaded).
+
+Our ``index.json`` is streamed (one shard entry decoded at a time, :mod:`streaming_core.reading.index_file_stream`), so
+an index of millions of shards is summarised without one Python object per shard (unless ``--shards`` lists them).
+Another library's ``index.json`` and a directory that indexes itself go through the index their builder derives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections import Counter
+from typing import Any
+
+from streaming_core.tools.commands._common import (
+    add_storage_option,
+    entry_columns,
+    first_line,
+    human_bytes,
+    locate_index_file,
+    open_located_index,
+    storage_options,
+)
+
+__all__ = ['add_parser', 'run', 'summarize', 'summarize_file', 'locate_index_file']
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        'inspect', help='show a dataset\'s formats, columns, shards, samples, sizes, compression and hashes',
+        description='Summarise a dataset from its index.json: shard formats, columns and their encodings, shard and '
+                    'sample counts, raw and compressed bytes, compression and hashes. Works on a local directory or '
+                    'a remote URL (only the index is downloaded).')
+    parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
+    parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
+    parser.add_argument('--shards', action='store_true', help='also list every shard')
+    parser.add_argument('--json', action='store_true', help='print JSON instead of text')
+    add_storage_option(parser)
+    parser.set_defaults(run=run)
+
+
+def _shard_row(number: int, entry: dict[str, Any]) -> dict[str, Any]:
+    raw = [entry.get(key) for key in ('raw_data', 'raw_meta') if isinstance(entry.get(key), dict)]
+    zipped = [entry.get(key) for key in ('zip_data', 'zip_meta') if isinstance(entry.get(key), dict)]
+    return {'shard': number, 'file': (zipped or raw or [{}])[0].get('basename'), 'format': entry.get('format'),
+            'samples': int(entry.get('samples') or 0), 'raw_bytes': sum(int(f.get('bytes') or 0) for f in raw),
+            'zip_bytes': sum(int(f.get('bytes') or 0) for f in zipped) if zipped else None,
+            'compression': entry.get('compression'), 'hashes': list(entry.get('hashes') or [])}
+
+
+class _Summary:
+    """The summary built one shard entry at a time: counters and sets, no object per shard (unless the shard list
+    is asked for)."""
+
+    def __init__(self, keep_rows: bool) -> None:
+        self.keep_rows = keep_rows
+        self.rows: list[dict[str, Any]] = []
+        self.layouts: list[dict[str, str]] = []
+        self.formats: Counter[Any] = Counter()
+        self.compression: Counter[str] = Counter()
+        self.hashes: set[str] = set()
+        self.size_limits: set[str] = set()
+        self.shards = self.samples = self.raw = self.zipped = self.compressed_shards = self.largest = 0
+        self.min_samples: int | None = None
+        self.max_samples: int | None = None
+
+    def add(self, entry: dict[str, Any]) -> None:
+        """Count one shard entry."""
+        row = _shard_row(self.shards, entry)
+        self.shards += 1
+        if self.keep_rows:
+            self.rows.append(row)
+        columns = entry_columns(entry)
+        if columns not in self.layouts:
+            self.layouts.append(columns)
+        count = row['samples']
+        self.samples += count
+        self.min_samples = count if self.min_samples is None else min(self.min_samples, count)
+        self.max_samples = count if self.max_samples is None else max(self.max_samples, count)
+        self.formats[row['format']] += 1
+        self.raw += row['raw_bytes']
+        if row['zip_bytes'] is not None:
+            self.zipped += row['zip_bytes']
+            self.compressed_shards += 1
+        self.largest = max(self.largest, (row['zip_bytes'] or 0) + row['raw_bytes'])
+        if row['compression']:
+            self.compression[str(row['compression'])] += 1
+        self.hashes.update(row['hashes'])
+        self.size_limits.add(str(entry.get('size_limit')))
+
+    def result(self, location: str, index_bytes: int) -> dict[str, Any]:
+        """The summary (see :func:`summarize`)."""
+        return {
+            'index': location,
+            'index_bytes': index_bytes,
+            'formats': dict(self.formats),
+            'columns': self.layouts[0] if len(self.layouts) == 1 else self.layouts,
+            'shards': self.shards,
+            'samples': self.samples,
+            'samples_per_shard': {'min': self.min_samples, 'max': self.max_samples,
+                                  'mean': self.samples / self.shards} if self.shards else None,
+            'raw_bytes': self.raw,
+            'zip_bytes': self.zipped if self.compressed_shards else None,
+            'largest_shard_bytes': self.largest,
+            'compression': dict(self.compression),
+            'hashes': sorted(self.hashes),
+            'size_limits': sorted(self.size_limits),
+            'shard_list': self.rows,
+        }
+
+
+def summarize(index: dict[str, Any], location: str, index_bytes: int) -> dict[str, Any]:
+    """The summary ``streaming inspect`` prints, as a dict (also its ``--json`` output)."""
+    summary = _Summary(keep_rows=True)
+    for entry in index['shards']:
+        summary.add(entry)
+    return summary.result(location, index_bytes)
+
+
+def summarize_file(path: str, location: str, keep_rows: bool = True) -> dict[str, Any]:
+    """:func:`summarize` of the ``index.json`` at ``path``, streamed: one shard entry decoded at a time
+    (:func:`streaming_core.reading.index_file_stream.iter_index_entries`), so an index of millions of shards is
+    summarised in bounded memory (``keep_rows=False``: no shard list).
+
+    Raises:
+        IndexFormatError: the file is not a valid streaming index (including another library's ``index.json``).
+    """
+    from streaming_core.errors import IndexFormatError
+    from streaming_core.reading.index_file_stream import iter_index_entries
+    summary = _Summary(keep_rows)
+    with open(path, 'rb') as handle:
+        for entry in iter_index_entries(handle, location):
+            if not isinstance(entry, dict):
+                raise IndexFormatError(f'Index file at {location}: "shards" must be a list of objects.')
+            summary.add(entry)
+        size = os.fstat(handle.fileno()).st_size
+    return summary.result(location, size)
+
+
+def _print(summary: dict[str, Any], with_shards: bool) -> None:
+    print(f'Dataset index: {summary["index"]} ({human_bytes(summary["index_bytes"])})')
+    formats = ', '.join(f'{name} ({count} shards)' for name, count in summary['formats'].items())
+    print(f'Format:        {formats or "-"}')
+    layouts = summary['columns'] if isinstance(summary['columns'], list) else [summary['columns']]
+    for i, columns in enumerate(layouts):
+        title = 'Columns:' if len(layouts) == 1 else f'Columns ({i + 1}):'
+        print(f'{title:<15}' + first_line([f'{name} ({encoding})' for name, encoding in columns.items()]))
+    print(f'Shards:        {summary["shards"]}')
+    per = summary['samples_per_shard']
+    extra = f' (per shard: min {per["min"]}, mean {per["mean"]:.1f}, max {per["max"]})' if per else ''
+    print(f'Samples:       {summary["samples"]}{extra}')
+    print(f'Raw bytes:     {human_bytes(summary["raw_bytes"])} ({summary["raw_bytes"]} B)')
+    if summary['zip_bytes'] is not None:
+        ratio = summary['raw_bytes'] / summary['zip_bytes'] if summary['zip_bytes'] else 0.0
+        print(f'Compressed:    {human_bytes(summary["zip_bytes"])} ({summary["zip_bytes"]} B, ratio {ratio:.2f})')
+    compression = ', '.join(f'{name} ({count} shards)' for name, count in summary['compression'].items())
+    print(f'Compression:   {compression or "none"}')
+    print(f'Hashes:        {first_line(summary["hashes"]) if summary["hashes"] else "none"}')
+    print(f'Largest shard: {human_bytes(summary["largest_shard_bytes"])} (raw + compressed on disk)')
+    if with_shards:
+        print()
+        print(f'{"shard":>6} {"samples":>8} {"raw":>11} {"compressed":>11}  file')
+        for row in summary['shard_list']:
+            zipped = human_bytes(row['zip_bytes']) if row['zip_bytes'] is not None else '-'
+            print(f'{row["shard"]:>6} {row["samples"]:>8} {human_bytes(row["raw_bytes"]):>11} {zipped:>11}  '
+                  f'{row["file"]}')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the summary."""
+    from streaming_core.errors import IndexFormatError
+    keep_rows = bool(args.shards)
+    with tempfile.TemporaryDirectory(prefix='streaming-inspect-') as scratch:
+        options = storage_options(args)
+        found_file = locate_index_file(args.dataset, args.split, options, scratch)
+        summary = None
+        if found_file is not None:
+            try:  # our index, streamed: no object per shard
+                summary = summarize_file(found_file[0], found_file[1], keep_rows)
+            except IndexFormatError:  # another library's index.json, or a broken one: the general path decides
+                summary = None
+        if summary is None:
+            found = open_located_index(found_file, args.dataset, args.split, options)
+            summary = summarize(found.index, found.location, found.index_bytes)
+    if args.json:
+        if not args.shards:
+            summary.pop('shard_list')
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(summary, args.shards)
+    return 0

@@ -1,0 +1,1 @@
+"""Writing: the format-independent writer, merging partition indexes, compression and hashing."""

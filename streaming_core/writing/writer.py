@@ -1,0 +1,504 @@
+"""Format-independent writer machinery: sharding, compression, hashing, uploads and a transactional index.
+
+A format plugin subclasses :class:`ShardWriter` and implements :meth:`~ShardWriter.encode_sample`,
+:meth:`~ShardWriter.get_config` and :meth:`~ShardWriter.encode_shard` (and, for formats whose shards carry a
+header counted against ``size_limit``, :meth:`~ShardWriter.shard_overhead`). Everything else lives here: the
+reference's keyword arguments and their validation, the flush rule (including its empty-first-shard quirk), shard
+naming, the ``out`` forms, parallel uploads through the storage registry, and the commit of ``index.json`` strictly
+after every shard it names is written, uploaded and confirmed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, TypeVar
+
+from streaming_core.common.arguments import bytes_to_int
+from streaming_core.errors import (
+    CodecError,
+    PermanentStorageError,
+    StorageError,
+    StreamingError,
+    UnknownNameError,
+    UploadError,
+)
+from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
+from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
+from streaming_core.storage.compression import parse_compression
+from streaming_core.storage.facade import exists, is_remote, join, list_objects, local_path, upload_file, url_scheme
+from streaming_core.storage.hashing import get_hash
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
+           'MissingColumnError', 'WRITER_KWARGS']
+
+logger = logging.getLogger('streaming_core.writing.writer')
+
+T = TypeVar('T')
+
+#: The extra keyword arguments every writer accepts (the reference's four, plus two of ours).
+WRITER_KWARGS = frozenset({'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'})
+
+
+class ShardTooLargeError(StreamingError, ValueError):
+    """A sample, or a shard with no ``size_limit``, would pass the 4 GiB that 32-bit offsets can address."""
+
+
+class MissingColumnError(CodecError, KeyError):
+    """A sample given to a writer lacks one of the declared columns."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ''
+
+
+def parse_size_limit(size_limit: int | str | None) -> int | None:
+    """The reference's ``size_limit`` rules: falsy means no limit; negative or ``>= 2**32`` is an error.
+
+    The string ``'0'`` parses to 0, which is stored as 0 and behaves as no limit (as in the reference).
+    """
+    if not size_limit:
+        return None
+    value = bytes_to_int(size_limit)
+    if value < 0:
+        raise ValueError(f'`size_limit` must be greater than zero, instead, found as {value}.')
+    if value >= 1 << 32:
+        raise ValueError(f'`size_limit` must be less than 2**32, instead, found as {value}. This is because sample '
+                         f'byte offsets are stored with uint32.')
+    return value
+
+
+def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
+    """Split ``out`` into ``(local dir, remote or None, local is a temporary dir we created)``.
+
+    * a local path or ``file://`` URL: write there, no upload;
+    * a remote URL: write to a fresh temporary directory and upload to the URL;
+    * a ``(local, remote)`` tuple: write to ``local`` and upload to ``remote`` (a local path means copying).
+    """
+    from streaming_core.machinery.lookup import get_registry
+    if isinstance(out, str):
+        if not out:
+            raise ValueError('Invalid `out` argument: an empty string. Give a directory, a URL or (local, remote).')
+        if is_remote(out):
+            _check_scheme(get_registry('storage'), out)
+            return tempfile.mkdtemp(prefix='streaming-writer-'), out.rstrip('/'), True
+        return local_path(out), None, False
+    if isinstance(out, (tuple, list)):
+        if len(out) != 2 or not all(isinstance(x, str) and x for x in out):
+            raise ValueError(f'Invalid `out` argument: {out!r}. A tuple must be (local directory, remote URL).')
+        local, remote = out
+        if is_remote(local):
+            raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
+        _check_scheme(get_registry('storage'), remote)
+        if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local_path(local)):
+            return local_path(local), None, False  # the "remote" is the local directory itself: nothing to upload
+        return local_path(local), remote.rstrip('/'), False
+    raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+
+
+def _check_scheme(storage: Any, url: str) -> None:
+    scheme = url_scheme(url) or 'file'
+    try:
+        storage.get(scheme)
+    except UnknownNameError as err:
+        hint = str(err).partition('\n')[2]  # the registry's headline would say the same again
+        raise UnknownNameError('\n'.join(filter(None, [f'Invalid Cloud provider prefix: {scheme} (in out={url!r}) is '
+                                                        f'not a registered storage scheme.', hint]))) from None
+
+
+class ShardWriter:
+    """Base class of the shard writers (MDS, JSON, CSV/TSV/XSV and third-party formats).
+
+    Args:
+        out: A local directory, a remote URL, or a ``(local, remote)`` tuple.
+        keep_local: With a remote, keep the local files after uploading them (default: delete each file once it
+            is uploaded and confirmed, then remove the directories left empty).
+        compression: ``None`` or a compression string such as ``'zstd'`` or ``'zstd:7'``.
+        hashes: Hash names recorded per file; must be in sorted order.
+        size_limit: The shard size at which a new shard starts: an int, a string like ``'64mb'``, or ``None`` for
+            no limit (a shard must still stay below 4 GiB, else :class:`ShardTooLargeError`).
+        **kwargs: The options below (any other name is refused).
+
+    Keyword Args:
+        progress_bar (bool): Show a tqdm bar of samples written.
+        max_workers (int): Upload threads (default: Python's executor default).
+        retry (int): Attempts per remote request (each upload, and the checks of the remote output), as in the reference
+            (at least 1).
+        exist_ok (bool): Allow a non-empty output: the local directory is cleared first. Without it a non-empty local
+            directory, or a remote that already holds an ``index.json``, is refused.
+        storage_options (Mapping[str, Any]): Options passed to the remote's storage backend (endpoint, profile, ...).
+        upload_timeout (float): The timeout of each attempt of each remote request, in seconds (default 60). A
+            request to an endpoint that never answers fails after about ``retry * upload_timeout`` seconds plus the
+            backoff between attempts; the error says the time spent, the attempts and this timeout.
+    """
+
+    format: str = ''
+    extra_bytes_per_sample: int = 0
+    part_names: tuple[str, ...] = ('data',)
+    #: An optional faster ``encode(sample) -> bytes | None`` a format sets per writer (MDS compiles one for its
+    #: columns). ``None`` from it means "not this way": :meth:`encode_sample` then runs and raises the precise error.
+    _encode_fast: Callable[[Mapping[str, Any]], bytes | None] | None = None
+
+    def __init__(self, *, out: str | Sequence[str], keep_local: bool = False, compression: str | None = None,
+                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26, **kwargs: Any) -> None:
+        invalid = sorted(set(kwargs) - WRITER_KWARGS)
+        if invalid:
+            raise ValueError(f'Invalid Writer argument(s): {invalid}. Valid extra arguments are '
+                             f'{sorted(WRITER_KWARGS)}.')
+        self.keep_local = bool(keep_local)
+        self.compression = compression or None
+        self._compressor, self._level = None, None
+        if self.compression:  # its errors say "Invalid compression: ..." with what is valid, once
+            self._compressor, self._level = parse_compression(self.compression)
+        if hashes is not None and (isinstance(hashes, str) or not all(isinstance(h, str) for h in hashes)):
+            raise ValueError(f'Invalid hashes: {hashes!r}. Give a sorted list of hash names such as ["sha1"].')
+        self.hashes = list(hashes or [])
+        if self.hashes != sorted(self.hashes):
+            raise ValueError('Hashes must be unique and in sorted order.')
+        self._hashers = [(name, get_hash(name)) for name in self.hashes]  # errors say "Invalid hash: ...", once
+        self.size_limit = parse_size_limit(size_limit)
+        self.progress_bar = bool(kwargs.get('progress_bar', False))
+        retry = kwargs.get('retry', 2)
+        if isinstance(retry, bool) or not isinstance(retry, int) or retry < 1:
+            raise ValueError(f'retry must be an integer of at least 1 (the number of attempts per upload), got '
+                             f'{retry!r}.')
+        self.retry = retry
+        max_workers = kwargs.get('max_workers')
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise ValueError(f'max_workers must be a positive integer or None, got {max_workers!r}.')
+        self.exist_ok = bool(kwargs.get('exist_ok', False))
+        self.storage_options = dict(kwargs.get('storage_options') or {})
+        upload_timeout = kwargs.get('upload_timeout', 60.0)
+        if isinstance(upload_timeout, bool) or not isinstance(upload_timeout, (int, float)) or upload_timeout <= 0:
+            raise ValueError(f'upload_timeout must be a positive number of seconds (the timeout of each attempt of '
+                             f'each remote request), got {upload_timeout!r}.')
+        self.upload_timeout = float(upload_timeout)
+        self._config_cache: dict[str, Any] | None = None
+        #: Bytes of a new shard counted against ``size_limit`` before any sample (the reference's accounting).
+        self.extra_bytes_per_shard = self.shard_overhead()
+        self._uncounted = self.uncounted_bytes_per_shard()
+        self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
+        self.local, self.remote, self._local_is_temp = parse_out(out)
+        self._prepare_output()
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix='shard-upload') \
+            if self.remote else None
+        self._futures: list[Future[None]] = []
+        self._upload_error: BaseException | None = None
+        self._error_lock = threading.Lock()
+        self.shards: list[dict[str, Any]] = []
+        self._samples: list[bytes] = []
+        self._shard_size = self.extra_bytes_per_shard
+        self._finished = False
+        self._bar = None
+        if self.progress_bar:
+            from tqdm.auto import tqdm
+            self._bar = tqdm(desc=f'Writing {self.format} shards', unit=' samples', dynamic_ncols=True)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Hooks for format plugins.
+    def encode_sample(self, sample: Mapping[str, Any]) -> bytes:
+        """Encode one sample into the bytes a shard stores for it (override)."""
+        raise NotImplementedError
+
+    def get_config(self) -> dict[str, Any]:
+        """The shard entry fields shared by every shard of this writer (override; call ``super()``)."""
+        return {'version': 2, 'format': self.format, 'compression': self.compression, 'hashes': self.hashes,
+                'size_limit': self.size_limit}
+
+    def encode_shard(self, samples: Sequence[bytes]) -> dict[str, bytes]:
+        """The raw file contents of one shard, keyed by part name (``'data'``, and ``'meta'`` for split formats)."""
+        raise NotImplementedError
+
+    def shard_overhead(self) -> int:
+        """Bytes a new shard counts against ``size_limit`` before any sample (MDS: its header; default 0)."""
+        return 0
+
+    def uncounted_bytes_per_shard(self) -> int:
+        """Bytes of the data file that ``size_limit`` does not count (the XSV header line); used for the 4 GiB
+        check only.
+        """
+        return 0
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        """The cached :meth:`get_config` (constant for a writer)."""
+        if self._config_cache is None:
+            self._config_cache = self.get_config()
+        return self._config_cache
+
+    def _prepare_output(self) -> None:
+        if os.path.exists(self.local) and not os.path.isdir(self.local):
+            raise NotADirectoryError(f'Writer output {self.local} exists and is not a directory.')
+        if os.path.isdir(self.local) and os.listdir(self.local) and not self._local_is_temp:
+            if not self.exist_ok:
+                raise FileExistsError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
+                                      f'contents, or choose an empty directory.')
+            logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
+            shutil.rmtree(self.local)
+        os.makedirs(self.local, exist_ok=True)
+        if self.remote:
+            remote_index = join(self.remote, INDEX_BASENAME)
+            if self._remote_call(f'The check for an existing dataset at {redact_url(remote_index)}', lambda: exists(
+                    remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options)):
+                if not self.exist_ok:
+                    raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
+                                          f'exist_ok=True to overwrite it, or choose another location.')
+                self._uncommit_remote(remote_index)
+            elif not self.exist_ok:
+                leftovers = self._remote_objects()
+                if leftovers:
+                    raise FileExistsError(f'The remote output is not empty: {len(leftovers)} object(s) under '
+                                          f'{self.remote}, for example {leftovers[0]} (a writer that did not '
+                                          f'finish?). Pass exist_ok=True to write over them, or choose another '
+                                          f'location.')
+
+    def _remote_objects(self) -> list[str]:
+        """Objects already under the remote output (empty when the backend cannot list)."""
+        prefix = self.remote.rstrip('/') + '/'
+        try:
+            return self._remote_call(f'The listing of {redact_url(prefix)}', lambda: list_objects(
+                prefix, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options),
+                passthrough=(PermanentStorageError, NotImplementedError))
+        except (PermanentStorageError, NotImplementedError):
+            return []
+
+    def _uncommit_remote(self, remote_index: str) -> None:
+        """Replace the remote's index with an empty one before any shard is overwritten, so a rewrite that dies
+        midway leaves no index naming shards that have changed under it."""
+        logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', self.remote)
+        empty = os.path.join(self.local, f'.{INDEX_BASENAME}.empty')
+        try:
+            with open(empty, 'w', encoding='utf-8') as handle:
+                handle.write(index_text([]))
+            self._remote_call(f'The upload of an empty index to {redact_url(remote_index)}', lambda: upload_file(
+                empty, remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
+        finally:
+            os.remove(empty)
+
+    def _remote_call(self, what: str, action: Callable[[], T], passthrough: tuple[type[BaseException], ...] = ()) -> T:
+        """Run one remote request (retried ``retry`` times by the storage layer). A failure that was retried is
+        re-raised as one :class:`UploadError` saying the time spent, the attempts and ``upload_timeout``; one that
+        retrying cannot fix (access denied, not found) is raised as it is.
+        """
+        start = time.monotonic()
+        try:
+            return action()
+        except passthrough:
+            raise
+        except Exception as err:
+            elapsed = time.monotonic() - start
+            cause = err.__cause__ if isinstance(err, UploadError) and err.__cause__ is not None else err
+            if isinstance(cause, (PermanentStorageError, FileNotFoundError, PermissionError)):
+                raise  # never retried: its own message says what to fix
+            # A storage error already names the action and the URL.
+            detail = str(err) if isinstance(err, StorageError) else f'{what} failed: {type(err).__name__}: {err}'
+            raise UploadError(
+                f'{detail} [gave up after {self.retry} attempt(s) (retry={self.retry}) in {elapsed:.1f} s in all; '
+                f'each attempt may take up to upload_timeout={self.upload_timeout:g} s, plus backoff between '
+                f'attempts: lower either to fail sooner, or check the endpoint and storage_options]') from cause
+
+    def _raise_upload_error(self) -> None:
+        err = self._upload_error
+        for future in self._futures:
+            future.cancel()
+        raise UploadError(f'An upload of this {self.format} writer failed, so the dataset will not be committed '
+                          f'(no index.json is written): {err}') from err
+
+    def write(self, sample: Mapping[str, Any]) -> None:
+        """Encode and append one sample, starting a new shard first when ``size_limit`` would be exceeded.
+
+        Raises:
+            UploadError: an earlier shard failed to upload (the dataset will not be committed).
+            ShardTooLargeError: the sample alone, or the shard with no ``size_limit``, would pass 4 GiB.
+        """
+        if self._upload_error is not None:
+            self._raise_upload_error()
+        if self._finished:
+            raise RuntimeError('This writer is finished; create a new writer to write more samples.')
+        fast = self._encode_fast
+        data = fast(sample) if fast is not None else None
+        if data is None:
+            data = self.encode_sample(sample)
+        cost = len(data) + self.extra_bytes_per_sample
+        size = self._shard_size + cost
+        limit = self.size_limit
+        if limit and limit < size:
+            if self.extra_bytes_per_shard + cost > self._max_size:
+                self._too_large(cost)  # raise before flushing: the sample fits in no shard
+            self.flush_shard()
+            size = self._shard_size + cost
+        if size > self._max_size:
+            self._too_large(cost)
+        self._samples.append(data)
+        self._shard_size = size
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def _too_large(self, cost: int) -> None:
+        """Raise :class:`ShardTooLargeError` for a sample that does not fit (alone, or in a shard with no limit)."""
+        if self.extra_bytes_per_shard + cost > self._max_size:
+            raise ShardTooLargeError(
+                f'A sample of {cost - self.extra_bytes_per_sample} bytes does not fit in a {self.format} shard: '
+                f'shards index their samples with 32-bit offsets, so a shard file must stay below 4 GiB '
+                f'({MAX_SHARD_BYTES} bytes). Split the sample or store it elsewhere and write a reference to it.')
+        raise ShardTooLargeError(
+            f'Shard {len(self.shards)} of this {self.format} writer would pass 4 GiB ({MAX_SHARD_BYTES} bytes) '
+            f'with size_limit={self.size_limit!r}: shards index their samples with 32-bit offsets. Set a '
+            f'size_limit below 4 GiB (for example "1gb").')
+
+    def _basename(self, index: int, part: str) -> str:
+        name = f'shard.{index:05}.{self.format}'
+        return name + '.meta' if part == 'meta' else name
+
+    def flush_shard(self) -> None:
+        """Write the buffered samples as the next shard (even when empty, as the reference does)."""
+        index = len(self.shards)
+        samples = self._samples
+        files = self.encode_shard(samples)
+        entry = dict(self.config)
+        entry['samples'] = len(samples)
+        written = []
+        for part in self.part_names:
+            raw = files[part]
+            basename = self._basename(index, part)
+            entry[f'raw_{part}'] = self._file_info(basename, raw)
+            if self._compressor is not None:
+                zipped = self._compressor.compress(raw, self._level)
+                zip_name = f'{basename}.{self._compressor.extension}'
+                entry[f'zip_{part}'] = self._file_info(zip_name, zipped)
+                data, name = zipped, zip_name
+            else:
+                entry[f'zip_{part}'] = None
+                data, name = raw, basename
+            with open(os.path.join(self.local, name), 'wb') as handle:
+                handle.write(data)
+            written.append(name)
+        self.shards.append(entry)
+        for name in written:
+            self._submit_upload(name)
+        self._samples = []
+        self._shard_size = self.extra_bytes_per_shard
+        if self._bar is not None:
+            self._bar.set_postfix(shards=len(self.shards))
+
+    def _file_info(self, basename: str, data: bytes) -> dict[str, Any]:
+        return {'basename': basename, 'bytes': len(data), 'hashes': {name: hasher(data)
+                                                                      for name, hasher in self._hashers}}
+
+    def _submit_upload(self, name: str) -> None:
+        if self._executor is None:
+            return
+        future = self._executor.submit(self._upload, name)
+        future.add_done_callback(self._upload_done)
+        self._futures.append(future)
+
+    def _upload_done(self, future: Future[None]) -> None:
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            with self._error_lock:
+                if self._upload_error is None:
+                    self._upload_error = err
+
+    def _upload(self, name: str) -> None:
+        assert self.remote is not None
+        path = os.path.join(self.local, name)
+        url = join(self.remote, name)
+        self._remote_call(f'The upload of {path} to {redact_url(url)}', lambda: upload_file(
+            path, url, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
+        if not self.keep_local:
+            os.remove(path)
+
+    def finish(self) -> None:
+        """Flush the last shard, wait for every upload, then commit ``index.json`` (uploaded strictly last).
+
+        Raises:
+            UploadError: when any upload failed; ``index.json`` is then neither uploaded nor left locally naming
+                files that are gone.
+        """
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if self._upload_error is None and self._samples:
+                self.flush_shard()
+            self._wait_uploads()
+            self._commit_index()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True, cancel_futures=True)
+            if self._bar is not None:
+                self._bar.close()
+
+    def _commit_index(self) -> None:
+        text = index_text(self.shards)
+        index_path = os.path.join(self.local, INDEX_BASENAME)
+        write_index(index_path, self.shards, text)
+        if self.remote is None:
+            return
+        try:
+            url = join(self.remote, INDEX_BASENAME)
+            self._remote_call(f'The upload of {index_path} to {redact_url(url)}', lambda: upload_file(
+                index_path, url, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
+        except BaseException:
+            if not self.keep_local:
+                os.remove(index_path)  # the local shards are gone; never leave an index naming them
+            raise
+        if not self.keep_local:
+            os.remove(index_path)
+            if self._local_is_temp:
+                shutil.rmtree(self.local, ignore_errors=True)
+            else:
+                self._remove_empty_dirs()
+
+    def _wait_uploads(self) -> None:
+        errors = []
+        for future in self._futures:
+            try:
+                future.result()
+            except BaseException as err:  # collect all, report the first
+                errors.append(err)
+        if self._upload_error is not None and not errors:
+            errors.append(self._upload_error)
+        if errors:
+            raise UploadError(f'{len(errors)} upload(s) of this {self.format} writer failed, so the dataset was not '
+                              f'committed (no index.json was written). First error: {errors[0]}') from errors[0]
+
+    def _remove_empty_dirs(self) -> None:
+        """Remove the local directories left empty (deepest first); ``rmdir`` never removes a file."""
+        for dirpath, _, _ in sorted(os.walk(self.local), key=lambda item: -len(item[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+    def __enter__(self) -> 'ShardWriter':
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.finish()
+            return
+        # Leaving by an exception: commit the samples completely written so far, unless an upload failed.
+        try:
+            self.finish()
+        except Exception as err:
+            logger.error('Writer could not commit after an exception in its block: %s', err)
+            if hasattr(exc, 'add_note'):
+                exc.add_note(f'The writer did not commit index.json: {err}')
+
+    def __del__(self) -> None:
+        executor = getattr(self, '_executor', None)
+        if executor is not None and not getattr(self, '_finished', True):
+            executor.shutdown(wait=False, cancel_futures=True)
