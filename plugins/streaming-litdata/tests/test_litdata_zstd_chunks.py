@@ -253,3 +253,40 @@ def test_over_s3_shuffled_with_two_workers_under_an_evicting_cache_limit(tmp_pat
     assert not [name for name in present if name.endswith('.zstd.bin')]  # decompressed, then dropped
     assert len(present) < len(CHUNKS)  # evicted: never all three decompressed chunks at once
     assert sum(os.path.getsize(os.path.join(cache, name)) for name in present) <= largest + 64
+
+
+def test_convert_and_verify_read_whole_file_zstd_chunks(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from streaming_core.cli import main
+    data = _copy(tmp_path)
+    before = sorted(os.listdir(data))
+    out = str(tmp_path / 'mds')
+    assert main(['convert', 'litdata', data, out, '--quiet']) == 0
+    assert [s['id'] for s in StreamingDataset(local=out, batch_size=4)] == list(range(40))
+    assert main(['verify', data]) == 0
+    assert sorted(os.listdir(data)) == before  # converting and verifying leave the directory as it was
+    with open(os.path.join(data, 'chunk-0-1.zstd.bin'), 'r+b') as handle:
+        handle.truncate(2000)
+    capsys.readouterr()
+    assert main(['verify', data]) != 0
+    assert re.search(r'BAD shard 1 \(chunk-0-1\.bin\): chunk-0-1\.zstd\.bin: .*zstd data is truncated',
+                     capsys.readouterr().out)
+    assert main(['convert', 'litdata', data, str(tmp_path / 'mds2'), '--quiet']) != 0
+    assert re.search(r'error: .*/chunk-0-1\.zstd\.bin: zstd data is truncated', capsys.readouterr().err)
+
+
+def test_a_compression_level_in_the_name_is_part_of_the_file_suffix(tmp_path: Any) -> None:
+    """``optimize(compression='zstd:4', compression_level='chunk')`` names its chunks ``chunk-R-N.zstd:4.bin``."""
+    from make_golden import canonical
+    data = _copy(tmp_path)
+    with open(os.path.join(data, 'index.json')) as handle:
+        obj = json.load(handle)
+    obj['config']['compression'] = 'zstd:4'
+    for chunk in obj['chunks']:
+        renamed = chunk['filename'].replace('.zstd.bin', '.zstd:4.bin')
+        os.rename(os.path.join(data, chunk['filename']), os.path.join(data, renamed))
+        chunk['filename'] = renamed
+    with open(os.path.join(data, 'index.json'), 'w') as handle:
+        json.dump(obj, handle)
+    dataset = StreamingDataset(local=data, batch_size=4)
+    assert [canonical(item) for item in dataset] == _expected()
+    assert os.path.getsize(os.path.join(data, 'chunk-0-2.bin')) == 8526
