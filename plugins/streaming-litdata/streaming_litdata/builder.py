@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError
-from streaming_litdata.sizes import Read, probe_sizes, zstd_bound
+from streaming_litdata.sizes import WINDOW, Read, probe_sizes, window_for, zstd_bound
 
 __all__ = ['LitdataIndexBuilder', 'convert_index', 'in_file_compression', 'whole_file_suffix', 'is_litdata_index',
            'INDEX_NAME']
@@ -87,8 +87,8 @@ def _file(name: str, size: int) -> dict[str, Any]:
     return {'basename': name, 'bytes': size, 'hashes': {}}
 
 
-def _whole_file_entries(chunks: list[tuple[str, int, int]], suffix: str, read: Read | None,
-                        listed: dict[str, int], where: str) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None]]:
+def _whole_file_entries(chunks: list[tuple[str, int, int]], suffix: str, read: Read | None, listed: dict[str, int],
+                        where: str, window: int) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None]]:
     """``{chunk number: (raw_data, zip_data or None)}`` for the chunks whose name ends with ``suffix``."""
     names = {name for name, _, _ in chunks}
     numbers = [n for n, (name, _, _) in enumerate(chunks) if name.endswith(suffix)]
@@ -104,8 +104,8 @@ def _whole_file_entries(chunks: list[tuple[str, int, int]], suffix: str, read: R
     if unlisted and read is None:
         raise IndexFormatError(f'{where}: the whole-file zstd chunks ({suffix}) need their compressed sizes, which '
                                f'index.json does not record; give the directory listing or a ranged reader.')
-    probed = dict(zip(unlisted, probe_sizes(read, [(chunks[n][0], zstd_bound(chunks[n][2])) for n in unlisted],
-                                            where))) if unlisted else {}
+    wanted = [(chunks[n][0], zstd_bound(chunks[n][2])) for n in unlisted]
+    probed = dict(zip(unlisted, probe_sizes(read, wanted, where, window))) if read is not None else {}
     out: dict[int, tuple[dict[str, Any], dict[str, Any] | None]] = {}
     for n in numbers:
         name, _, size = chunks[n]
@@ -132,8 +132,8 @@ def _has_size(read: Read | None, listed: dict[str, int], name: str, size: int) -
         return False
 
 
-def convert_index(data: bytes, where: str, read: Read | None = None,
-                  files: Sequence[Any] = ()) -> dict[str, Any]:
+def convert_index(data: bytes, where: str, read: Read | None = None, files: Sequence[Any] = (),
+                  window: int = WINDOW) -> dict[str, Any]:
     """Our index (``{'shards': [...], 'version': 2}``) from the bytes of litdata's ``index.json``.
 
     Args:
@@ -143,6 +143,7 @@ def convert_index(data: bytes, where: str, read: Read | None = None,
             whole-file zstd chunks missing from ``files`` (see :mod:`streaming_litdata.sizes`).
         files: Listed files of the directory (``.name``, ``.size``): the sizes of compressed chunks among them are
             taken from here.
+        window: The bisection window of the size probes (:func:`streaming_litdata.sizes.window_for`).
 
     Raises:
         IndexFormatError: not a litdata index, a feature this plugin does not read (named), or a compressed chunk
@@ -173,7 +174,7 @@ def convert_index(data: bytes, where: str, read: Read | None = None,
     whole = {}
     if suffix is not None:
         listed = {item.name: int(item.size) for item in files if getattr(item, 'size', None) is not None}
-        whole = _whole_file_entries(chunks, suffix, read, listed, where)
+        whole = _whole_file_entries(chunks, suffix, read, listed, where, window)
     shards = []
     for number, (name, count, size) in enumerate(chunks):
         raw, zipped = whole.get(number, (_file(name, size), None))
@@ -193,8 +194,9 @@ class LitdataIndexBuilder:
     conversion for tools.
 
     The core hands a foreign ``index.json``'s builder that file alone, not a listing of the directory, so the sizes of
-    whole-file zstd chunks are found with ranged reads (:mod:`streaming_litdata.sizes`), once per node and
-    ``index.json`` version (the derived index is kept); listed files, when ``files`` holds them, are used instead.
+    whole-file zstd chunks are found with ranged reads (:mod:`streaming_litdata.sizes`: a few small reads per chunk,
+    or one whole read where the storage has no ranged reads), once per node and ``index.json`` version (the derived
+    index is kept); listed files, when ``files`` holds them, are used instead.
     """
 
     name = 'litdata'
@@ -213,4 +215,5 @@ class LitdataIndexBuilder:
         index = [item for item in files if item.name == INDEX_NAME]
         if not index:
             raise IndexFormatError(f'{where} has no litdata index.json.')
-        return convert_index(read(INDEX_NAME, 0, index[0].size), f'{where}/{INDEX_NAME}', read, files)
+        return convert_index(read(INDEX_NAME, 0, index[0].size), f'{where}/{INDEX_NAME}', read, files,
+                             window_for(where))

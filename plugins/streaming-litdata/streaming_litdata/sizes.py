@@ -7,6 +7,8 @@ ranged reads (:func:`probe_size`): zstd never makes more than :func:`zstd_bound`
 a range past the end of a file gives the bytes that exist, so a bisection with one-byte reads narrows the size to a
 window, and one read of that window gives it exactly. That is one read for a chunk under :data:`WINDOW` and about
 ``log2(bound / WINDOW) + 1`` small reads for a larger one, run for several chunks at once (:func:`probe_sizes`).
+Storage whose backend has no ranged reads downloads the whole file for every read, so there (any scheme outside
+:data:`RANGED_SCHEMES`) each chunk is read whole once instead (:func:`window_for`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from streaming_core.plugin_api import IndexFormatError
 
-__all__ = ['WINDOW', 'PROBE_THREADS', 'zstd_bound', 'probe_size', 'probe_sizes', 'local_reader']
+__all__ = ['WINDOW', 'PROBE_THREADS', 'RANGED_SCHEMES', 'zstd_bound', 'window_for', 'probe_size', 'probe_sizes',
+           'local_reader']
 
 #: Reads: ``read(name, start, length) -> bytes`` (fewer bytes at the end of the file, none past it).
 Read = Callable[[str, int, int], bytes]
@@ -26,6 +29,16 @@ WINDOW = 1 << 20
 #: How many chunks are probed at once.
 PROBE_THREADS = 8
 _BLOCK = 128 << 10
+#: URL schemes whose streaming-core backends serve a ranged read as one small request (local paths too).
+RANGED_SCHEMES = frozenset({'file', 'http', 'https', 's3', 'hf', 'sftp', 'dbfs'})
+_WHOLE = 1 << 62
+
+
+def window_for(where: str) -> int:
+    """The bisection window for the directory ``where``: :data:`WINDOW` for a local path or a scheme of
+    :data:`RANGED_SCHEMES`, else one larger than any file (each file is read whole, once)."""
+    scheme, sep, _ = where.partition('://')
+    return WINDOW if not sep or scheme.lower() in RANGED_SCHEMES else _WHOLE
 
 
 def zstd_bound(size: int) -> int:
@@ -55,11 +68,12 @@ def probe_size(read: Read, name: str, bound: int, where: str, window: int = WIND
     return low + len(tail)
 
 
-def probe_sizes(read: Read, wanted: Sequence[tuple[str, int]], where: str) -> list[int | None]:
+def probe_sizes(read: Read, wanted: Sequence[tuple[str, int]], where: str,
+                window: int = WINDOW) -> list[int | None]:
     """The sizes of the files ``(name, bound)`` in ``wanted`` (None for a missing file), several probed at once."""
     def one(item: tuple[str, int]) -> int | None:
         try:
-            return probe_size(read, item[0], item[1], where)
+            return probe_size(read, item[0], item[1], where, window)
         except FileNotFoundError:
             return None
     if len(wanted) <= 1:

@@ -109,7 +109,7 @@ def test_entries_are_compressed_shards_sized_by_ranged_reads_or_a_listing() -> N
 
 
 def test_probing_finds_any_size_with_few_reads(tmp_path: Any) -> None:
-    from streaming_litdata.sizes import local_reader, probe_size, zstd_bound
+    from streaming_litdata.sizes import WINDOW, local_reader, probe_size, window_for, zstd_bound
     path = tmp_path / 'f.zstd.bin'
     count = [0]
     local = local_reader(str(tmp_path))
@@ -127,6 +127,10 @@ def test_probing_finds_any_size_with_few_reads(tmp_path: Any) -> None:
         probe_size(read, 'f.zstd.bin', 4000, 'here', window=64)
     with pytest.raises(FileNotFoundError):
         probe_size(read, 'absent.zstd.bin', 4000, 'here')
+    count[0] = 0  # storage without ranged reads: one whole read
+    assert probe_size(read, 'f.zstd.bin', 1 << 20, 'here', window=window_for('gs://bucket/data')) == 4097
+    assert count[0] == 1
+    assert window_for('/data/set') == window_for('s3://b/p') == window_for('https://h/p') == WINDOW
 
 
 def test_a_chunk_litdata_decompressed_in_place_reads_and_a_missing_one_is_named(tmp_path: Any) -> None:
