@@ -11,7 +11,6 @@ that can go stale and nothing of ours inside the local directory.
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import re
 import time
@@ -20,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
 from streaming_core.reading.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
+from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
 from streaming_core.storage.facade import download_file, is_remote, join, local_path, temp_name
@@ -80,41 +80,6 @@ def _check_validate_hash_name(name: str) -> None:
         raise type(err)(f'validate_hash={name!r}: {err}') from None
 
 
-def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None,
-                         where: str = 'Stream') -> dict[str, Any]:
-    """``format_options`` with ``columns=`` folded in as ``'columns'``, checked: string names, JSON values (they are
-    part of the derived index's identity), ``columns`` a non-empty list of distinct names given once.
-
-    Raises:
-        TypeError: ``format_options`` is not a mapping of names to JSON values.
-        ValueError: ``columns`` is malformed, or given both as ``columns=`` and in ``format_options``.
-    """
-    if format_options is not None and not isinstance(format_options, Mapping):
-        raise TypeError(f"{where}: `format_options` must be a dict such as {{'columns': ['text']}}, got "
-                        f'{type(format_options).__name__}.')
-    options = dict(format_options or {})
-    if columns is not None:
-        if 'columns' in options:
-            raise ValueError(f'{where}: `columns` is given twice (as columns= and in format_options); give it once.')
-        options['columns'] = columns
-    value = options.get('columns')
-    if value is not None:
-        if (isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value
-                or not all(isinstance(name, str) and name for name in value) or len(set(value)) != len(value)):
-            raise ValueError(f"{where}: `columns` must be a non-empty list of distinct column names such as ['text', "
-                             f"'label'], got {value!r}.")
-        options['columns'] = list(value)
-    for key, item in options.items():
-        try:
-            json.dumps(item, sort_keys=True)
-        except (TypeError, ValueError):
-            raise TypeError(f'{where}: format option {key!r} must be JSON data (str, number, bool, None, lists and '
-                            f'dicts of them), got {type(item).__name__}.') from None
-        if not isinstance(key, str) or not key:
-            raise TypeError(f'{where}: format option names must be non-empty strings, got {key!r}.')
-    return options
-
-
 class Stream:
     """One source of samples, optionally weighted against other streams.
 
@@ -137,9 +102,11 @@ class Stream:
             default: detected from the files when unambiguous.
         columns: Read only these columns, in this order (``format_options['columns']``).
         format_options: Options of the format's index builder (Parquet: ``columns``, ``split`` (a Hugging Face
-            split, not a subdirectory), ``config``, ``data_files``, ``decode_images``); part of the derived index's
-            identity. One the format lacks, or any for a streaming ``index.json``, raises
-            :class:`~streaming_core.reading.derived_index.FormatOptionError` at sync, naming it and the format.
+            split, not a subdirectory), ``config``, ``data_files``, ``decode_images``), part of the derived index's
+            identity; or, for a streaming ``index.json``, of its shard formats (MDS, JSON, CSV: ``columns``; not
+            part of the index's identity, see :mod:`streaming_core.reading.format_options`). One the format lacks,
+            or a column the data lacks, raises :class:`~streaming_core.reading.derived_index.FormatOptionError` at
+            sync, naming it and the format.
 
     Attributes:
         index_identity: After :meth:`get_shards`, the identity of the index version this stream loaded (see
@@ -326,11 +293,10 @@ class Stream:
             path = binary_path(state_dir(self.local_dir), expect[0])
             try:
                 header, arrays, mapping = open_binary(path, expect[0])
-                return ShardTable(self, path, header, arrays, mapping, allow_unsafe_types)
+                return apply_format_options(self, ShardTable(self, path, header, arrays, mapping, allow_unsafe_types))
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
-        self._check_format_options(synced.identity)
         self._sweep_temp_files()
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
@@ -345,20 +311,11 @@ class Stream:
                     f'{synced.path} of {self!r} changed since this dataset was created (index {expect[0]!r}, now '
                     f'{table.identity!r}, with other shards): a dataset keeps one index version for its lifetime. '
                     f'Create the dataset again to read the new version.')
-            return table
+            return apply_format_options(self, table)
         self._check_validate_hash(table)
+        table = apply_format_options(self, table)  # a streaming index.json's formats take them (a projection...)
         self.index_identity = synced.identity
         return table
-
-    def _check_format_options(self, identity: str) -> None:
-        """Refuse format options for a streaming ``index.json`` (not derived by an index builder)."""
-        if self.format_options and not identity.startswith('derived:'):
-            from streaming_core.reading.derived_index import FormatOptionError
-            names = ', '.join(repr(key) for key in self.format_options)
-            raise FormatOptionError(
-                f'format option {names} for {self.local_dir}: it holds a streaming index.json (MDS...), whose formats '
-                f'take no options (a column projection works on directories indexed from their files, such as '
-                f'Parquet). Remove `columns` / `format_options` for this stream.')
 
     def _sweep_temp_files(self) -> None:
         """Remove temporary files of dead processes: in the state directory always; in the local directory (a walk

@@ -1,4 +1,8 @@
-"""Reading CSV, TSV and XSV shards: entry validation and memory-mapped access (spec 3.2)."""
+"""Reading CSV, TSV and XSV shards: entry validation and memory-mapped access (spec 3.2).
+
+The formats take the ``columns`` option (``Stream(columns=[...])``): samples then hold only those columns, in that
+order, and only their fields are decoded (a line is still split whole, and its field count checked).
+"""
 
 from __future__ import annotations
 
@@ -52,6 +56,21 @@ class XSVReader(ShardReaderBase):
         self.newline: str = newline
         self.separator: str = separator
 
+    #: The columns a projection keeps, in the order samples hold them (``None``: every column).
+    projection: tuple[str, ...] | None = None
+
+    def project(self, columns: Sequence[str]) -> None:
+        """Return (and decode) only ``columns``, in that order, from every sample.
+
+        Raises:
+            ValueError: a name is not a column of this shard, naming it and the shard's columns.
+        """
+        missing = [name for name in columns if name not in self.column_names]
+        if missing:
+            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this {self.format_name} '
+                             f'shard; its columns are {self.column_names}.')
+        self.projection = tuple(columns)
+
     def open(self, paths: Sequence[str]) -> XSVView:
         """Map the local data and meta files and validate the offset table."""
         if len(paths) != 2:
@@ -91,6 +110,11 @@ class XSVView(SplitShardView):
         self._trim = len(reader.newline)
         self._columns = [(name, xsv_decoder(enc, data_path))
                          for name, enc in zip(reader.column_names, reader.column_encodings, strict=True)]
+        self._nfields = len(self._columns)
+        #: ``(name, decode, field index)`` of the columns returned (all, or the projection's in its order).
+        self._picked = None if reader.projection is None else [
+            (name, xsv_decoder(reader.column_encodings[k], data_path), k)
+            for name in reader.projection for k in (reader.column_names.index(name),)]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         try:
@@ -100,9 +124,11 @@ class XSVView(SplitShardView):
         if text.endswith(self._newline):
             text = text[:-self._trim]
         fields = text.split(self._separator)
-        if len(fields) != len(self._columns):  # the writer refuses separators inside values
+        if len(fields) != self._nfields:  # the writer refuses separators inside values
             raise ShardCorruptError(f'{self.path}: sample {index} has {len(fields)} fields, expected '
-                                    f'{len(self._columns)}.')
+                                    f'{self._nfields}.')
+        if self._picked is not None:
+            return {name: decode(fields[k]) for name, decode, k in self._picked}
         return {name: decode(field) for (name, decode), field in zip(self._columns, fields, strict=False)}
 
 
@@ -111,13 +137,36 @@ class XSVFormat:
 
     _READERS = {'csv': CSVReader, 'tsv': TSVReader, 'xsv': XSVReader}
 
-    def __init__(self, name: str) -> None:
+    #: The format options a stream may give (``Stream(columns=[...])``); see :meth:`configure`.
+    option_names = ('columns',)
+
+    def __init__(self, name: str, columns: Sequence[str] | None = None) -> None:
         self.name = name
         self._reader = self._READERS[name]
+        self.columns = tuple(columns) if columns is not None else None
+
+    def configure(self, options: Mapping[str, Any]) -> XSVFormat:
+        """The format with a stream's options (names among :attr:`option_names`; the core checks them).
+
+        Raises:
+            ValueError: ``columns`` is not a non-empty list of distinct names.
+        """
+        columns = options.get('columns')
+        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
+                                    or not all(isinstance(name, str) and name for name in columns)):
+            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
+        return XSVFormat(self.name, columns)
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> XSVReader:
-        """Validate one index entry and return its reader."""
-        return self._reader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        """Validate one index entry and return its reader (projected to :attr:`columns` when set).
+
+        Raises:
+            ValueError: a projected column is not in the entry (naming it and the entry's columns).
+        """
+        reader = self._reader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        if self.columns is not None:
+            reader.project(self.columns)
+        return reader
 
     @property
     def writer(self) -> type:

@@ -1,4 +1,9 @@
-"""Reading JSON-lines shards: entry validation (:class:`JSONReader`) and memory-mapped access (:class:`JSONView`)."""
+"""Reading JSON-lines shards: entry validation (:class:`JSONReader`) and memory-mapped access (:class:`JSONView`).
+
+The format takes the ``columns`` option (``Stream(columns=[...])``): samples then hold only those columns, in that
+order. A JSON line is parsed whole (JSON has no column offsets), so the projection saves the memory of the other
+values, not their parsing.
+"""
 
 from __future__ import annotations
 
@@ -42,6 +47,21 @@ class JSONReader(ShardReaderBase):
         self.columns: dict[str, str] = dict(columns)
         self.newline: str = newline
 
+    #: The columns a projection keeps, in the order samples hold them (``None``: every column).
+    projection: tuple[str, ...] | None = None
+
+    def project(self, columns: Sequence[str]) -> None:
+        """Return only ``columns`` (in that order) from every sample.
+
+        Raises:
+            ValueError: a name is not a column of this shard, naming it and the shard's columns.
+        """
+        missing = [name for name in columns if name not in self.columns]
+        if missing:
+            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this json shard; its '
+                             f'columns are {list(self.columns)}.')
+        self.projection = tuple(columns)
+
     def open(self, paths: Sequence[str]) -> JSONView:
         """Map the local data and meta files and validate the offset table."""
         if len(paths) != 2:
@@ -58,6 +78,7 @@ class JSONView(SplitShardView):
         self._newline = reader.newline.encode('utf-8')
         self._keys = set(reader.columns)
         self._checks = [(name, _TYPES.get(encoding, object)) for name, encoding in reader.columns.items()]
+        self._projection = reader.projection
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         line = self.get_raw(index)
@@ -74,6 +95,8 @@ class JSONView(SplitShardView):
             if not isinstance(obj[name], kind):
                 raise ShardCorruptError(f'{self.path}: sample {index} column {name!r} holds '
                                         f'{type(obj[name]).__name__}, not the declared type.')
+        if self._projection is not None:
+            return {name: obj[name] for name in self._projection}
         return obj
 
 
@@ -81,10 +104,34 @@ class JSONFormat:
     """The ``json`` shard format."""
 
     name = 'json'
+    #: The format options a stream may give (``Stream(columns=[...])``); see :meth:`configure`.
+    option_names = ('columns',)
+
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        self.columns = tuple(columns) if columns is not None else None
+
+    def configure(self, options: Mapping[str, Any]) -> JSONFormat:
+        """The format with a stream's options (names among :attr:`option_names`; the core checks them).
+
+        Raises:
+            ValueError: ``columns`` is not a non-empty list of distinct names.
+        """
+        columns = options.get('columns')
+        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
+                                    or not all(isinstance(name, str) and name for name in columns)):
+            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
+        return JSONFormat(columns)
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> JSONReader:
-        """Validate one index entry and return its reader."""
-        return JSONReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        """Validate one index entry and return its reader (projected to :attr:`columns` when set).
+
+        Raises:
+            ValueError: a projected column is not in the entry (naming it and the entry's columns).
+        """
+        reader = JSONReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        if self.columns is not None:
+            reader.project(self.columns)
+        return reader
 
     @property
     def writer(self) -> type:

@@ -6,6 +6,10 @@ is the ``u32`` lengths of its variable-size columns followed by every column's b
 Opening a shard maps the file once, validates the header against the index entry and the offset table (sample
 count, monotonic offsets starting after the header, last offset at the file's end), and compiles a decoder for the
 shard's columns, so ``view[i]`` is one slice of the mapping, one ``unpack`` of the head and one call per column.
+
+A column projection (``Stream(columns=[...])``: the format's ``columns`` option, see :meth:`MDSFormat.configure`)
+compiles a decoder that still walks every column's length (the sample's size check stays whole) but slices and
+decodes only the chosen columns: the other columns' bytes are never touched.
 """
 
 from __future__ import annotations
@@ -98,15 +102,37 @@ class MDSReader(ShardReaderBase):
         self.column_encodings: list[str] = list(encodings)
         self.column_sizes: list[int | None] = fixed
 
+    #: The columns a projection keeps, in the order samples hold them (``None``: every column).
+    projection: tuple[str, ...] | None = None
+
+    def project(self, columns: Sequence[str]) -> None:
+        """Read only ``columns`` (in that order): the decoder skips the other columns' bytes.
+
+        Raises:
+            ValueError: a name is not a column of this shard, naming it and the shard's columns.
+        """
+        missing = [name for name in columns if name not in self.column_names]
+        if missing:
+            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this MDS shard; its columns '
+                             f'are {self.column_names}.')
+        self.projection = tuple(columns)
+        self.__dict__.pop('_decoder', None)
+
     def decoder(self) -> Callable[[Any, int, int], dict[str, Any]]:
-        """The compiled sample decoder of this entry's column layout (built on first use, then kept)."""
+        """The compiled sample decoder of this entry's column layout (built on first use, then kept): every column,
+        or those of :attr:`projection` (whose codecs alone are resolved)."""
         decode = self.__dict__.get('_decoder')
         if decode is None:
+            keep = None if self.projection is None else tuple(self.column_names.index(n) for n in self.projection)
             decoders: list[Any] = []
-            for encoding in self.column_encodings:
+            for i, encoding in enumerate(self.column_encodings):
+                if keep is not None and i not in keep:
+                    decoders.append(None)  # never decoded (its bytes are only skipped)
+                    continue
                 codec = get_codec(encoding)
                 decoders.append(None if type(codec) is Bytes else INT64 if type(codec) is Int else codec.decode)
-            decode = self._decoder = compile_decoder(self.column_names, decoders, self.column_sizes)
+            decode = self._decoder = _compiled(tuple(self.column_names), tuple(decoders), tuple(self.column_sizes),
+                                               keep)
         return decode
 
     def __getstate__(self) -> dict[str, Any]:
@@ -158,7 +184,7 @@ def compile_decoder(names: Sequence[str], decoders: Sequence[Callable[[bytes], A
     it raises ``ShardCorruptError`` when the columns do not exactly fill ``[start, end)``. ``path`` is unused (kept
     for callers of the old signature); the view adds the file name to errors.
     """
-    return _compiled(tuple(names), tuple(decoders), tuple(sizes))
+    return _compiled(tuple(names), tuple(decoders), tuple(sizes), None)
 
 
 #: Marker for an ``int`` column: decoded with ``struct.unpack_from('<q')`` instead of a codec call.
@@ -170,8 +196,9 @@ _VALID_LAYOUTS: dict[tuple[Any, ...], tuple[int | None, ...]] = {}
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(names: tuple[str, ...], decoders: tuple[Any, ...],
-              sizes: tuple[int | None, ...]) -> Callable[[Any, int, int], dict[str, Any]]:
+def _compiled(names: tuple[str, ...], decoders: tuple[Any, ...], sizes: tuple[int | None, ...],
+              keep: tuple[int, ...] | None) -> Callable[[Any, int, int], dict[str, Any]]:
+    """The decoder of one layout; ``keep``: the indices of the columns to return, in that order (``None``: all)."""
     nvar = sum(size is None for size in sizes)
     head = struct.Struct(f'<{nvar}I')
     bound: dict[str, Any] = {'_unpack': head.unpack_from, '_Corrupt': ShardCorruptError, '_q': _Q.unpack_from}
@@ -184,7 +211,7 @@ def _compiled(names: tuple[str, ...], decoders: tuple[Any, ...],
         lines.append(f'    {", ".join(var_names)}{"," if nvar == 1 else ""} = _unpack(buf, start)')
     pos = f'start + {head.size}'
     var = 0
-    values = []
+    values: dict[int, str] = {}
     for i, (size, decoder) in enumerate(zip(sizes, decoders, strict=True)):
         if size is None:
             end = f'{pos} + l{var}'
@@ -192,19 +219,23 @@ def _compiled(names: tuple[str, ...], decoders: tuple[Any, ...],
         else:
             end = f'{pos} + {size}'
         lines.append(f'    e{i} = {end}')
-        if decoder is None:
-            values.append(f'buf[{pos}:e{i}]')
+        if keep is not None and i not in keep:
+            pass  # projected away: only its end is computed
+        elif decoder is None:
+            values[i] = f'buf[{pos}:e{i}]'
         elif decoder is INT64:
-            values.append(f'_q(buf, {pos})[0]')
+            values[i] = f'_q(buf, {pos})[0]'
         else:
             bound[f'd{i}'] = decoder
-            values.append(f'd{i}(buf[{pos}:e{i}])')
+            values[i] = f'd{i}(buf[{pos}:e{i}])'
         pos = f'e{i}'
-        bound[f'k{i}'] = names[i]
+        if keep is None or i in keep:
+            bound[f'k{i}'] = names[i]
     lines.append(f'    if {pos} != end:')
     lines.append(f'        raise _Corrupt(f"a sample of {{end - start}} bytes does not match its column sizes '
                  f'(they add up to {{{pos} - start}}).")')
-    items = ', '.join(f'k{i}: {value}' for i, value in enumerate(values))
+    order = range(len(sizes)) if keep is None else keep
+    items = ', '.join(f'k{i}: {values[i]}' for i in order)
     lines.append(f'    return {{{items}}}')
     params = ', '.join(f'{name}={name}' for name in bound)
     source = f'def make({", ".join(bound)}):\n  def decode(buf, start, end, {params}):\n' + '\n'.join(
@@ -288,13 +319,41 @@ class MDSView:
 
 
 class MDSFormat:
-    """The ``mds`` shard format: validates entries into :class:`MDSReader` and names its writer."""
+    """The ``mds`` shard format: validates entries into :class:`MDSReader` and names its writer.
+
+    Args:
+        columns: Read only these columns, in this order (the ``columns`` format option; ``None``: all).
+    """
 
     name = 'mds'
+    #: The format options a stream may give (``Stream(columns=[...])``); see :meth:`configure`.
+    option_names = ('columns',)
+
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        self.columns = tuple(columns) if columns is not None else None
+
+    def configure(self, options: Mapping[str, Any]) -> MDSFormat:
+        """The format with a stream's options (names among :attr:`option_names`; the core checks them).
+
+        Raises:
+            ValueError: ``columns`` is not a non-empty list of distinct names.
+        """
+        columns = options.get('columns')
+        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
+                                    or not all(isinstance(name, str) and name for name in columns)):
+            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
+        return MDSFormat(columns)
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> MDSReader:
-        """Validate one index entry and return its reader."""
-        return MDSReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        """Validate one index entry and return its reader (projected to :attr:`columns` when set).
+
+        Raises:
+            ValueError: a projected column is not in the entry (naming it and the entry's columns).
+        """
+        reader = MDSReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
+        if self.columns is not None:
+            reader.project(self.columns)
+        return reader
 
     @property
     def writer(self) -> type:
