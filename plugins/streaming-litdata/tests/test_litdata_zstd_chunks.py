@@ -19,7 +19,7 @@ import pytest
 
 from streaming_core import StreamingDataLoader, StreamingDataset
 from streaming_core.errors import IndexFormatError, ShardCorruptError
-from streaming_core.storage import clear_backend_cache
+from streaming_core.storage.facade import clear_backend_cache
 from tests.deps import require
 from tests.fixtures.servers import RunningServer
 
@@ -81,7 +81,7 @@ def test_every_item_equals_litdatas_reading_and_the_zip_is_kept(tmp_path: Any) -
 
 
 def test_entries_are_compressed_shards_sized_by_ranged_reads_or_a_listing() -> None:
-    from streaming_core.derived_index import SourceFile
+    from streaming_core.reading.derived_index import SourceFile
     from streaming_litdata import LitdataIndexBuilder
     from streaming_litdata.sizes import local_reader
     root = os.path.join(GOLDEN, NAME)
