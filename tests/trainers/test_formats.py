@@ -33,8 +33,10 @@ STEPS = EPOCH_SIZE // GLOBAL_BATCH
 #: sub-sampled, every WebDataset sample once, litdata's 40 samples up-sampled.
 PROPORTIONS = {'mds': 0.3, 'parquet': 0.3, 'webdataset': 0.25, 'litdata': 0.15}
 PER_EPOCH = {'mds': 144, 'parquet': 144, 'webdataset': 120, 'litdata': 72}
-#: moment -> (optimizer steps done when the state was saved, ranks of the resumed run)
-MOMENTS = {'last-step-of-epoch-0 on 3 ranks': (STEPS, 3), 'mid-epoch-1 on 1 rank': (STEPS + STEPS // 2 - 3, 1)}
+#: moment -> (optimizer steps done when the state was saved, ranks and DataLoader workers per rank of the resumed
+#: run). 3 ranks read in the rank processes, for the time budget (9 processes importing torch on 2 cores); the
+#: mid-epoch state resumes in 2 spawned workers. Our loader's state holds no per-worker part.
+MOMENTS = {'last-step-of-epoch-0 on 3 ranks': (STEPS, 3, 0), 'mid-epoch-1 on 1 rank': (STEPS + STEPS // 2 - 3, 1, 2)}
 
 
 def global_batches(log: dict[int, list[dict[str, Any]]]) -> dict[int, Counter[int]]:
@@ -72,7 +74,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     config = dict(data=formats_data.write_all(os.path.join(root, 'data')), proportions=PROPORTIONS,
                   epoch_size=EPOCH_SIZE, cache=os.path.join(root, 'cache'), run=os.path.join(root, 'baseline'),
                   workers=2, batch=PER_DEVICE, epochs=EPOCHS, steps_per_epoch=STEPS,
-                  save=[step for step, _ in MOMENTS.values()])
+                  save=[step for step, _, _ in MOMENTS.values()])
     harness.torchrun(CLIENT, config, nproc=2)
     log = harness.read_log(config['run'])
     assert sorted(log) == [0, 1]
@@ -85,9 +87,9 @@ def test_mixed_formats_resume_exactly_on_another_number_of_ranks(baseline, momen
     """Fresh processes on another number of ranks, resumed from the state saved at ``moment``, train on exactly the
     samples the uninterrupted run trained on after it, in the same global batches."""
     config, log = baseline
-    step, ranks = MOMENTS[moment]
+    step, ranks, workers = MOMENTS[moment]
     resumed = dict(config, run=str(tmp_path / 'resumed'), save=[], resume=f'step-{step}',
-                   run_of_resume=config['run'], batch=GLOBAL_BATCH // ranks)
+                   run_of_resume=config['run'], batch=GLOBAL_BATCH // ranks, workers=workers)
     harness.launch(CLIENT, resumed, nproc=ranks)
     got = harness.read_log(resumed['run'])
     assert sorted(got) == list(range(ranks))
