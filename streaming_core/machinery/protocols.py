@@ -181,6 +181,12 @@ class ShardFormat(Protocol):
         ``out``,
             ``compression``, ``hashes``, ``size_limit`` and the other writer keyword arguments), so converters and the
             CLI can write any format by name.
+
+    A format that takes *format options* for a streaming ``index.json`` (``Stream(columns=[...])``) declares their
+    names in ``option_names`` and returns, from ``configure(options) -> ShardFormat``, the format whose readers honour
+    them (``ValueError`` for a bad value); such a reader raises ``ValueError`` naming the shard's columns for a
+    column its entry lacks. The core checks the names and reports both errors as ``FormatOptionError`` at
+    construction (:mod:`streaming_core.reading.format_options`); a format without ``option_names`` takes none.
     """
 
     name: str
