@@ -1,0 +1,634 @@
+"""Old code against new code: the same measurements on the tree before the restructuring (issue 14) and on HEAD.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_versions.py --quick           # smaller data, 3 rounds (< 3 min)
+    .venv/bin/python benchmarks/bench_versions.py                   # 5 rounds, bigger data, more rows (< 10 min)
+    .venv/bin/python benchmarks/bench_versions.py --old fbd606c^ --new worktree --rows iter-0w-shuf,access-p50
+
+**Versions.** ``--old`` (default ``fbd606c^``, the parent of the first plugin-host commit) and ``--new`` (default
+``HEAD``; ``worktree`` means this repository's working tree as it is, uncommitted edits included) are exported with
+``git archive`` into a temporary directory (nothing in the repository changes; the export is removed at the end).
+A version is selected by ``PYTHONPATH``: its root and its ``plugins/*`` package directories come before the
+installed editable distributions (their finders sit at the end of ``sys.meta_path``), so the new code cannot leak
+into the old run. Every child checks that ``streaming_core.__file__`` and ``streaming_mds.__file__`` are in its
+tree, and after each measurement that every loaded ``streaming*`` module is; anything else stops the run.
+
+**Plugins.** Entry-point metadata is the current environment's. An entry point whose package one tree lacks (the
+plugins added after the old commit) is blocked for both versions (``STREAMING_CORE_BLOCK_PLUGINS``), so both load
+the same plugin set and the old tree never imports the new tree's plugins; a discovery check per version lists
+what it loaded and where from. Each version has its own cache root (``STREAMING_CORE_CACHE_DIR``), so the new
+tree's per-environment plugin manifest and binary indexes are its own (the old tree keeps neither).
+
+**Measurements** (one code path for both versions: ``peers/runner.py``'s ``run``, ``peers/impl_ours.py``,
+``bench_writer.worker``, and a planning measurement written here against the API both trees share):
+
+* ``iter-*``: one warm epoch of small samples (``{'id': int, 'data': 256 B}``) through a DataLoader (batch 256),
+  samples/s; 0 workers unshuffled and shuffled (py1e), 2 workers shuffled (the full run adds 2 workers
+  unshuffled and images shuffled). Every epoch must be complete (the ids' sum is checked).
+* ``access-p50``: ``ds[i]`` median latency over random ids, 10 shards.
+* ``first``: constructor to the first sample of ``iter(ds)``, 10 shards, warm (files in the page cache; the
+  version's binary index and plugin manifest built by an unrecorded warm-up), in a fresh interpreter; ``import``
+  is ``import streaming_core, streaming_mds`` + ``StreamingDataset`` in that same interpreter (torch already in).
+* ``plan``: ``EpochPlanner.plan_node`` for node 0 of 8 canonical nodes (py1e, 8 ranks x 2 workers).
+* ``write``: ``MDSWriter`` throughput, small samples, uncompressed (after a 100-sample warm-up writer).
+
+Every measurement but ``first``/``import`` runs in a fresh fork of a per-version server that imported torch and the
+version's library once (``gc.freeze()`` before forking, as ``peers/runner.py --serve``). Rounds interleave the
+versions per row (old, new, new, old, ...); the table shows medians and ``new/old``: above 1 is faster for
+throughput rows (samples/s), below 1 is faster for latency rows (ms, us). ``spread`` is (max - min) / median over
+the rounds, a gauge of noise. ``--profile`` then cProfiles one extra run of each slower row per version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = os.path.join(HERE, 'peers')
+#: Where every measured process caches its bytecode (shared with ``peers/driver.py``).
+PYCACHE = os.path.join(tempfile.gettempdir(), 'streaming-core-bench-pycache')
+RESULT, DONE = '@@RESULT ', '@@DONE'
+ENTRY_POINT_GROUP = 'streaming_core'
+#: Version-dependent modules imported before any clock starts, when the tree has them.
+PRELOAD = ('streaming_core/reading/dataset.py', 'streaming_core/reading/iteration.py', 'streaming_core/dataset.py',
+           'streaming_core/iteration.py', 'streaming_core/ordering/planner.py', 'streaming_core/planning.py')
+
+
+@dataclass
+class Version:
+    """One tree under test."""
+
+    label: str
+    ref: str
+    commit: str
+    root: str
+    scratch: str
+    packages: dict[str, str] = field(default_factory=dict)
+
+    def pythonpath(self) -> list[str]:
+        """The tree's distribution metadata (:func:`write_metadata`), its root, its plugin distribution directories."""
+        dirs = sorted({os.path.dirname(p) for n, p in self.packages.items() if n != 'streaming_core'})
+        return [os.path.join(self.scratch, 'meta'), self.root, *dirs]
+
+    def env(self, blocked: list[str]) -> dict[str, str]:
+        """The environment of this version's children (see the module doc)."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(self.pythonpath()), PYTHONPYCACHEPREFIX=PYCACHE,
+                   STREAMING_CORE_CACHE_DIR=os.path.join(self.scratch, 'cache'),
+                   STREAMING_CORE_BLOCK_PLUGINS=','.join(blocked), TMPDIR=os.path.join(self.scratch, 'tmp'))
+        for name in ('PYTHONDONTWRITEBYTECODE', 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD',
+                     'STREAMING_CORE_PLUGIN_MANIFEST', 'PYTHONSAFEPATH'):
+            env.pop(name, None)
+        return env
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Child side: runs with the version's tree first on sys.path.
+
+def _under(path: str | None, root: str) -> bool:
+    return path is not None and os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+
+
+def check_modules(root: str) -> None:
+    """Raise unless ``streaming_core``/``streaming_mds`` and every loaded ``streaming*`` module come from ``root``."""
+    for name in ('streaming_core', 'streaming_mds'):
+        module = sys.modules.get(name)
+        if module is None or not _under(getattr(module, '__file__', None), root):
+            where = getattr(module, '__file__', None) if module else 'not imported'
+            raise SystemExit(f'bench_versions: {name} was loaded from {where}, not from the tree {root}: the '
+                             f'version selection by PYTHONPATH failed; no measurement of this run is valid.')
+    stray = sorted(f'{name} ({module.__file__})' for name, module in list(sys.modules.items())
+                   if (name.split('.')[0] == 'streaming' or name.startswith('streaming_'))
+                   and getattr(module, '__file__', None) and not _under(module.__file__, root))
+    if stray:
+        raise SystemExit(f'bench_versions: modules from outside the tree {root}: {", ".join(stray[:8])}')
+
+
+def drop_editable_finders() -> None:
+    """Remove the installed editable distributions' import hooks for ``streaming*`` packages from ``sys.meta_path``.
+
+    They come after ``PYTHONPATH``, but they also resolve a *submodule* the tree lacks (an entry point's module added
+    after the old commit) from the working tree; without them such an import fails instead of mixing trees.
+    """
+    for finder in list(sys.meta_path):
+        mapping = getattr(sys.modules.get(getattr(finder, '__module__', '') or ''), 'MAPPING', None)
+        if isinstance(mapping, dict) and any(str(name).startswith('streaming') for name in mapping):
+            sys.meta_path.remove(finder)
+
+
+def child_imports(root: str) -> float:
+    """Import torch, numpy and the measurement helpers, then (timed) the library; return the library's import time."""
+    drop_editable_finders()
+    import numpy  # noqa: F401
+    import torch.utils.data  # noqa: F401
+    sys.path.append(PEERS)  # after the tree: common.py, runner.py, impl_ours.py
+    import runner
+    start = time.perf_counter()
+    import streaming_core
+    import streaming_mds  # noqa: F401
+    streaming_core.StreamingDataset  # noqa: B018 (the facade imports it lazily)
+    seconds = time.perf_counter() - start
+    check_modules(root)
+    runner.IMPORTS['ours'] = tuple(rel[:-3].replace('/', '.') for rel in PRELOAD if os.path.exists(
+        os.path.join(root, rel)))
+    runner.preload('ours')
+    return seconds
+
+
+def plan_once(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time ``EpochPlanner.plan_node`` (node 0; py1e; shards of ``spec['shard']`` samples) on either tree."""
+    import importlib
+
+    import numpy as np
+
+    from streaming_core import World
+    planning = importlib.import_module('streaming_core.ordering.planner' if 'streaming_core.ordering.planner' in
+                                       sys.modules else 'streaming_core.planning')
+    samples, nodes, shard = spec['samples'], spec['nodes'], spec['shard']
+    sizes = np.full(samples // shard, shard, np.int64)
+    planner = planning.EpochPlanner(sizes, [len(sizes)], [samples], [1.0], samples, 16, nodes, shuffle=True,
+                                    shuffle_algo='py1e', shuffle_seed=9176,
+                                    shuffle_block_size=max(4_000_000 // nodes, 1 << 18))
+    world = World(0, nodes * 8, 8, 0, 2)
+    planner.shuffle_algorithm()  # plugin discovery outside the clock
+    start = time.perf_counter()
+    out = planner.plan_node(world, 0, 0, 0)
+    seconds = time.perf_counter() - start
+    return {'seconds': seconds, 'valid': int((out >= 0).sum())}
+
+
+def child_task(spec: dict[str, Any], root: str) -> dict[str, Any]:
+    """One measurement (imports done); every module it loaded is checked afterwards."""
+    import runner
+    task = spec['task']
+    if task == 'check':
+        from streaming_core import plugins
+        plugins.ensure_loaded()
+        loaded = {info.name: sys.modules[info.module.split(':')[0]].__file__ for info in plugins.plugin_infos()
+                  if info.module.split(':')[0] in sys.modules}
+        result: dict[str, Any] = {'plugins': loaded}
+    elif task == 'write' and 'size_limit' not in spec:
+        sys.path.append(HERE)
+        import bench_writer
+        with runner.profiled(spec):
+            result = bench_writer.worker('ours', spec['case'], spec.get('compression'), spec['count'], spec['path'])
+    elif task == 'plan':
+        with runner.profiled(spec):
+            result = plan_once(spec)
+    else:  # iterate, first, access (profiled inside), write-the-data
+        result = runner.run(spec)
+    check_modules(root)
+    return result
+
+
+def serve(root: str) -> None:
+    """Fork server: imports once, then one forked child per JSON spec line (``@@RESULT``, ``@@DONE``)."""
+    import gc
+    import signal
+    import traceback
+    child_imports(root)
+    gc.collect()
+    gc.freeze()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        spec = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.makedirs(spec['tmpdir'], exist_ok=True)
+                os.environ['TMPDIR'] = spec['tmpdir']
+                tempfile.tempdir = None
+                signal.alarm(int(spec.get('timeout', 600)))
+                result = child_task(spec, root)
+            except BaseException as err:  # reported to the parent, which stops the run
+                result = {'error': f'{type(err).__name__}: {err}', 'trace': traceback.format_exc()[-3000:]}
+                code = 1
+            signal.alarm(0)
+            sys.stdout.write(RESULT + json.dumps(result) + '\n')
+            sys.stdout.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            sys.stdout.write(RESULT + json.dumps({'error': f'child died: {os.waitstatus_to_exitcode(status)}'}) + '\n')
+        sys.stdout.write(DONE + '\n')
+        sys.stdout.flush()
+
+
+def fresh(spec: dict[str, Any], root: str) -> None:
+    """A fresh interpreter for one measurement: prints the result (with ``import_s``) as its last line."""
+    import_s = child_imports(root)
+    result = child_task(spec, root)
+    result['import_s'] = import_s
+    print(json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parent side.
+
+def export(ref: str, dest: str) -> str:
+    """Extract commit ``ref`` of this repository into ``dest`` with ``git archive``; return the full hash."""
+    commit = subprocess.run(['git', '-C', ROOT, 'rev-parse', '--verify', f'{ref}^{{commit}}'], capture_output=True,
+                            text=True)
+    if commit.returncode:
+        raise SystemExit(f'bench_versions: {ref!r} is not a commit of {ROOT}: {commit.stderr.strip()}')
+    sha = commit.stdout.strip()
+    os.makedirs(dest)
+    proc = subprocess.Popen(['git', '-C', ROOT, 'archive', '--format=tar', sha], stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=proc.stdout, mode='r|') as archive:
+        archive.extractall(dest, filter='data')
+    if proc.wait():
+        raise SystemExit(f'bench_versions: git archive {sha} failed (exit {proc.returncode})')
+    return sha
+
+
+def packages(root: str) -> dict[str, str]:
+    """``{top-level package: its directory}`` for ``streaming_core`` and every ``plugins/*/<package>`` of a tree."""
+    found = {'streaming_core': os.path.join(root, 'streaming_core')}
+    plugins = os.path.join(root, 'plugins')
+    for dist in sorted(os.listdir(plugins)) if os.path.isdir(plugins) else []:
+        base = os.path.join(plugins, dist)
+        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if name.startswith('streaming') and os.path.isfile(os.path.join(base, name, '__init__.py')):
+                found[name] = os.path.join(base, name)
+    return found
+
+
+def declared_entry_points(root: str) -> dict[str, dict[str, dict[str, str]]]:
+    """``{distribution: {'version': ..., 'entry_points': {group: {name: value}}}}`` from a tree's pyproject files."""
+    import glob
+
+    import tomllib
+    out = {}
+    for path in [os.path.join(root, 'pyproject.toml'), *sorted(glob.glob(os.path.join(root, 'plugins', '*',
+                                                                                        'pyproject.toml')))]:
+        with open(path, 'rb') as handle:
+            project = tomllib.load(handle).get('project', {})
+        groups = dict(project.get('entry-points', {}))
+        if project.get('scripts'):
+            groups['console_scripts'] = project['scripts']
+        out[project['name']] = {'version': str(project.get('version', '0')), 'entry_points': groups}
+    return out
+
+
+def write_metadata(version: Version, declared: dict[str, dict[str, Any]]) -> None:
+    """Minimal ``*.dist-info`` directories of the tree's distributions (name, version, the tree's own entry points),
+    first on the version's ``PYTHONPATH``: they shadow the installed metadata of the same names, so discovery sees
+    the entry points the tree declares (the old ``streaming_core.converters`` group included)."""
+    for dist, info in declared.items():
+        base = os.path.join(version.scratch, 'meta', f'{dist.replace("-", "_")}-{info["version"]}.dist-info')
+        os.makedirs(base)
+        with open(os.path.join(base, 'METADATA'), 'w') as handle:
+            handle.write(f'Metadata-Version: 2.1\nName: {dist}\nVersion: {info["version"]}\n')
+        with open(os.path.join(base, 'entry_points.txt'), 'w') as handle:
+            for group, entries in info['entry_points'].items():
+                handle.write(f'[{group}]\n' + ''.join(f'{k} = {v}\n' for k, v in entries.items()) + '\n')
+
+
+def blocked_entry_points(declared: list[dict[str, dict[str, Any]]]) -> list[str]:
+    """The ``streaming_core`` entry points not declared by every tree (those installed here included): blocked for
+    both versions, so both load the same plugin set and the old tree never imports a plugin it lacks."""
+    import importlib.metadata as md
+    names = [{name for info in tree.values() for name in info['entry_points'].get(ENTRY_POINT_GROUP, {})}
+             for tree in declared]
+    installed = {ep.name for ep in md.entry_points(group=ENTRY_POINT_GROUP)}
+    return sorted((installed | set.union(*names)) - set.intersection(*names))
+
+
+class Server:
+    """A version's fork server (``bench_versions.py --serve ROOT``)."""
+
+    def __init__(self, version: Version, env: dict[str, str]) -> None:
+        self.version = version
+        self.log = open(os.path.join(version.scratch, 'server.log'), 'w')
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), '--serve', version.root],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=env, cwd=version.scratch)
+
+    def run(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Send one spec; return its result (or raise with the child's error)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(spec) + '\n')
+        self.proc.stdin.flush()
+        result = None
+        for line in self.proc.stdout:
+            if line.startswith(RESULT):
+                result = json.loads(line[len(RESULT):])
+            elif line.strip() == DONE:
+                break
+        if result is None or 'error' in result:
+            self.log.flush()
+            with open(self.log.name) as handle:
+                tail = handle.read()[-2000:]
+            detail = (result or {}).get('trace') or (result or {}).get('error') or 'no answer'
+            raise SystemExit(f'bench_versions: {self.version.label} ({self.version.root}) failed on {spec["task"]}:'
+                             f'\n{detail}\n{tail}')
+        return result
+
+    def close(self) -> None:
+        """End the server (closing its stdin ends its loop)."""
+        with contextlib.suppress(Exception):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.log.close()
+
+
+def run_fresh(version: Version, env: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in a new interpreter of ``version``."""
+    os.makedirs(spec['tmpdir'], exist_ok=True)
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), '--fresh', version.root, json.dumps(spec)],
+                          capture_output=True, text=True, env=dict(env, TMPDIR=spec['tmpdir']), cwd=version.scratch,
+                          timeout=spec.get('timeout', 600))
+    if proc.returncode:
+        raise SystemExit(f'bench_versions: {version.label} ({version.root}) failed on {spec["task"]}:\n'
+                         f'{proc.stderr[-3000:]}')
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Row:
+    """One line of the table: which measurement feeds it and how to read its result."""
+
+    key: str
+    label: str
+    measurement: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    full_only: bool = False
+
+
+ROWS = [
+    Row('iter-0w', 'iteration, 0 workers, unshuffled', 'iter-0w', 'rate', 'samples/s', True),
+    Row('iter-0w-shuf', 'iteration, 0 workers, shuffled', 'iter-0w-shuf', 'rate', 'samples/s', True),
+    Row('iter-2w-shuf', 'iteration, 2 workers, shuffled', 'iter-2w-shuf', 'rate', 'samples/s', True),
+    Row('iter-2w', 'iteration, 2 workers, unshuffled', 'iter-2w', 'rate', 'samples/s', True, full_only=True),
+    Row('iter-img-0w-shuf', 'iteration, images, 0 workers, shuffled', 'iter-img-0w-shuf', 'rate', 'samples/s', True,
+        full_only=True),
+    Row('access-p50', 'ds[i] p50, 10 shards', 'access', 'p50_us', 'us', False),
+    Row('first', 'construct + first sample, 10 shards, warm', 'first', 'first_s', 'ms', False),
+    Row('import', 'import streaming_core + streaming_mds', 'first', 'import_s', 'ms', False),
+    Row('plan', 'plan_node py1e, 8 canonical nodes', 'plan', 'seconds', 'ms', False),
+    Row('write', 'MDSWriter, small samples, uncompressed', 'write', 'rate', 'samples/s', True),
+]
+#: Data sizes and rounds: (quick, full).
+SIZES = {'iter': (100_000, 200_000), 'image': (20_000, 50_000), 'access': (50_000, 100_000),
+         'count': (2_000, 5_000), 'plan': (10_000_000, 40_000_000), 'write': (50_000, 100_000), 'rounds': (3, 5)}
+
+
+def value(row: Row, result: dict[str, Any]) -> float:
+    """The row's number from one result, in the row's unit."""
+    if row.measurement == 'write':
+        return result['count'] / result['seconds']
+    raw = result[row.metric]
+    return raw * 1e3 if row.unit == 'ms' else raw
+
+
+def write_data(server: Server, base: str, source: dict[str, str], sizes: dict[str, int]) -> dict[str, str]:
+    """Write the MDS datasets once, with the new tree's writer (``iter``/``image`` in 4 shards, ``access`` in 10)."""
+    from common import MDS_SAMPLE_BYTES
+    out = {}
+    for name, case, shards in (('iter', 'small', 4), ('image', 'image', 4), ('access', 'small', 10)):
+        per_shard = -(-sizes[name] // shards)
+        out[name] = os.path.join(base, name)
+        server.run({'task': 'write', 'impl': 'ours', 'case': case, 'source': source[name], 'path': out[name],
+                    'size_limit': per_shard * (MDS_SAMPLE_BYTES[case] + 4) + 64, 'samples_per_shard': per_shard,
+                    'tmpdir': os.path.join(base, 'tmp')})
+    return out
+
+
+def linked_copy(src: str, dest: str) -> str:
+    """A copy of a dataset directory: shards hard-linked, JSON files copied (a version may rewrite them)."""
+    os.makedirs(dest)
+    for name in os.listdir(src):
+        (shutil.copyfile if name.endswith('.json') else os.link)(os.path.join(src, name), os.path.join(dest, name))
+    return dest
+
+
+def specs(source: dict[str, str], sizes: dict[str, int]) -> dict[str, dict]:
+    """The measurement specs; ``path`` names a dataset (``measure`` makes it the version's copy)."""
+    iterate = {'task': 'iterate', 'impl': 'ours', 'case': 'small', 'source': source['iter'], 'path': 'iter',
+               'batch_size': 256, 'seed': 17, 'expect': sizes['iter']}
+    access = {'impl': 'ours', 'case': 'small', 'source': source['access'], 'path': 'access'}
+    return {
+        'iter-0w': dict(iterate, shuffle=False, workers=0),
+        'iter-0w-shuf': dict(iterate, shuffle=True, workers=0),
+        'iter-2w-shuf': dict(iterate, shuffle=True, workers=2),
+        'iter-2w': dict(iterate, shuffle=False, workers=2),
+        'iter-img-0w-shuf': dict(iterate, case='image', source=source['image'], path='image', shuffle=True,
+                                 workers=0, expect=sizes['image']),
+        'access': dict(access, task='access', seed=5, count=sizes['count']),
+        'first': dict(access, task='first', batch_size=256),
+        'plan': {'task': 'plan', 'samples': sizes['plan'], 'nodes': 8, 'shard': 100_000},
+        'write': {'task': 'write', 'case': 'small', 'count': sizes['write']},
+    }
+
+
+def measure(version: Version, server: Server, env: dict[str, str], spec: dict[str, Any], tag: str) -> dict:
+    """Run one spec for one version (fresh interpreter for ``first``), checking complete epochs."""
+    spec = dict(spec, tmpdir=os.path.join(version.scratch, 'tmp', tag))
+    if spec['task'] == 'write':
+        spec['path'] = os.path.join(version.scratch, f'write-{tag}')
+    elif 'path' in spec:
+        spec['path'] = os.path.join(version.scratch, 'data', spec['path'])
+    result = run_fresh(version, env, spec) if spec['task'] == 'first' else server.run(spec)
+    if spec['task'] == 'write':
+        shutil.rmtree(spec['path'], ignore_errors=True)
+        shutil.rmtree(spec['path'] + '-warmup', ignore_errors=True)
+        result['count'] = spec['count']
+    if 'expect' in spec:
+        n = spec['expect']
+        if result['samples'] != n or result['id_sum'] != n * (n - 1) // 2:
+            raise SystemExit(f'bench_versions: {version.label} read {result["samples"]} samples (id sum '
+                             f'{result["id_sum"]}) in {tag}; expected the whole epoch of {n}')
+    shutil.rmtree(spec['tmpdir'], ignore_errors=True)
+    return result
+
+
+def profile_row(version: Version, server: Server, env: dict[str, str], spec: dict[str, Any], top: int = 12) -> str:
+    """One extra cProfiled run of ``spec``: the functions with the most own time, paths relative to the tree."""
+    path = os.path.join(version.scratch, 'profile.json')
+    measure(version, server, env, dict(spec, profile=path), 'profile')
+    with open(path) as handle:
+        rows = json.load(handle)
+    rows.sort(key=lambda r: -r[2])
+    total = sum(r[2] for r in rows) or 1.0
+    lines = [f'  {version.label}: {total:.3f} s profiled (own time; cumulative)']
+    for label, calls, own, cum in rows[:top]:
+        label = label.replace(os.path.realpath(version.root) + os.sep, '').replace(version.root + os.sep, '')
+        lines.append(f'    {own:8.3f} s {100 * own / total:5.1f}%  cum {cum:8.3f} s  {calls:>9}  {label[-110:]}')
+    return '\n'.join(lines)
+
+
+def table(rows: list[Row], results: dict[str, dict[str, list[float]]], labels: list[str]) -> tuple[str, list[Row]]:
+    """The Markdown table of medians and ratios, and the rows where new is slower by more than 10%."""
+    old, new = labels
+    out = [f'| row | unit | {old} | {new} | new/old | verdict | spread {old} / {new} |',
+           '| --- | --- | ---: | ---: | ---: | --- | ---: |']
+    slower = []
+    for row in rows:
+        values = results[row.key]
+        med = {label: statistics.median(values[label]) for label in labels}
+        spread = {label: (max(values[label]) - min(values[label])) / med[label] if med[label] else 0.0
+                  for label in labels}
+        ratio = med[new] / med[old] if med[old] else float('nan')
+        speed = ratio if row.higher_is_better else 1 / ratio
+        verdict = 'faster' if speed > 1.1 else 'slower' if speed < 0.9 else 'same (within 10%)'
+        if speed < 0.9:
+            slower.append(row)
+        fmt = '{:,.0f}' if row.unit == 'samples/s' else '{:,.1f}' if row.unit in ('ms', 'us') else '{:.3g}'
+        better = 'higher is better' if row.higher_is_better else 'lower is better'
+        out.append(f'| {row.label} | {row.unit} ({better}) | {fmt.format(med[old])} | {fmt.format(med[new])} | '
+                   f'{ratio:.2f} | {verdict} | {spread[old]:.0%} / {spread[new]:.0%} |')
+    return '\n'.join(out), slower
+
+
+def load() -> str:
+    """The load average, formatted."""
+    return ' / '.join(f'{x:.2f}' for x in os.getloadavg())
+
+
+def main() -> None:
+    """Parse arguments, export the trees, write the data, measure in interleaved rounds, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--old', default='fbd606c^', help='the "before" commit (default: fbd606c^)')
+    parser.add_argument('--new', default='HEAD', help="the new commit (default HEAD), or 'worktree' for this tree")
+    parser.add_argument('--quick', action='store_true', help='smaller data, 3 rounds, fewer rows (< 3 min)')
+    parser.add_argument('--rounds', type=int, help='rounds (default 3 with --quick, else 5)')
+    parser.add_argument('--rows', help=f'comma-separated subset of: {", ".join(r.key for r in ROWS)}')
+    parser.add_argument('--profile', action='store_true', help='cProfile each row where new is slower than old')
+    parser.add_argument('--json', help='also write every measured value to this file')
+    parser.add_argument('--keep', action='store_true', help='keep the temporary directory (exports, data)')
+    parser.add_argument('--serve', metavar='ROOT', help=argparse.SUPPRESS)
+    parser.add_argument('--fresh', nargs=2, metavar=('ROOT', 'SPEC'), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    if args.fresh:
+        fresh(json.loads(args.fresh[1]), args.fresh[0])
+        return
+    pick = 0 if args.quick else 1
+    sizes = {name: pair[pick] for name, pair in SIZES.items()}
+    rounds = args.rounds or sizes['rounds']
+    wanted = set(args.rows.split(',')) if args.rows else None
+    unknown = (wanted or set()) - {r.key for r in ROWS}
+    if unknown:
+        parser.error(f'--rows: unknown {", ".join(sorted(unknown))}; choose from {", ".join(r.key for r in ROWS)}')
+    rows = [r for r in ROWS if (r.key in wanted if wanted else not (r.full_only and args.quick))]
+    started = time.perf_counter()
+    print(f'# bench_versions: {" ".join(sys.argv[1:]) or "(defaults)"}; load average {load()} on {os.cpu_count()} '
+          f'cores', flush=True)
+    scratch = tempfile.mkdtemp(prefix='bench-versions-')
+    servers: list[Server] = []
+    try:
+        versions = []
+        for label, ref in (('old', args.old), ('new', args.new)):
+            base = os.path.join(scratch, label)
+            if label == 'new' and ref == 'worktree':
+                sha = subprocess.run(['git', '-C', ROOT, 'rev-parse', 'HEAD'], capture_output=True,
+                                     text=True).stdout.strip() + ' + uncommitted changes'
+                tree = ROOT
+            else:
+                tree = os.path.join(base, 'tree')
+                sha = export(ref, tree)
+            version = Version(label, ref, sha, tree, base, packages(tree))
+            for sub in ('tmp', 'cache', 'data'):
+                os.makedirs(os.path.join(base, sub), exist_ok=True)
+            versions.append(version)
+            print(f'# {label}: {ref} = {sha[:12]}{sha[40:]} at {tree}', flush=True)
+        old, new = versions
+        declared = [declared_entry_points(v.root) for v in versions]
+        for version, tree in zip(versions, declared):
+            write_metadata(version, tree)
+        blocked = blocked_entry_points(declared)
+        print(f'# entry points blocked for both (not declared by both trees): {", ".join(blocked) or "none"}')
+        envs = {v.label: v.env(blocked) for v in versions}
+        for version in versions:  # discovery check: which plugins load, from where
+            check = run_fresh(version, envs[version.label], {'task': 'check', 'tmpdir': os.path.join(
+                version.scratch, 'tmp', 'check')})
+            names = sorted(check['plugins'])
+            if not {'mds', 'py1e'} <= set(names):
+                raise SystemExit(f'bench_versions: plugin discovery in {version.label} found {names}; mds and py1e '
+                                 f'are needed')
+            print(f'# {version.label} discovery: {len(names)} plugins from its tree ({", ".join(names)}); import '
+                  f'{check["import_s"] * 1e3:.0f} ms', flush=True)
+        sys.path.insert(0, PEERS)
+        import numpy as np
+        from common import make_source
+        source = {}
+        for name, case in (('iter', 'small'), ('image', 'image'), ('access', 'small')):
+            source[name] = os.path.join(scratch, f'source-{name}.npy')
+            np.save(source[name], make_source(case, sizes[name]))
+        servers = [Server(v, envs[v.label]) for v in versions]
+        start = time.perf_counter()
+        data = write_data(servers[1], os.path.join(scratch, 'data'), source, sizes)
+        for version in versions:
+            for name, path in data.items():
+                linked_copy(path, os.path.join(version.scratch, 'data', name))
+        print(f'# data written in {time.perf_counter() - start:.1f} s: {sizes["iter"]:,} small samples in '
+              f'{len(os.listdir(data["iter"])) - 1} shards, {sizes["image"]:,} images, {sizes["access"]:,} small '
+              f'samples in {len(os.listdir(data["access"])) - 1} shards; {rounds} rounds', flush=True)
+        all_specs = specs(source, sizes)
+        pairs = {v.label: (v, servers[i], envs[v.label]) for i, v in enumerate(versions)}
+        for version, server, env in pairs.values():  # unrecorded warm-up: binary index, manifest, bytecode
+            measure(version, server, env, all_specs['first'], 'warmup')
+            measure(version, server, env, all_specs['iter-0w-shuf'], 'warmup')
+        measurements = list(dict.fromkeys(r.measurement for r in rows))
+        results: dict[str, dict[str, list[float]]] = {r.key: {'old': [], 'new': []} for r in rows}
+        turn = 0
+        for round_ in range(rounds):
+            for name in measurements:
+                order = ['old', 'new'] if turn % 2 == 0 else ['new', 'old']
+                turn += 1
+                line = f'  round {round_ + 1} {name:18}'
+                for label in order:
+                    result = measure(*pairs[label], all_specs[name], f'{name}-{round_}')
+                    for row in rows:
+                        if row.measurement == name:
+                            results[row.key][label].append(value(row, result))
+                            line += f' {label} {row.key} {value(row, result):,.1f}'
+                print(line, flush=True)
+        text, slower = table(rows, results, ['old', 'new'])
+        print(f'\nold = {args.old} ({old.commit[:10]}), new = {args.new} ({new.commit[:10]}{new.commit[40:]}); '
+              f'medians of {rounds} interleaved rounds; load average at the end {load()}; '
+              f'{time.perf_counter() - started:.0f} s in all\n')
+        print(text, flush=True)
+        if slower and args.profile:
+            for row in slower:
+                print(f'\nprofile of {row.label}:', flush=True)
+                for label in ('old', 'new'):
+                    print(profile_row(*pairs[label], all_specs[row.measurement]), flush=True)
+        if args.json:
+            with open(args.json, 'w') as handle:
+                json.dump({'old': old.commit, 'new': new.commit, 'rounds': rounds, 'sizes': sizes,
+                           'results': results}, handle, indent=1)
+    finally:
+        for server in servers:
+            server.close()
+        if args.keep:
+            print(f'# kept {scratch}')
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
