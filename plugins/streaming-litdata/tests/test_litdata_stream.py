@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
-from streaming_core.derived_index import DerivedIndexError, ForeignIndexError
-from streaming_core.storage import clear_backend_cache
+from streaming_core.reading.derived_index import DerivedIndexError, ForeignIndexError
+from streaming_core.storage.facade import clear_backend_cache
 from tests.fixtures.servers import RunningServer
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
@@ -201,7 +201,7 @@ def test_over_s3_shuffled_with_two_workers_and_resumed(tmp_path: Any, s3_env: An
 
 
 def test_tools_build_the_same_index_from_litdatas_index_json() -> None:
-    from streaming_core.derived_index import build_foreign_index, foreign_index
+    from streaming_core.reading.derived_index import build_foreign_index, foreign_index
     from streaming_litdata import convert_index
     root = os.path.join(GOLDEN, 'mixed')
     with open(os.path.join(root, 'index.json'), 'rb') as handle:
