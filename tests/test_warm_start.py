@@ -137,8 +137,8 @@ def test_unread_bytes_are_checked_against_the_stat_they_were_vouched_by(tmp_path
 
 
 def test_format_limits_are_checked_from_build_time_statistics(tmp_path, monkeypatch):
-    from streaming_core.reading.binary_index import ShardTable
     from streaming_core.reading.index_file import load_index
+    from streaming_core.reading.shard_table import ShardTable
     from streaming_mds.reader import MAX_SHARD_BYTES
     local = write_mds(str(tmp_path / 'ds'), 40, size_limit=300)
     scans: list[int] = []
