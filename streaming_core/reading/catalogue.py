@@ -5,6 +5,13 @@ One object, built once per dataset, owns the streams -> shards -> samples table.
 tables are NumPy arrays (global shard ids are positions in stream order), so planning and lookups are vectorised;
 they come from each stream's memory-mapped binary index, so nothing per shard is created at construction (a shard's
 reader is created when it is first touched) and a pickled catalogue carries only its streams and index identities.
+
+Units that share a file. A shard (a *unit*: what shuffles, partitions and batching see) is usually one file, but a
+format may cut a file into several units (a Parquet file's row groups): its registered format object says so with
+``units_share_files = True``, and the units naming one file (the same first raw file) must follow each other in
+the index. The catalogue records, per unit, the first unit naming its file (:attr:`ShardCatalogue.file_of_shard`):
+the shard manager downloads, checks, locks, counts and evicts a file under that unit, once for all of its units.
+For formats without the declaration this costs nothing (every unit is its own file) and no name is compared.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any, Iterator, Sequence, Union, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.errors import EmptyDatasetError
+from streaming_core.errors import EmptyDatasetError, IndexFormatError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.reading.binary_index import ShardTable
 from streaming_core.reading.spanner import Spanner
@@ -29,6 +36,46 @@ ShardSource = Union[ShardTable, Sequence[ShardReader]]
 
 def _offsets(counts: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def _table_shares_files(table: ShardTable) -> bool:
+    """Whether a format of the table declares that several of its units may name one file."""
+    from streaming_core.machinery.lookup import get_registry
+    formats = get_registry('format')
+    names = {template['entry'].get('format') for template in table.header['templates']}
+    return any(getattr(formats.get(name), 'units_share_files', False) for name in names if isinstance(name, str))
+
+
+def _same_file_as_previous(table: ShardTable) -> NDArray[np.bool_]:
+    """Per unit of a table, whether its first file has the same name as the previous unit's (vectorised over the
+    mapped arrays: only neighbours of equal name length and file size have their names compared)."""
+    arrays = table.arrays
+    count = len(table)
+    same = np.zeros(count, dtype=bool)
+    if count < 2:
+        return same
+    rows = arrays['file_start'][:count]
+    names = arrays['file_name'][rows]
+    offsets = arrays['str_off']
+    starts = offsets[names]
+    lengths = offsets[names + 1] - starts
+    sizes = arrays['file_bytes'][rows]
+    candidates = np.flatnonzero((lengths[1:] == lengths[:-1]) & (sizes[1:] == sizes[:-1]) & (lengths[1:] > 0)) + 1
+    if candidates.size:
+        spans = lengths[candidates]
+        firsts = np.cumsum(spans) - spans
+        within = np.arange(int(spans.sum()), dtype=np.int64) - np.repeat(firsts, spans)
+        blob = arrays['str_blob']
+        differ = blob[np.repeat(starts[candidates - 1], spans) + within] != blob[np.repeat(starts[candidates],
+                                                                                            spans) + within]
+        same[candidates[~np.logical_or.reduceat(differ, firsts)]] = True
+    return same
+
+
+def _file_runs(same: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Per unit, the first unit of its run of units naming the same file (``same``: as the previous unit)."""
+    positions = np.arange(same.size, dtype=np.int64)
+    return np.maximum.accumulate(np.where(same, 0, positions)) if same.size else positions
 
 
 class CatalogueReaders(Sequence[ShardReader]):
@@ -82,6 +129,9 @@ class ShardCatalogue:
         samples_per_shard, sample_offset_per_shard: Samples per shard and the first global sample id of each.
         samples_per_stream, sample_offset_per_stream: The same per stream.
         num_samples: All samples of all streams.
+        file_of_shard: Per unit, the first unit naming the same file (the unit itself unless its format's units
+            share files): the key under which the file is downloaded, locked, counted and evicted.
+        shares_files: Whether any two units name one file.
     """
 
     def __init__(self, streams: Sequence[Stream], readers: Sequence[ShardSource]) -> None:
@@ -110,6 +160,57 @@ class ShardCatalogue:
         self.sample_offset_per_stream = _offsets(self.samples_per_stream)
         self.num_samples = int(prefix[-1])
         self._spanner = Spanner(self.samples_per_shard)
+        self._file_of: NDArray[np.int64] | None = None
+        self._shares_files = False
+
+    @property
+    def file_of_shard(self) -> NDArray[np.int64]:
+        """Per unit, the first unit naming the same file (computed on first use; see the module doc)."""
+        if self._file_of is None:
+            self._group_files()
+        return self._file_of  # type: ignore[return-value]
+
+    @property
+    def shares_files(self) -> bool:
+        """Whether any two units name one file."""
+        if self._file_of is None:
+            self._group_files()
+        return self._shares_files
+
+    def _group_files(self) -> None:
+        """Fill :attr:`file_of_shard` (see the module doc)."""
+        leaders = np.arange(self.num_shards, dtype=np.int64)
+        shared = False
+        for stream, source in enumerate(self.sources):
+            if isinstance(source, ShardTable):
+                if not _table_shares_files(source):
+                    continue
+                same = _same_file_as_previous(source)
+            else:
+                names = [reader.parts[0][0].basename for reader in source]
+                same = np.array([i > 0 and name == names[i - 1] for i, name in enumerate(names)], dtype=bool)
+            if not same.any():
+                continue
+            shared = True
+            first = int(self.shard_offset_per_stream[stream])
+            runs = _file_runs(same)
+            self._check_runs(stream, source, runs)
+            leaders[first:first + len(source)] = runs + first
+        self._shares_files = shared
+        self._file_of = leaders
+
+    def _check_runs(self, stream: int, source: ShardSource, runs: NDArray[np.int64]) -> None:
+        """Refuse an index whose units of one file do not follow each other (the file would be counted twice and
+        could be evicted under a unit being read)."""
+        seen: dict[str, int] = {}
+        for unit in np.flatnonzero(runs == np.arange(runs.size)).tolist():
+            name = source.basename(unit) if isinstance(source, ShardTable) else source[unit].parts[0][0].basename
+            if name in seen:
+                where = source.source if isinstance(source, ShardTable) else self.streams[stream].index_path()
+                raise IndexFormatError(f'{where}: units {seen[name]} and {unit} both name {name}, with other files '
+                                       f'between them; the units of one file must follow each other in the index. '
+                                       f'Rebuild the index (its format plugin wrote it out of order).')
+            seen[name] = unit
 
     @classmethod
     def load(cls, streams: Sequence[Stream], allow_unsafe_types: bool = False) -> 'ShardCatalogue':
@@ -138,11 +239,21 @@ class ShardCatalogue:
 
     @property
     def max_size_per_shard(self) -> NDArray[np.int64]:
-        """The most disk each shard occupies at once (raw plus compressed bytes), without creating readers for
-        shard tables."""
+        """The most disk each shard adds at once (raw plus compressed bytes), without creating readers for shard
+        tables. A file several units share counts at its first unit only (0 at the others), so sums are disk."""
         parts = [per.max_size_per_shard if isinstance(per, ShardTable)
                  else np.array([reader.max_size for reader in per], dtype=np.int64) for per in self.sources]
-        return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+        sizes = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+        if self.shares_files:
+            sizes = np.where(self.file_of_shard == np.arange(sizes.size), sizes, 0)
+        return sizes
+
+    def units_of_file(self, shard: int) -> range:
+        """The units naming the same file as ``shard`` (consecutive ids; just ``shard`` for one-file units)."""
+        first = int(self.file_of_shard[shard])
+        if not self.shares_files:
+            return range(first, first + 1)
+        return range(first, int(np.searchsorted(self.file_of_shard, first, 'right')))
 
     def stream_layout(self, stream: int) -> str:
         """A digest of one stream's shards (names, hashes, sample counts) that tells index versions apart."""

@@ -275,11 +275,15 @@ def configure_builder(name: str, builder: Any, options: dict[str, Any] | None, w
         raise FormatOptionError(f'format_options={options!r} for {where} (format {name!r}): {err}') from None
 
 
-def listing_identity(builder_name: str, files: Sequence[SourceFile], options: dict[str, Any] | None = None) -> str:
+def listing_identity(builder_name: str, files: Sequence[SourceFile], options: dict[str, Any] | None = None,
+                     version: int | None = None) -> str:
     """The identity of a derived index: its builder, its format options and the digest of the sorted listing
     (``derived:parquet:<sha256>``, or ``derived:parquet[columns=id,text]:<sha256>`` with options): different
-    options are a different index."""
-    listing = [item.key() for item in sorted(files, key=lambda f: f.name)]
+    options are a different index. ``version``: the builder's ``index_version`` (the layout it writes), hashed in
+    when it declares one, so an index kept under another layout is rebuilt."""
+    listing: list[Any] = [item.key() for item in sorted(files, key=lambda f: f.name)]
+    if version is not None:
+        listing = [['index_version', int(version)], *listing]
     if options:
         text = json.dumps([builder_name, listing, options], separators=(',', ':'), sort_keys=True)
         label = f'{builder_name}[{describe_options(options)}]'
@@ -409,7 +413,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     files = list_source(source, timeout=timeout, retries=retries, options=options)
     name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
     builder = configure_builder(name, builder, format_options, where)
-    identity = listing_identity(name, selected, format_options)
+    identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
     kept = _kept_index(path, old, identity)
@@ -571,7 +575,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     format_options = dict(getattr(stream, 'format_options', None) or {})
     builder = configure_builder(name, builder, format_options, shown)
     item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
-    identity = listing_identity(name, [item], format_options)
+    identity = listing_identity(name, [item], format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = _read_listing(sdir)
     kept = _kept_index(path, old, identity)

@@ -9,6 +9,12 @@ Files already present locally (a cache, a local dataset, the decompressed copies
 are checked once per process, when a shard is first opened: each raw file's size against the index always, and
 its hash when the stream's ``validate_hash`` names one the index records for the raw data. The per-sample path
 never repeats the check.
+
+Units that share a file (a Parquet file's row groups, see :mod:`streaming_core.reading.catalogue`) are opened as
+views of their own, but everything about the file is keyed on the first unit naming it (:meth:`ShardManager.file_of`):
+its preparation (downloaded once per node), its local check, its "in use" and "prepare" lock bytes (each open view
+of any of its units holds a shared reference on the file's "in use" byte), its cache accounting and its eviction
+(which needs every unit of the file unpinned, and makes all of them not ready).
 """
 
 from __future__ import annotations
@@ -96,6 +102,11 @@ class ShardManager:
         """Each shard's position within its stream."""
         return self.catalogue.shard_in_stream
 
+    def file_of(self, shard: int) -> int:
+        """The unit the shard's file is prepared, locked, counted and evicted under: the first unit naming the same
+        file (the shard itself when its format has one file per unit)."""
+        return int(self.catalogue.file_of_shard[shard])
+
     # ----------------------------------------------------------------------------------------------------------
     def _init_process_state(self) -> None:
         self._pid = os.getpid()
@@ -147,15 +158,16 @@ class ShardManager:
         return self._cache
 
     # ----------------------------------------------------------------------------------------------------------
-    # Locks: byte 1 + 2*i is shard i's "in use" lock, byte 2 + 2*i its "prepare" lock (per stream file).
+    # Locks: byte 1 + 2*i is shard i's "in use" lock, byte 2 + 2*i its "prepare" lock (per stream file); a unit
+    # that shares its file with earlier units uses the bytes of the file's first unit.
     def _locks(self, shard: int) -> RangeLocks:
         return self.streams[int(self.stream_per_shard[shard])].locks()
 
     def _use_byte(self, shard: int) -> int:
-        return 1 + 2 * int(self.local_index[shard])
+        return 1 + 2 * int(self.local_index[self.catalogue.file_of_shard[shard]])
 
     def _prepare_byte(self, shard: int) -> int:
-        return 2 + 2 * int(self.local_index[shard])
+        return 2 + 2 * int(self.local_index[self.catalogue.file_of_shard[shard]])
 
     def evictable(self, shard: int) -> bool:
         """Whether the shard may ever be evicted (a cache limit is set and its stream has a remote copy)."""
@@ -176,6 +188,8 @@ class ShardManager:
         locks.release(self._use_byte(shard))
 
     def _scan(self, shard: int) -> int:
+        if self.file_of(shard) != shard:
+            return 0  # its file is counted at the file's first unit
         source = self.catalogue.sources[int(self.stream_per_shard[shard])]
         if isinstance(source, ShardTable):  # a scan of every shard creates no reader
             return self.stream_of(shard).present_bytes_of(source.file_names(int(self.local_index[shard])))
@@ -214,12 +228,13 @@ class ShardManager:
             ShardPrepareError: naming the shard, its remote and the cause, when it cannot be made available.
         """
         self._check_pid()
+        key = self.file_of(shard)  # units of one file share its preparation
         with self._inflight_lock:
-            future = self._inflight.get(shard)
+            future = self._inflight.get(key)
             owner = future is None
             if owner:
                 future = Future()
-                self._inflight[shard] = future
+                self._inflight[key] = future
         if not owner:
             future.result(timeout=self.stream_of(shard).wait_timeout * 2)
             return
@@ -232,7 +247,7 @@ class ShardManager:
             future.set_result(None)
         finally:
             with self._inflight_lock:
-                self._inflight.pop(shard, None)
+                self._inflight.pop(key, None)
 
     def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None,
                  patience: float | None = None) -> None:
@@ -250,22 +265,23 @@ class ShardManager:
                 stream.prepare_files(reader)  # ready (prepared meanwhile): drops a leftover compressed copy only
                 return
             cache = self.cache if self.evictable(shard) else None
+            key = self.file_of(shard)  # a file several units share is counted once, under its first unit
             if cache is not None:
-                cache.reserve(shard, reader.max_size, on_wait=on_wait, timeout=patience)
+                cache.reserve(key, reader.max_size, on_wait=on_wait, timeout=patience)
             try:
                 stream.prepare_shard(reader)
                 if not reader.compression and type(stream).prepare_shard is Stream.prepare_shard:
-                    self._checked.add(shard)  # just downloaded: the download checked its size (and hash)
+                    self._checked.add(key)  # just downloaded: the download checked its size (and hash)
             except BaseException as err:
                 if cache is not None:
-                    cache.cancel(shard)
+                    cache.cancel(key)
                 if isinstance(err, (KeyboardInterrupt, SystemExit)):
                     raise
                 remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
                 raise prepare_error(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
                                     f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}', err) from err
             if cache is not None:
-                cache.commit(shard)
+                cache.commit(key)
         finally:
             locks.release(byte)
 
@@ -301,14 +317,14 @@ class ShardManager:
             self._views[shard] = view
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
-            cache.touch(shard)
+            cache.touch(self.file_of(shard))
         return view
 
     def _pin(self, shard: int) -> bool:
         if not self.evictable(shard):
             return False
         self._locks(shard).acquire(self._use_byte(shard), False, self.stream_of(shard).wait_timeout,
-                                   f'the "in use" lock of shard {shard}')
+                                   f'the "in use" lock of shard {self.file_of(shard)}')
         return True
 
     def _open_ready(self, shard: int, on_wait: Callable[[], None] | None = None) -> ShardView:
@@ -320,7 +336,7 @@ class ShardManager:
                 self.prepare(shard, on_wait)
             paths = self.raw_paths(shard)
             try:
-                if shard not in self._checked:
+                if self.file_of(shard) not in self._checked:
                     self.check_files(shard, paths)
                 return reader.open(paths)
             except FileNotFoundError as err:  # deleted by hand between the check and the open
@@ -354,7 +370,7 @@ class ShardManager:
                     self.prepare(shard)
                 paths = self.raw_paths(shard)
                 try:
-                    if shard not in self._checked:
+                    if self.file_of(shard) not in self._checked:
                         self.check_files(shard, paths)
                     sample = read_one(paths, index)
                     break
@@ -366,7 +382,7 @@ class ShardManager:
             if pinned:
                 self._locks(shard).release(self._use_byte(shard))
         if self.evictable(shard) and self.cache is not None:
-            self.cache.touch(shard)
+            self.cache.touch(self.file_of(shard))
         return sample
 
     def check_files(self, shard: int, paths: Sequence[str]) -> None:
@@ -397,7 +413,7 @@ class ShardManager:
                     problem = f'its {algo} is {actual} but the index records {raw.hashes[algo]}'
             if problem is not None:
                 raise ShardCorruptError(self._bad_file(shard, path, zipped, problem, _identity(stat)))
-        self._checked.add(shard)
+        self._checked.add(self.file_of(shard))
 
     def _bad_file(self, shard: int, path: str, zipped: Any, problem: str, identity: tuple[int, ...]) -> str:
         """Remove a bad local file when another copy exists (and it is still the file that was checked: another
@@ -469,16 +485,20 @@ class ShardManager:
             self.close(shard)
 
     def evict(self, shard: int) -> int:
-        """Evict one shard now (not while any process reads it, never without a remote copy); returns bytes freed."""
-        if shard in self._holds:
+        """Evict one shard's file now (not while any process reads any unit of it, never without a remote copy);
+        returns bytes freed. Every unit naming the file becomes not ready."""
+        units = self.catalogue.units_of_file(shard)
+        if any(unit in self._holds for unit in units):
             return 0  # an iterator of this process is reading it
-        self.close(shard)
+        for unit in units:
+            self.close(unit)
+        key = units[0]
         cache = self.cache
         if cache is not None:
-            return cache.evict(shard)
-        if not self.stream_of(shard).has_remote_copy or not self._try_lock_exclusive(shard):
+            return cache.evict(key)
+        if not self.stream_of(key).has_remote_copy or not self._try_lock_exclusive(key):
             return 0
         try:
-            return self.stream_of(shard).remove_shard_files(self.readers[shard])
+            return self.stream_of(key).remove_shard_files(self.readers[key])
         finally:
-            self._unlock_exclusive(shard)
+            self._unlock_exclusive(key)

@@ -1,4 +1,9 @@
-"""The ``parquet`` index builder: one index entry per file, from its footer read with ranged reads.
+"""The ``parquet`` index builder: one index entry (a *unit*) per row group, from each file's footer read with
+ranged reads.
+
+A unit is what shuffles, partitions, batching, resumption and the cache's pins work on; the units of one file name
+that file (the same ``raw_data``) and follow each other in the index, so the core downloads, counts and evicts the
+file once for all of them (the ``parquet`` format declares ``units_share_files``). Empty row groups make no unit.
 
 For each file, the last 64 KiB (or the whole file when smaller) are read in one request; a footer longer than that
 costs a second request for exactly its bytes. The footer gives the schema, the row groups and their row counts; the
@@ -23,13 +28,17 @@ from typing import Any
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
 from streaming_parquet.selection import describe_selection, select_names
 
-__all__ = ['ParquetIndexBuilder', 'read_footer', 'entry_for', 'image_columns', 'FOOTER_PROBE', 'MAGIC']
+__all__ = ['ParquetIndexBuilder', 'read_footer', 'entries_for', 'image_columns', 'FOOTER_PROBE', 'MAGIC',
+           'INDEX_VERSION']
 
 #: The bytes read from the end of each file first (most footers fit).
 FOOTER_PROBE = 64 << 10
 #: The Parquet magic number, at the start and the end of every file.
 MAGIC = b'PAR1'
 _THREADS = 8
+#: The layout of the index this builder writes (part of the derived index's identity): 2 = one unit per row group
+#: (1 was one entry per file). An index kept under another layout is rebuilt, never read.
+INDEX_VERSION = 2
 
 
 def read_footer(name: str, size: int, read: Callable[[str, int, int], bytes], where: str) -> Any:
@@ -73,13 +82,18 @@ def _columns(metadata: Any) -> list[list[str]]:
     return [[field.name, str(field.type)] for field in schema]
 
 
-def entry_for(name: str, size: int, metadata: Any) -> dict[str, Any]:
-    """The ``parquet`` index entry of one file."""
-    groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-    return {'format': 'parquet', 'version': 2, 'samples': int(metadata.num_rows), 'compression': None,
-            'hashes': [], 'size_limit': None, 'zip_data': None,
-            'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
-            'columns': _columns(metadata), 'row_groups': groups}
+def entries_for(name: str, size: int, metadata: Any) -> list[dict[str, Any]]:
+    """The ``parquet`` index entries of one file: one unit per non-empty row group, in file order."""
+    columns = _columns(metadata)
+    entries = []
+    for group in range(metadata.num_row_groups):
+        rows = int(metadata.row_group(group).num_rows)
+        if rows:
+            entries.append({'format': 'parquet', 'version': 2, 'samples': rows, 'compression': None, 'hashes': [],
+                            'size_limit': None, 'zip_data': None,
+                            'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
+                            'columns': columns, 'row_group': group})
+    return entries
 
 
 def _check_schema(first: Any, first_columns: list[list[str]], item: Any, columns: list[list[str]],
@@ -123,7 +137,7 @@ def image_columns(metadata: Any) -> list[str]:
 
 
 class ParquetIndexBuilder:
-    """Indexes ``*.parquet`` files: one ``parquet`` shard entry per file (its row groups recorded in the entry).
+    """Indexes ``*.parquet`` files: one ``parquet`` unit per row group (see the module doc).
 
     Args:
         columns: Only these columns, in this order (default: every column of the files).
@@ -134,6 +148,8 @@ class ParquetIndexBuilder:
     """
 
     patterns = ('*.parquet',)
+    #: The index layout (see :data:`INDEX_VERSION`): the core makes it part of the derived index's identity.
+    index_version = INDEX_VERSION
     #: The ``format_options`` this builder takes (``Stream(format_options=...)``, ``columns=``).
     option_names = ('columns', 'split', 'config', 'data_files', 'decode_images')
 
@@ -208,13 +224,14 @@ class ParquetIndexBuilder:
         else:
             with ThreadPoolExecutor(max_workers=min(_THREADS, max(len(files), 1))) as pool:
                 metas = list(pool.map(lambda item: read_footer(item.name, item.size, read, where), files))
-        entries = [entry_for(item.name, item.size, meta) for item, meta in zip(files, metas)]
-        if not entries:
+        if not files:
             return {'shards': [], 'version': 2}
-        columns = self._project(files[0], entries[0]['columns'], where)
-        for item, entry in zip(files[1:], entries[1:]):
-            _check_schema(files[0], columns, item, entry['columns'], where, exact=self.columns is None)
+        layouts = [_columns(meta) for meta in metas]
+        columns = self._project(files[0], layouts[0], where)
+        for item, layout in zip(files[1:], layouts[1:]):
+            _check_schema(files[0], columns, item, layout, where, exact=self.columns is None)
         images = [name for name in image_columns(metas[0]) if name in {c[0] for c in columns}]
+        entries = [entry for item, meta in zip(files, metas) for entry in entries_for(item.name, item.size, meta)]
         for entry in entries:  # one column order for every file (the first file's, or the projection's)
             entry['columns'] = columns
             if self.decode_images and images:

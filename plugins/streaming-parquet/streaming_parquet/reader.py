@@ -1,5 +1,5 @@
-"""The ``parquet`` shard format: an index entry per file (:class:`ParquetReader`) and an opened file
-(:class:`ParquetView`) that decodes one row group (or one slice of a huge row group) to columns once, then indexes.
+"""The ``parquet`` shard format: an index entry per row group, a unit (:class:`ParquetReader`), and an opened row group
+(:class:`ParquetView`) that decodes its rows (or one slice of a huge row group) to columns once, then indexes.
 
 Values come back as users expect: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` for nulls, lists of
 numbers as NumPy arrays (a fresh writable array per sample), other lists as lists, structs as dicts (a Hugging Face
@@ -11,7 +11,6 @@ Only the entry's ``columns`` are read: pyarrow reads just those columns' chunks 
 
 from __future__ import annotations
 
-import bisect
 import io
 import itertools
 import os
@@ -24,7 +23,7 @@ import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase
 
-__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_cache']
+__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_cache', 'footers']
 
 #: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
 SLICE_ROWS = 32768
@@ -89,17 +88,60 @@ os.register_at_fork(after_in_child=decoded_cache.reset)
 _TOKENS = itertools.count()
 
 
+class _Footers:
+    """Parsed footers of local files, per process, keyed by path and stat identity (a file evicted and downloaded
+    again is parsed again): the views of a file's row groups open it without parsing its footer each time. Bounded
+    (least recently used out); no file handle is kept."""
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple[str, int, int, int], tuple[Any, frozenset[str]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int, int]) -> tuple[Any, frozenset[str]] | None:
+        """``(FileMetaData, column names)`` of that version of the file, if parsed before."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int, int, int], metadata: Any, names: frozenset[str]) -> None:
+        """Keep a parsed footer."""
+        with self._lock:
+            self._items[key] = (metadata, names)
+            while len(self._items) > self.LIMIT:
+                self._items.popitem(last=False)
+
+    def reset(self) -> None:
+        """Empty (after a fork: the parent's lock may have been held)."""
+        self._items = OrderedDict()
+        self._lock = threading.Lock()
+
+
+#: The process's parsed footers (see :class:`_Footers`).
+footers = _Footers()
+os.register_at_fork(after_in_child=footers.reset)
+
+
 class ParquetReader(ShardReaderBase):
-    """One ``parquet`` index entry: one Parquet file, its columns (name and Arrow type) and row-group sizes."""
+    """One ``parquet`` index entry, a unit: one row group (``row_group``, holding ``samples`` rows) of one Parquet
+    file (``raw_data``), with the columns to read (name and Arrow type)."""
 
     format_name = 'parquet'
-    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'row_groups', 'samples',
+    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'row_group', 'samples',
                             'size_limit', 'version', 'zip_data'})
     #: Keys an entry may add: ``images``, the columns decoded to PIL images.
     optional_keys = frozenset({'images'})
     part_names = ('data',)
 
     def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
+        if isinstance(entry, Mapping) and 'row_groups' in entry and 'row_group' not in entry:
+            raise IndexFormatError(f'{where or "parquet shard"}: a parquet entry of the old one-entry-per-file '
+                                   f'layout ("row_groups"); this streaming-parquet reads one entry per row group. A '
+                                   f'derived index is rebuilt in that layout on the next construction; an index '
+                                   f'written by hand needs one entry per row group ("row_group": its number).')
         optional = {key: entry[key] for key in self.optional_keys if isinstance(entry, Mapping) and key in entry}
         if optional:
             entry = {key: value for key, value in entry.items() if key not in optional}
@@ -107,23 +149,19 @@ class ParquetReader(ShardReaderBase):
         super().__init__(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
-        """Validate ``columns`` (``[[name, type], ...]``) and ``row_groups`` (row counts summing to ``samples``)."""
+        """Validate ``columns`` (``[[name, type], ...]``) and ``row_group`` (the row group's number in the file)."""
         columns = entry['columns']
         if not isinstance(columns, list) or not all(
                 isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c) for c in columns):
             raise IndexFormatError(f'{where}: "columns" must be a list of [name, type] pairs, got {columns!r}.')
-        groups = entry['row_groups']
-        if not isinstance(groups, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0
-                                                   for g in groups):
-            raise IndexFormatError(f'{where}: "row_groups" must be a list of row counts, got {groups!r}.')
-        if sum(groups) != self.samples:
-            raise IndexFormatError(f'{where}: the row groups hold {sum(groups)} rows but "samples" is '
-                                   f'{self.samples}.')
+        group = entry['row_group']
+        if not isinstance(group, int) or isinstance(group, bool) or group < 0:
+            raise IndexFormatError(f'{where}: "row_group" must be a row group number (an int >= 0), got {group!r}.')
         if self.compression is not None:
             raise IndexFormatError(f'{where}: a parquet entry has no file-level compression (Parquet compresses '
                                    f'its pages), got {self.compression!r}.')
         self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
-        self.row_groups: list[int] = list(groups)
+        self.row_group: int = group
         images = self._optional.get('images', [])
         names = {name for name, _ in self.columns}
         if not isinstance(images, list) or not all(isinstance(n, str) and n in names for n in images):
@@ -131,7 +169,7 @@ class ParquetReader(ShardReaderBase):
         self.images: frozenset[str] = frozenset(images)
 
     def open(self, paths: Sequence[str]) -> ParquetView:
-        """Open the local file and check it against the entry."""
+        """Open the unit's row group of the local file and check it against the entry."""
         if len(paths) != 1:
             raise ValueError(f'{self.where}: a parquet shard is one file, got {len(paths)} paths.')
         return ParquetView(self, paths[0])
@@ -176,7 +214,10 @@ def _column_values(array: Any) -> list[Any]:
 
 
 class ParquetView:
-    """An opened Parquet file: ``view[i]`` is row ``i`` as a dict of the entry's columns.
+    """One row group of an opened Parquet file: ``view[i]`` is its row ``i`` as a dict of the entry's columns.
+
+    The row group is decoded (only the entry's columns, in slices of :data:`SLICE_ROWS` rows when larger) the first
+    time one of its rows is read; the file's footer is parsed once per process (:data:`footers`).
 
     Raises:
         ShardCorruptError: naming the file, when it cannot be read or disagrees with its index entry.
@@ -189,50 +230,55 @@ class ParquetView:
         self._reader = reader
         self._token = next(_TOKENS)
         self._slices: dict[tuple[int, int], tuple[int, list[list[Any]]]] = {}  # (group, part) -> (first, columns)
-        size = os.path.getsize(path)
+        self._group = reader.row_group
+        self._count = reader.samples
+        self._slice_rows = SLICE_ROWS
+        self._key0 = (self._group, 0)
+        self._single = self._count <= self._slice_rows
+        self._names = [name for name, _ in reader.columns]
+        stat = os.stat(path)
         expected = reader.parts[0][0].bytes
-        if size != expected:
-            raise ShardCorruptError(f'{path}: the file has {size} bytes but the index declares {expected} (truncated '
-                                    f'or replaced); delete it so it is fetched again.')
+        if stat.st_size != expected:
+            raise ShardCorruptError(f'{path}: the file has {stat.st_size} bytes but the index declares {expected} '
+                                    f'(truncated or replaced); delete it so it is fetched again.')
+        key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        parsed = footers.get(key)
         try:
             # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
             self._source = pa.OSFile(path)
-            self._file = pq.ParquetFile(self._source)
+            self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0])
             metadata = self._file.metadata
+            if parsed is None:
+                parsed = (metadata, frozenset(field.name for field in metadata.schema.to_arrow_schema()))
+                footers.put(key, *parsed)
+            groups = metadata.num_row_groups
+            rows = metadata.row_group(self._group).num_rows if self._group < groups else None
         except (pa.ArrowException, OSError, ValueError) as err:
             self.close()
             raise ShardCorruptError(f'{path}: not a readable Parquet file ({type(err).__name__}: {err}).') from None
-        groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-        if groups != reader.row_groups:
+        if rows != self._count:
             self.close()
-            raise ShardCorruptError(f'{path}: its row groups hold {groups} rows, but the index records '
-                                    f'{reader.row_groups} (the file was replaced or is corrupt).')
-        self._names = [name for name, _ in reader.columns]
-        have = {field.name for field in metadata.schema.to_arrow_schema()}
-        missing = [name for name in self._names if name not in have]
+            found = f'holds {rows} rows' if rows is not None else f'does not exist (the file has {groups})'
+            raise ShardCorruptError(f'{path}: row group {self._group} {found}, but the index records '
+                                    f'{self._count} rows (the file was replaced or is corrupt).')
+        missing = [name for name in self._names if name not in parsed[1]]
         if missing:
             self.close()
             raise ShardCorruptError(f'{path}: columns {missing} recorded in the index are missing from the file.')
-        self._starts = [0]
-        for count in groups:
-            self._starts.append(self._starts[-1] + count)
-        self._count = self._starts[-1]
 
     def __len__(self) -> int:
         return self._count
 
-    def _slice(self, group: int, part: int) -> tuple[int, list[list[Any]]]:
-        """``(first row, decoded columns)`` of slice ``part`` of row group ``group`` (cached)."""
-        found = self._slices.get((group, part))
-        return found if found is not None else self._decode(group, part)
-
-    def _decode(self, group: int, part: int) -> tuple[int, list[list[Any]]]:
+    def _decode(self, part: int) -> tuple[int, list[list[Any]]]:
+        """Decode slice ``part`` of the row group: ``(its first row, its columns)`` (kept under the budget)."""
         import pyarrow as pa
+        group = self._group
         try:
-            if self._reader.row_groups[group] <= SLICE_ROWS:
+            if self._single:
                 table = self._file.read_row_group(group, columns=self._names)
             else:
-                batches = self._file.iter_batches(batch_size=SLICE_ROWS, row_groups=[group], columns=self._names)
+                batches = self._file.iter_batches(batch_size=self._slice_rows, row_groups=[group],
+                                                  columns=self._names)
                 for i, batch in enumerate(batches):
                     if i == part:
                         table = pa.Table.from_batches([batch])
@@ -243,18 +289,23 @@ class ParquetView:
             raise ShardCorruptError(f'{self.path}: row group {group} cannot be decoded ({type(err).__name__}: '
                                     f'{err}); the file is corrupt.') from None
         columns = [_column_values(table.column(name).combine_chunks()) for name in self._names]
-        found = (self._starts[group] + part * SLICE_ROWS, columns)
+        found = (part * self._slice_rows, columns)
         self._slices[(group, part)] = found
         decoded_cache.put((self._token, group, part),
                           int(table.nbytes) + 64 * table.num_rows * max(len(self._names), 1), self._slices)
         return found
 
     def _locate(self, index: int) -> tuple[int, list[list[Any]]]:
+        """``(row within its slice, the slice's columns)`` of row ``index``."""
         if not 0 <= index < self._count:
-            raise IndexError(f'{self.path}: sample {index} is out of range for a file of {self._count} rows.')
-        group = bisect.bisect_right(self._starts, index) - 1
-        part = (index - self._starts[group]) // SLICE_ROWS
-        first, columns = self._slice(group, part)
+            raise IndexError(f'{self.path}: sample {index} is out of range for row group {self._group} of '
+                             f'{self._count} rows.')
+        if self._single:
+            found = self._slices.get(self._key0)
+            return index, (found if found is not None else self._decode(0))[1]
+        part = index // self._slice_rows
+        found = self._slices.get((self._group, part))
+        first, columns = found if found is not None else self._decode(part)
         return index - first, columns
 
     def _decode_images(self, sample: dict[str, Any]) -> dict[str, Any]:
@@ -268,11 +319,12 @@ class ParquetView:
         return self._decode_images(sample) if self._reader.images else sample
 
     def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
-        """The rows at ``positions`` in order (the runtime's fast path over a stretch of one file)."""
+        """The rows at ``positions`` in order (the runtime's fast path over a stretch of one row group)."""
         names = self._names
         images = bool(self._reader.images)
+        locate = self._locate
         for index in positions:
-            row, columns = self._locate(index)
+            row, columns = locate(index)
             sample = {name: values[row] for name, values in zip(names, columns)}
             yield self._decode_images(sample) if images else sample
 
@@ -299,6 +351,8 @@ class ParquetFormat:
     """The ``parquet`` shard format (read-only: Parquet files are written by the tools that make them)."""
 
     name = 'parquet'
+    #: Several units (row groups) name one file: the core downloads, counts and evicts it once for all of them.
+    units_share_files = True
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False,
                where: str = '') -> ParquetReader:

@@ -21,7 +21,9 @@ def test_inspect_and_verify_a_parquet_directory(tmp_path):
     pq.write_table(table, str(tmp_path / 'b.parquet'), row_group_size=50)
     inspected = _streaming('inspect', str(tmp_path))
     assert inspected.returncode == 0, inspected.stderr
-    assert 'parquet (2 shards)' in inspected.stdout and 'Samples:       200' in inspected.stdout
+    # One unit per row group: a.parquet has 4 (30, 30, 30, 10 rows), b.parquet 2 (50, 50).
+    assert 'parquet (6 shards)' in inspected.stdout and 'Samples:       200' in inspected.stdout
+    assert 'min 10, mean 33.3, max 50' in inspected.stdout
     assert 'id (int64), text (string)' in inspected.stdout
     assert not os.path.exists(tmp_path / 'index.json')  # the user's directory is never written
     verified = _streaming('verify', str(tmp_path))

@@ -126,7 +126,11 @@ def test_schema_drift_outside_the_projection_is_allowed(tmp_path: Any) -> None:
 def test_older_entries_without_optional_keys_still_read() -> None:
     entry = {'format': 'parquet', 'version': 2, 'samples': 3, 'compression': None, 'hashes': [], 'size_limit': None,
              'zip_data': None, 'raw_data': {'basename': 'a.parquet', 'bytes': 10, 'hashes': {}},
-             'columns': [['id', 'int64']], 'row_groups': [3]}
+             'columns': [['id', 'int64']], 'row_group': 0}
     assert ParquetFormat().reader(entry).images == frozenset()
+    per_file = {**entry, 'row_groups': [3]}  # the old one-entry-per-file layout: refused, never misread
+    del per_file['row_group']
+    with pytest.raises(IndexFormatError, match='old one-entry-per-file layout'):
+        ParquetFormat().reader(per_file)
     with pytest.raises(IndexFormatError, match='"images" must list columns'):
         ParquetFormat().reader({**entry, 'images': ['other']})

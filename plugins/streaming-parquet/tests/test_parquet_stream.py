@@ -39,7 +39,9 @@ def test_local_directory_every_row_as_written(tmp_path: Any) -> None:
     sdir = state_dir(data)
     assert os.path.isfile(os.path.join(sdir, DERIVED_INDEX_NAME))
     index = json.loads(open(os.path.join(sdir, DERIVED_INDEX_NAME)).read())
-    assert [e['row_groups'] for e in index['shards']] == [[30, 30, 30, 10]] * 3
+    units = [(e['raw_data']['basename'], e['row_group'], e['samples']) for e in index['shards']]
+    assert units == [(f'part-{f:05d}.parquet', g, 10 if g == 3 else 30) for f in range(3) for g in range(4)]
+    assert dataset.num_shards == 12 and dataset.catalogue.file_of_shard.tolist() == [0] * 4 + [4] * 4 + [8] * 4
     assert dataset.streams[0].index_identity.startswith('derived:parquet:')
 
 
@@ -82,6 +84,7 @@ def test_shuffle_with_two_dataloader_workers(tmp_path: Any) -> None:
     write_parquet(data, files=4, rows=60, row_group=25)
     dataset = StreamingDataset(remote=data, local=str(tmp_path / 'local'), batch_size=8, shuffle=True,
                                shuffle_block_size=50)
+    assert dataset.num_shards == 12  # row groups of 25, 25, 10 per file
     loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2, collate_fn=lambda batch: batch)
     seen = [sample for batch in loader for sample in batch]
     assert sorted(s['id'] for s in seen) == list(range(240))
@@ -96,6 +99,7 @@ def test_mid_epoch_resume_in_a_fresh_process_is_exact(tmp_path: Any) -> None:
     args = dict(local=data, batch_size=4, shuffle=True, num_canonical_nodes=2, shuffle_block_size=40)
     full = ids_of(StreamingDataset(**args))
     dataset = StreamingDataset(**args)
+    assert dataset.num_shards == 15  # the row groups (16, 16, 16, 16, 6 rows) are the units resumed over
     seen = []
     for item in dataset:
         if len(seen) == 83:
@@ -166,7 +170,7 @@ def test_over_s3_with_workers_and_a_rebuild(tmp_path: Any, s3_env: Any) -> None:
     _upload(s3_env, staging, prefix)
     remote = f's3://{BUCKET}/{prefix}'
     dataset = StreamingDataset(remote=remote, batch_size=5, shuffle=True)
-    assert len(dataset) == 150
+    assert len(dataset) == 150 and dataset.num_shards == 9  # row groups of 20, 20, 10 rows
     loader = StreamingDataLoader(dataset, batch_size=5, num_workers=2, collate_fn=lambda batch: batch)
     seen = [sample for batch in loader for sample in batch]
     assert sorted(s['id'] for s in seen) == list(range(150))
@@ -188,6 +192,7 @@ def test_build_index_for_tools_equals_the_streams_derived_index(tmp_path: Any) -
     StreamingDataset(local=data, batch_size=1)
     cached = json.loads(open(os.path.join(state_dir(data), DERIVED_INDEX_NAME)).read())
     assert build_index(data) == cached
-    assert [entry['raw_data']['basename'] for entry in cached['shards']] == ['part-00000.parquet',
-                                                                             'part-00001.parquet']
+    assert [entry['raw_data']['basename'] for entry in cached['shards']] == ['part-00000.parquet'] * 5 + [
+        'part-00001.parquet'] * 5  # one unit per row group of 7, 7, 7, 7, 2 rows
+    assert [entry['row_group'] for entry in cached['shards']] == list(range(5)) * 2
     assert cached['shards'][0]['columns'][:2] == [['id', 'int64'], ['text', 'string']]
