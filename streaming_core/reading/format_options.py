@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streaming_core.reading.binary_index import ShardTable
 from streaming_core.reading.derived_index import FormatOptionError
+from streaming_core.reading.shard_table import ShardTable
 
 __all__ = ['merge_format_options', 'configure_format', 'ProjectedShardTable', 'apply_format_options']
 
@@ -89,7 +89,7 @@ def configure_format(name: str, shard_format: Any, options: Mapping[str, Any], w
 
 
 class ProjectedShardTable(ShardTable):
-    """A stream's :class:`~streaming_core.reading.binary_index.ShardTable` whose readers are made by its shard
+    """A stream's :class:`~streaming_core.reading.shard_table.ShardTable` whose readers are made by its shard
     formats configured with the stream's format options (same arrays, identity and layout as the plain table).
 
     Every template's first shard is read again through its configured format at construction, so an option its
