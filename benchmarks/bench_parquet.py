@@ -1,41 +1,75 @@
-"""Parquet, warm iteration: streaming-parquet (block-global shuffle, resumable) against pyarrow read directly, same
-files, rows as Python dicts in every case.
+"""Parquet, shuffled warm iteration side by side on identical files: streaming-parquet (block-global shuffle) against
+Hugging Face ``datasets`` streaming (shuffle buffer) and litdata 0.2.76's Parquet streaming (chunk shuffle), plus our
+MDS reader on the same rows converted; and the time to the first sample of a remote of many files on the loopback
+Hub (``hf://``).
 
-Data: ``--rows`` rows (default 200k) of a ~200-byte ``text``, an int ``label`` and a 1 KiB ``blob`` in ``--files``
-Parquet files (default 8) of ``--row-group`` rows per row group (default 5,000), written once with pyarrow. Each
-measurement reads one epoch and checks it holds every row exactly once; rounds are interleaved and the table shows
-medians:
+Data: ``--rows`` rows (default 200k) of an ``id``, a ~200-byte ``text``, an int ``label`` and a 1 KiB ``blob`` in
+``--files`` Parquet files (default 8) of ``--row-group`` rows per row group (default 5,000), written once with
+pyarrow; the same rows written by our ``MDSWriter``; litdata reads a hard-linked copy of the files (its
+``index_parquet_dataset`` writes an ``index.json`` next to them, which would make the directory a litdata dataset
+for us).
 
-* **pyarrow, in order**: ``ParquetFile.iter_batches`` over the files, ``RecordBatch.to_pylist()`` (no shuffle: the
-  floor of decoding the same rows to dicts);
-* **pyarrow, shuffled in memory**: every file read into one table, ``take`` of a random permutation, then
-  ``to_pylist()`` (a global shuffle that holds the whole dataset in memory);
-* **ours, shuffled**: ``StreamingDataset(local=dir, shuffle=True)`` in one process, then with ``columns=['text',
-  'label']`` (``ParquetStream``), then through ``StreamingDataLoader(num_workers=2)``.
+Every measurement is one shuffled epoch in a fresh process that imported its library before the clock, through the
+same loop: ``DataLoader(dataset, batch_size=256, num_workers=W, collate_fn=<list of the samples>)`` (litdata's own
+``StreamingDataLoader``), the clock from ``iter(loader)`` to the last batch; every epoch must hold each id exactly
+once. Rows come out as dicts of ``str``/``int``/``bytes`` everywhere.
 
-``--hub-files N`` (default 1,000; 0 to skip) also times the first sample of a remote of N small Parquet files on the
-loopback Hub (``streaming_hf.testing.HubServer``, ``hf://`` URLs): listing, N footers read with ranged requests,
-the derived index, one file downloaded; cold (empty cache) and warm (the derived index cached, a new process's
-construction lists the repository again).
+* **ours**: ``StreamingDataset(local=<parquet dir>, shuffle=True)`` (also with ``columns=['id', 'text', 'label']``);
+* **HF datasets**: ``load_dataset('parquet', data_files=..., split='train', streaming=True).shuffle(seed,
+  buffer_size=--hf-buffer)`` (a file-order shuffle plus a buffer; with W workers the files are split between them);
+* **litdata**: ``index_parquet_dataset(dir)`` once, then ``StreamingDataset(dir, item_loader=ParquetLoader(),
+  shuffle=True)`` (a chunk-order shuffle plus a permutation inside the chunks each worker holds); with workers,
+  ``multiprocessing_context='spawn'``, which its ``StreamingDataLoader`` demands for the ParquetLoader (polars'
+  thread pool and ``fork`` can deadlock), so its workers import their libraries inside the clock;
+* **ours (MDS)**: the same rows as MDS shards of about the Parquet files' row count;
+* **pyarrow floors** (1 process): ``iter_batches`` + ``to_pylist`` in order, and a global ``take`` of a permutation
+  of the whole table held in memory.
 
-Run in ``.venv``::
+``--hub-files N`` (default 1,000; 0 skips): N small Parquet files in ``data/`` of a repository on the loopback Hub
+(``streaming_hf.testing.HubServer``, started here); each library, in a new process with ``HF_ENDPOINT`` pointing at
+it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches).
+The loopback server lacks the repository-info route ``HfFileSystem`` asks first; this script adds it (see
+``_serve_repo_info``). What each library does before its first sample differs: we list the repository and read
+every file's footer (ranged reads) to derive the index the shuffles and resumption need; litdata indexes every
+file too (``index_parquet_dataset`` through ``HfFileSystem``); Hugging Face ``datasets`` lists the files and opens
+the first one.
 
-    .venv/bin/python benchmarks/bench_parquet.py               # 200k rows, 3 rounds, 1,000 Hub files
+The peers run in the side virtualenv ``.venv-hf`` (``benchmarks/setup_hf_venv.sh``: datasets 5.x needs
+huggingface-hub 2.x, which ``.venv-ref`` cannot take); without it only our rows are measured. Run in ``.venv``::
+
+    .venv/bin/python benchmarks/bench_parquet.py               # 200k rows, 3 rounds, workers 0 and 2, 1,000 Hub files
     .venv/bin/python benchmarks/bench_parquet.py --quick       # 50k rows, 1 round, 200 Hub files
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HF_PYTHON = os.path.join(os.path.dirname(HERE), '.venv-hf', 'bin', 'python')
+BATCH = 256
+#: Where every measured process caches its bytecode (as the other benchmarks do).
+PYCACHE = os.path.join(tempfile.gettempdir(), 'streaming-core-bench-pycache')
+#: Which interpreter runs which implementation.
+PEERS = {'ours': sys.executable, 'ours (MDS)': sys.executable, 'pyarrow': sys.executable,
+         'HF datasets': HF_PYTHON, 'litdata': HF_PYTHON}
 
 
+def _batch(samples: list[Any]) -> list[Any]:
+    return samples
+
+
+# ------------------------------------------------------------------------------------------------------------ data
 def write_files(directory: str, rows: int, files: int, row_group: int) -> None:
     """Write the dataset (deterministic content)."""
     import pyarrow as pa
@@ -57,134 +91,307 @@ def write_files(directory: str, rows: int, files: int, row_group: int) -> None:
                        row_group_size=row_group)
 
 
-def pyarrow_in_order(directory: str) -> int:
-    """Every row as a dict, file by file, batch by batch."""
+def write_mds(source: str, out: str, per_shard: int) -> None:
+    """The same rows as MDS shards of about ``per_shard`` rows (our ``MDSWriter``)."""
     import pyarrow.parquet as pq
-    count = 0
-    for name in sorted(os.listdir(directory)):
-        handle = pq.ParquetFile(os.path.join(directory, name))
-        for batch in handle.iter_batches(batch_size=5000):
-            for row in batch.to_pylist():
-                count += row['id'] >= 0
-    return count
+
+    from streaming_core import MDSWriter
+    columns = {'id': 'int64', 'text': 'str', 'label': 'int64', 'blob': 'bytes'}
+    with MDSWriter(out=out, columns=columns, size_limit=per_shard * 1300) as writer:
+        for name in sorted(os.listdir(source)):
+            for batch in pq.ParquetFile(os.path.join(source, name)).iter_batches(batch_size=5000):
+                for row in batch.to_pylist():
+                    writer.write(row)
 
 
-def pyarrow_shuffled(directory: str) -> int:
-    """Every row as a dict in a global random order, the whole table in memory."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    table = pa.concat_tables([pq.read_table(os.path.join(directory, n)) for n in sorted(os.listdir(directory))])
-    order = np.random.default_rng(0).permutation(table.num_rows)
-    count = 0
-    for start in range(0, len(order), 5000):
-        for row in table.take(order[start:start + 5000]).to_pylist():
-            count += row['id'] >= 0
-    return count
-
-
-def ours(directory: str, cache: str, columns: list[str] | None = None, workers: int = 0) -> int:
-    """One shuffled epoch of our dataset (one process, or a DataLoader with ``workers``)."""
-    from streaming_core import StreamingDataLoader, StreamingDataset
-    from streaming_parquet import ParquetStream
-    stream = ParquetStream(local=directory, columns=columns) if columns else None
-    kwargs = {'streams': [stream]} if stream is not None else {'local': directory}
-    dataset = StreamingDataset(**kwargs, shuffle=True, shuffle_seed=1, batch_size=256)
-    count = 0
-    if workers:
-        loader = StreamingDataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=_batch)
-        for batch in loader:
-            count += len(batch)
-        return count
-    for sample in dataset:
-        count += sample['label'] >= 0
-    return count
-
-
-def _batch(samples: list) -> list:
-    return samples
-
-
-def hub_first_sample(files: int, root: str) -> tuple[float, float]:
-    """Seconds to the first sample of ``files`` files served by the loopback Hub: cold, then warm."""
+def write_hub_files(files: int) -> dict[str, bytes]:
+    """``files`` small Parquet files (100 rows each) for the loopback Hub, by path in the repository."""
     import io
 
     import pyarrow as pa
     import pyarrow.parquet as pq
+    contents = {}
+    for f in range(files):
+        out = io.BytesIO()
+        ids = list(range(f * 100, f * 100 + 100))
+        pq.write_table(pa.table({'id': ids, 'text': [f'row {i}' for i in ids]}), out)
+        contents[f'data/train-{f:05d}-of-{files:05d}.parquet'] = out.getvalue()
+    return contents
 
-    from streaming_core import StreamingDataset
-    from streaming_core.storage import clear_backend_cache
-    from streaming_hf import backend
+
+# ------------------------------------------------------------------------------------------------- measured tasks
+def _loader_epoch(loader: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    ids = [sample['id'] for batch in loader for sample in batch]
+    return {'seconds': time.perf_counter() - started, 'ids': len(ids), 'distinct': len(set(ids))}
+
+
+def task_iterate(spec: dict[str, Any]) -> dict[str, Any]:
+    """One shuffled epoch of ``spec['impl']`` (run in that implementation's interpreter)."""
+    impl, workers, seed, directory = spec['impl'], spec['workers'], spec['seed'], spec['dir']
+    if impl == 'litdata':
+        import litdata
+        from litdata.streaming.item_loader import ParquetLoader
+        dataset = litdata.StreamingDataset(directory, item_loader=ParquetLoader(), shuffle=True, seed=seed)
+        # litdata refuses 'fork' with its ParquetLoader (polars' thread pool could deadlock) and asks for 'spawn'.
+        context = {'multiprocessing_context': 'spawn'} if workers else {}
+        loader = litdata.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers, collate_fn=_batch,
+                                             **context)
+        return _loader_epoch(loader)
+    from torch.utils.data import DataLoader
+    if impl == 'HF datasets':
+        import datasets
+        datasets.disable_progress_bars()
+        files = sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith('.parquet'))
+        dataset = datasets.load_dataset('parquet', data_files=files, split='train', streaming=True)
+        dataset = dataset.shuffle(seed=seed, buffer_size=spec['buffer'])
+    elif impl == 'pyarrow':
+        return pyarrow_floor(directory, spec['order'])
+    else:
+        from streaming_core import StreamingDataset
+        dataset = StreamingDataset(local=directory, batch_size=BATCH, shuffle=True, shuffle_seed=seed,
+                                   **({'columns': spec['columns']} if spec.get('columns') else {}))
+    return _loader_epoch(DataLoader(dataset, batch_size=BATCH, num_workers=workers, collate_fn=_batch))
+
+
+def pyarrow_floor(directory: str, order: str) -> dict[str, Any]:
+    """Every row as a dict with pyarrow directly: in file order, or a global permutation of the whole table."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    names = sorted(n for n in os.listdir(directory) if n.endswith('.parquet'))
+    started = time.perf_counter()
+    ids = []
+    if order == 'in order':
+        for name in names:
+            for batch in pq.ParquetFile(os.path.join(directory, name)).iter_batches(batch_size=5000):
+                ids.extend(row['id'] for row in batch.to_pylist())
+    else:
+        table = pa.concat_tables([pq.read_table(os.path.join(directory, n)) for n in names])
+        permutation = np.random.default_rng(0).permutation(table.num_rows)
+        for start in range(0, len(permutation), 5000):
+            ids.extend(row['id'] for row in table.take(permutation[start:start + 5000]).to_pylist())
+    return {'seconds': time.perf_counter() - started, 'ids': len(ids), 'distinct': len(set(ids))}
+
+
+def task_first_sample(spec: dict[str, Any]) -> dict[str, Any]:
+    """Construction to the first sample of the Hub repository ``bench/many`` (``HF_ENDPOINT`` is set)."""
+    impl, url = spec['impl'], 'hf://datasets/bench/many/data'
+    if impl == 'ours':
+        import streaming_hf  # noqa: F401  (imported before the clock, as the peers import theirs)
+        import streaming_parquet  # noqa: F401
+        from streaming_core import StreamingDataset
+        started = time.perf_counter()
+        first = next(iter(StreamingDataset(remote=url, local=spec['cache'], batch_size=1)))
+    elif impl == 'HF datasets':
+        import datasets
+        datasets.disable_progress_bars()
+        started = time.perf_counter()
+        dataset = datasets.load_dataset('parquet', data_files=f'{url}/*.parquet', split='train', streaming=True)
+        first = next(iter(dataset))
+    else:
+        import litdata
+        from litdata.streaming.item_loader import ParquetLoader
+        started = time.perf_counter()
+        dataset = litdata.StreamingDataset(url, item_loader=ParquetLoader(), cache_dir=spec['cache'])
+        first = dataset[0]
+    seconds = time.perf_counter() - started
+    if first['id'] != 0:
+        raise AssertionError(f'{impl}: the first sample has id {first["id"]}, expected 0')
+    return {'seconds': seconds}
+
+
+def peer_main(spec: dict[str, Any]) -> None:
+    """Entry point of a measured process: print the task's JSON answer last."""
+    import logging
+    import warnings
+    warnings.simplefilter('ignore')
+    logging.disable(logging.WARNING)
+    import torch.utils.data  # noqa: F401  (every measured process imports torch before its clock)
+    if spec['impl'] in ('HF datasets', 'litdata'):
+        import datasets  # noqa: F401
+        import litdata  # noqa: F401
+    else:
+        import streaming_parquet  # noqa: F401
+        from streaming_core import StreamingDataset  # noqa: F401
+    if spec['task'] == 'index-litdata':
+        from litdata import index_parquet_dataset
+        index_parquet_dataset(spec['dir'], num_workers=1)
+        answer: dict[str, Any] = {'ok': True}
+    elif spec['task'] == 'iterate':
+        answer = task_iterate(spec)
+    else:
+        answer = task_first_sample(spec)
+    sys.stdout.flush()
+    print('\n' + json.dumps(answer))
+
+
+# ------------------------------------------------------------------------------------------------------- driver
+def run(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``spec`` in a fresh process of its implementation's interpreter; its JSON answer."""
+    python = PEERS[spec['impl']]
+    full_env = dict(os.environ, PYTHONWARNINGS='ignore', **(env or {}))
+    done = subprocess.run([python, os.path.abspath(__file__), '--peer', json.dumps(spec)], capture_output=True,
+                          text=True, env=full_env, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f'{spec["impl"]} ({python}) failed on {spec["task"]}:\n{done.stderr[-3000:]}')
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _reexec_with_bytecode() -> None:
+    """Run again with bytecode caching on, in ``PYCACHE``, so no measured process compiles from source."""
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=PYCACHE)
+    env.pop('PYTHONDONTWRITEBYTECODE', None)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+
+
+def iteration_cases(args: argparse.Namespace, dirs: dict[str, str], peers: bool) -> list[tuple[str, dict]]:
+    """``(row name, spec)`` for every measured row."""
+    cases: list[tuple[str, dict]] = []
+    for workers in args.workers:
+        cases.append((f'ours | {workers}', {'impl': 'ours', 'dir': dirs['parquet'], 'workers': workers}))
+        if peers:
+            cases.append((f'HF datasets | {workers}', {'impl': 'HF datasets', 'dir': dirs['parquet'],
+                                                       'workers': workers, 'buffer': args.hf_buffer}))
+            cases.append((f'litdata | {workers}', {'impl': 'litdata', 'dir': dirs['litdata'], 'workers': workers}))
+        cases.append((f'ours (MDS) | {workers}', {'impl': 'ours (MDS)', 'dir': dirs['mds'], 'workers': workers}))
+    cases.append(("ours, columns=['id','text','label'] | 0",
+                  {'impl': 'ours', 'dir': dirs['parquet'], 'workers': 0, 'columns': ['id', 'text', 'label']}))
+    for order in ('in order', 'global take'):
+        cases.append((f'pyarrow {order} (no DataLoader) | 0', {'impl': 'pyarrow', 'dir': dirs['parquet'],
+                                                               'workers': 0, 'order': order}))
+    return cases
+
+
+def _serve_repo_info() -> None:
+    """Teach the loopback Hub ``GET /api/{datasets|models}/{owner}/{name}`` (a repository's info at its default
+    branch, as the Hub answers it), which ``huggingface_hub``'s ``HfFileSystem`` asks first and which
+    ``streaming_hf.testing`` does not serve (it answers 404 "no such route"): answered as ``.../revision/main``."""
+    from streaming_hf import testing
+    handler = testing._HubHandler
+    if getattr(handler, '_bench_repo_info', False):
+        return
+    plain_get = handler.do_GET
+
+    def do_get(self: Any) -> None:
+        path, _, query = self.path.partition('?')
+        segments = path.strip('/').split('/')
+        if len(segments) == 4 and segments[0] == 'api' and segments[1] in ('datasets', 'models'):
+            self.path = path.rstrip('/') + '/revision/main' + (f'?{query}' if query else '')
+        plain_get(self)
+
+    handler.do_GET = do_get
+    handler._bench_repo_info = True
+
+
+def hub_first_sample(args: argparse.Namespace, root: str, peers: bool) -> dict[str, list[str]]:
+    """Cold and warm first-sample seconds per library on the loopback Hub (a reason instead where one fails)."""
     from streaming_hf.testing import HubServer
+    _serve_repo_info()
     hub = HubServer(page_size=1000)
+    results: dict[str, list[str]] = {}
     try:
-        contents = {}
-        for f in range(files):
-            out = io.BytesIO()
-            ids = list(range(f * 100, f * 100 + 100))
-            pq.write_table(pa.table({'id': ids, 'text': [f'row {i}' for i in ids]}), out)
-            contents[f'data/train-{f:05d}-of-{files:05d}.parquet'] = out.getvalue()
-        hub.state.repo('datasets', 'bench/many').push(contents)
-        os.environ['HF_ENDPOINT'] = hub.url
-        times = []
-        for _ in range(2):
-            clear_backend_cache()
-            backend._PINS.clear()
-            start = time.perf_counter()
-            dataset = StreamingDataset(remote='hf://datasets/bench/many/data', local=os.path.join(root, 'hub-cache'),
-                                       batch_size=1)
-            assert dataset[0]['id'] == 0 and len(dataset) == files * 100
-            times.append(time.perf_counter() - start)
-        return times[0], times[1]
+        hub.state.repo('datasets', 'bench/many').push(write_hub_files(args.hub_files))
+        env = {'HF_ENDPOINT': hub.url, 'HF_HOME': os.path.join(root, 'hf-home'), 'HF_HUB_DISABLE_TELEMETRY': '1',
+               'STREAMING_CORE_CACHE_DIR': os.path.join(root, 'hub-core-cache')}
+        for impl in ['ours'] + (['HF datasets', 'litdata'] if peers else []):
+            cache = os.path.join(root, f'hub-{impl.replace(" ", "-")}')
+            results[impl] = []
+            for _ in ('cold', 'warm'):
+                try:
+                    seconds = run({'task': 'first', 'impl': impl, 'cache': cache}, env)['seconds']
+                    results[impl].append(f'{seconds:.2f}')
+                except (RuntimeError, subprocess.TimeoutExpired) as err:
+                    last = [line for line in str(err).splitlines() if line.strip()][-1]
+                    results[impl].append(f'failed: {last[:160]}')
     finally:
         hub.close()
+    return results
 
 
 def main() -> None:
-    """Write the data, run the interleaved rounds and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    """Parse the options, write the data, measure and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--rows', type=int, default=200_000)
     parser.add_argument('--files', type=int, default=8)
     parser.add_argument('--row-group', type=int, default=5000)
     parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--workers', default='0,2', help='DataLoader workers, comma-separated')
+    parser.add_argument('--hf-buffer', type=int, default=10_000, help="HF datasets' shuffle buffer")
     parser.add_argument('--hub-files', type=int, default=1000)
+    parser.add_argument('--data-dir', default=None, help='keep the data here (default: a temporary directory)')
     parser.add_argument('--quick', action='store_true', help='50k rows, 1 round, 200 Hub files')
+    parser.add_argument('--peer', help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.peer:
+        peer_main(json.loads(args.peer))
+        return
+    if os.environ.get('PYTHONDONTWRITEBYTECODE') or os.environ.get('PYTHONPYCACHEPREFIX') != PYCACHE:
+        _reexec_with_bytecode()
     if args.quick:
         args.rows, args.rounds, args.hub_files = 50_000, 1, min(args.hub_files, 200)
-    root = tempfile.mkdtemp(prefix='bench-parquet-')
-    os.environ.setdefault('STREAMING_CORE_CACHE_DIR', os.path.join(root, 'cache-root'))
+    args.workers = [int(w) for w in args.workers.split(',')]
+    peers = os.path.exists(HF_PYTHON)
+    print(f'bench_parquet: {" ".join(sys.argv[1:]) or "(defaults)"}: {args.rows} rows in {args.files} files, '
+          f'{args.rounds} round(s), load {os.getloadavg()[0]:.2f}', flush=True)
+    if not peers:
+        print(f'bench_parquet: {HF_PYTHON} is missing: only our rows are measured (build it with '
+              f'benchmarks/setup_hf_venv.sh)', flush=True)
+    root = args.data_dir or tempfile.mkdtemp(prefix='bench-parquet-')
+    os.environ['STREAMING_CORE_CACHE_DIR'] = os.path.join(root, 'core-cache')
+    os.environ['DATA_OPTIMIZER_CACHE_FOLDER'] = os.path.join(root, 'litdata-cache')
+    dirs = {name: os.path.join(root, name) for name in ('parquet', 'litdata', 'mds')}
     try:
-        data = os.path.join(root, 'data')
-        write_files(data, args.rows, args.files, args.row_group)
-        size = sum(os.path.getsize(os.path.join(data, n)) for n in os.listdir(data))
-        print(f'{args.rows} rows in {args.files} files ({size / 1e6:.1f} MB), row groups of {args.row_group}')
-        cases: list[tuple[str, Callable[[], int]]] = [
-            ('pyarrow, in order (no shuffle)', lambda: pyarrow_in_order(data)),
-            ('pyarrow, shuffled in memory', lambda: pyarrow_shuffled(data)),
-            ('ours, shuffled, 1 process', lambda: ours(data, root)),
-            ("ours, shuffled, columns=['text','label']", lambda: ours(data, root, ['text', 'label'])),
-            ('ours, shuffled, 2 DataLoader workers', lambda: ours(data, root, workers=2)),
-        ]
-        ours(data, root)  # warm: the derived index and the page cache
-        times: dict[str, list[float]] = {name: [] for name, _ in cases}
+        if not os.path.isdir(dirs['parquet']):
+            write_files(dirs['parquet'], args.rows, args.files, args.row_group)
+        if not os.path.exists(os.path.join(dirs['mds'], 'index.json')):
+            write_mds(dirs['parquet'], dirs['mds'], args.rows // args.files)
+        if peers and not os.path.exists(os.path.join(dirs['litdata'], 'index.json')):
+            os.makedirs(dirs['litdata'], exist_ok=True)
+            for name in os.listdir(dirs['parquet']):
+                os.link(os.path.join(dirs['parquet'], name), os.path.join(dirs['litdata'], name))
+            run({'task': 'index-litdata', 'impl': 'litdata', 'dir': dirs['litdata']})
+        size = sum(os.path.getsize(os.path.join(dirs['parquet'], n)) for n in os.listdir(dirs['parquet']))
+        print(f'{args.rows} rows in {args.files} Parquet files ({size / 1e6:.0f} MB), row groups of '
+              f'{args.row_group}', flush=True)
+        cases = iteration_cases(args, dirs, peers)
+        for _, spec in cases:  # unrecorded warm-up: our derived index, litdata's and the page cache
+            if spec['workers'] == 0:
+                run({**spec, 'task': 'iterate', 'seed': 0})
+        rates: dict[str, list[float]] = {name: [] for name, _ in cases}
         for r in range(args.rounds):
-            for name, run in (cases if r % 2 == 0 else cases[::-1]):
-                start = time.perf_counter()
-                count = run()
-                times[name].append(time.perf_counter() - start)
-                assert count == args.rows, (name, count)
-        print(f'\n| reader | seconds (median of {args.rounds}) | rows/s |')
-        print('|---|---|---|')
-        for name, values in times.items():
-            median = statistics.median(values)
-            print(f'| {name} | {median:.2f} | {args.rows / median:,.0f} |')
+            shift = r % len(cases)
+            for name, spec in cases[shift:] + cases[:shift]:
+                answer = run({**spec, 'task': 'iterate', 'seed': r + 1})
+                if answer['ids'] != args.rows or answer['distinct'] != args.rows:
+                    raise AssertionError(f'{name}: {answer["ids"]} rows, {answer["distinct"]} distinct, expected '
+                                         f'{args.rows}')
+                rates[name].append(args.rows / answer['seconds'])
+        print(f'\nShuffled warm iteration, rows/s (median of {args.rounds}), load {os.getloadavg()[0]:.2f}:\n')
+        print('| reader | workers | shuffle | rows/s | ours / this |')
+        print('| --- | ---: | --- | ---: | ---: |')
+        shuffles = {'ours': 'block-global', 'HF datasets': f'files + buffer of {args.hf_buffer:,}',
+                    'litdata': 'chunks + within chunk', 'ours (MDS)': 'block-global', 'pyarrow in': 'none',
+                    'pyarrow global': 'global, in memory', "ours, columns=['id','text','label']": 'block-global'}
+        for name, values in rates.items():
+            impl, workers = name.split(' | ')
+            rate = statistics.median(values)
+            base = statistics.median(rates[f'ours | {workers}'])
+            kind = next(v for k, v in shuffles.items() if impl.startswith(k))
+            print(f'| {impl} | {workers} | {kind} | {rate:,.0f} | {base / rate:.2f}x |', flush=True)
         if args.hub_files:
-            cold, warm = hub_first_sample(args.hub_files, root)
-            print(f'\nFirst sample of {args.hub_files} files on the loopback Hub (hf://): cold {cold:.2f} s, warm '
-                  f'{warm:.2f} s')
+            results = hub_first_sample(args, root, peers)
+            print(f'\nFirst sample of {args.hub_files:,} files (100 rows each) on the loopback Hub (hf://), seconds '
+                  f'from construction, new process:\n')
+            print('| library | cold | warm |')
+            print('| --- | ---: | ---: |')
+            for impl, (cold, warm) in results.items():
+                print(f'| {impl} | {cold} | {warm} |')
+        print(f'\nload at the end {os.getloadavg()[0]:.2f}')
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.data_dir:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == '__main__':
