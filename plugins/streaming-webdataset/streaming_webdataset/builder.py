@@ -11,18 +11,25 @@ is a wids shard index (``{"__kind__": "wids-shard-index-v1", "shardlist": [{"url
 index of the same tars works too. Each row is used only when its ``url`` names a listed tar and its ``filesize``
 (when present) matches the listing; other tars are walked. A tar rewritten with the same size is caught when it is
 opened (its sample count is checked against the index).
+
+A gzip-compressed tar (``.tar.gz``, ``.tgz``) is indexed whole-file (downloaded and decompressed, bounded) and
+described as a compressed shard (``compression: 'gz'``, see :mod:`streaming_webdataset.gzipped`), whose entry
+needs the decompressed size: the sidecar records it per row as ``uncompressed_size``; a row of a compressed tar
+without it (a wids index, or a sidecar written before it was recorded) is not enough, and that tar is walked.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import mmap
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError
-from streaming_webdataset.gzipped import gunzip_bytes, is_gzipped
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
+from streaming_webdataset.gzipped import COMPRESSION, READ_CHUNK, gunzip, is_gzipped, plain_name
 from streaming_webdataset.reader import field_kind
 from streaming_webdataset.tarscan import WindowedReader, group_samples, iter_members
 
@@ -38,6 +45,8 @@ WIDS_KIND = 'wids-shard-index-v1'
 _THREADS = 8
 
 Read = Callable[[str, int, int], bytes]
+#: ``(sample count, [[field, kind], ...], decompressed size)`` of one tar.
+Scan = tuple[int, list[list[str]], int]
 
 
 def _columns(fields: dict[str, None]) -> list[list[str]]:
@@ -52,32 +61,64 @@ def _fields(samples: Sequence[Any]) -> dict[str, None]:
     return fields
 
 
-def entry_for(name: str, size: int, samples: int, columns: list[list[str]]) -> dict[str, Any]:
-    """The ``webdataset`` index entry of one tar."""
-    return {'format': 'webdataset', 'version': 2, 'samples': int(samples), 'compression': None, 'hashes': [],
-            'size_limit': None, 'zip_data': None, 'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
-            'columns': columns}
+def entry_for(name: str, size: int, samples: int, columns: list[list[str]], *, raw_size: int | None = None,
+              raw_name: str | None = None) -> dict[str, Any]:
+    """The ``webdataset`` index entry of one tar.
+
+    A plain tar is its own raw file. A gzip-compressed tar (``raw_name`` given, with ``raw_size``, the size it
+    decompresses to) is a compressed shard: ``zip_data`` is the ``.tar.gz``, ``raw_data`` the plain tar the core
+    decompresses it into (named by :func:`~streaming_webdataset.gzipped.plain_name`).
+    """
+    if raw_name is None:
+        return {'format': 'webdataset', 'version': 2, 'samples': int(samples), 'compression': None, 'hashes': [],
+                'size_limit': None, 'zip_data': None,
+                'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}}, 'columns': columns}
+    if raw_size is None:
+        raise ValueError(f'{name}: a compressed tar\'s entry needs its decompressed size.')
+    return {'format': 'webdataset', 'version': 2, 'samples': int(samples), 'compression': COMPRESSION, 'hashes': [],
+            'size_limit': None, 'zip_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
+            'raw_data': {'basename': raw_name, 'bytes': int(raw_size), 'hashes': {}}, 'columns': columns}
 
 
-def scan_tar(name: str, size: int, read: Read, where: str) -> tuple[int, list[list[str]]]:
-    """``(sample count, [[field, kind], ...])`` of one tar, from its headers read with ranged reads.
+def _entry(item: Any, scan: Scan) -> dict[str, Any]:
+    count, columns, raw_size = scan
+    if is_gzipped(item.name):
+        return entry_for(item.name, item.size, count, columns, raw_size=raw_size, raw_name=plain_name(item))
+    return entry_for(item.name, item.size, count, columns)
+
+
+def _scan_gzipped(name: str, size: int, read: Read, shown: str) -> Scan:
+    """Read the compressed tar in ranged reads of :data:`READ_CHUNK` bytes, decompress it (bounded) into a temporary
+    file and walk the plain tar through a memory map (so neither copy is held in memory)."""
+    chunks = (read(name, start, min(READ_CHUNK, size - start)) for start in range(0, size, READ_CHUNK))
+    with tempfile.TemporaryFile(prefix='wds-gunzip-') as plain:
+        total = gunzip(chunks, plain.write, shown)
+        plain.flush()
+        if total == 0:
+            raise ShardCorruptError(f'{shown} decompresses to nothing; it is not a tar.')
+        with mmap.mmap(plain.fileno(), 0, access=mmap.ACCESS_READ) as mapping:
+            samples = group_samples(iter_members(lambda start, length: mapping[start:start + length], total, shown),
+                                    shown)
+    logger.debug('indexed %s: %d samples, %d bytes decompressed from %d', shown, len(samples), total, size)
+    return len(samples), _columns(_fields(samples)), total
+
+
+def scan_tar(name: str, size: int, read: Read, where: str) -> Scan:
+    """``(sample count, [[field, kind], ...], decompressed size)`` of one tar, from its headers read with ranged
+    reads (a compressed tar: read whole and decompressed, see :func:`_scan_gzipped`).
 
     Raises:
-        ShardCorruptError: the tar is damaged (naming it and the member).
+        ShardCorruptError: the tar is damaged, or its gzip data is (naming it and the member).
         TarLayoutError: the tar is not in WebDataset layout (naming it and the member).
     """
     shown = f'{where}/{name}'
-    if is_gzipped(name):  # no ranged reads into gzip: the whole file, decompressed (bounded) in memory
-        plain = gunzip_bytes(read(name, 0, size), shown)
-        samples = group_samples(iter_members(lambda start, length: plain[start:start + length], len(plain), shown),
-                                shown)
-        logger.debug('indexed %s: %d samples from %d compressed bytes', shown, len(samples), size)
-        return len(samples), _columns(_fields(samples))
+    if is_gzipped(name):  # no ranged reads into gzip: the whole file, decompressed
+        return _scan_gzipped(name, size, read, shown)
     window = WindowedReader(read, name, size)
     samples = group_samples(iter_members(window, size, shown), shown)
     logger.debug('indexed %s/%s: %d samples in %d requests (%d of %d bytes)', where, name, len(samples),
                  window.requests, window.fetched, size)
-    return len(samples), _columns(_fields(samples))
+    return len(samples), _columns(_fields(samples)), size
 
 
 def read_sidecar(data: bytes, shown: str) -> dict[str, dict[str, Any]]:
@@ -107,9 +148,16 @@ def read_sidecar(data: bytes, shown: str) -> dict[str, dict[str, Any]]:
 
 
 def sidecar_json(entries: Sequence[dict[str, Any]], name: str) -> bytes:
-    """The sidecar index of ``entries`` (a wids shard index with each tar's size and fields)."""
-    rows = [{'url': e['raw_data']['basename'], 'nsamples': e['samples'], 'filesize': e['raw_data']['bytes'],
-             'columns': e['columns']} for e in entries]
+    """The sidecar index of ``entries`` (a wids shard index with each tar's size and fields, and for a compressed
+    tar the size it decompresses to, ``uncompressed_size``)."""
+    rows = []
+    for e in entries:
+        stored = e['zip_data'] or e['raw_data']
+        row = {'url': stored['basename'], 'nsamples': e['samples'], 'filesize': stored['bytes']}
+        if e['zip_data'] is not None:
+            row['uncompressed_size'] = e['raw_data']['bytes']
+        row['columns'] = e['columns']
+        rows.append(row)
     obj = {'__kind__': WIDS_KIND, 'wids_version': 1, 'name': name, 'shardlist': rows}
     return (json.dumps(obj, indent=1) + '\n').encode('utf-8')
 
@@ -130,7 +178,7 @@ class WebDatasetIndexBuilder:
     #: The file ``streaming index`` writes (see :meth:`sidecar`).
     sidecar_name = SIDECAR
 
-    def _scan_all(self, tars: Sequence[Any], read: Read, where: str) -> list[tuple[int, list[list[str]]]]:
+    def _scan_all(self, tars: Sequence[Any], read: Read, where: str) -> list[Scan]:
         if len(tars) <= 1:
             return [scan_tar(item.name, item.size, read, where) for item in tars]
         with ThreadPoolExecutor(max_workers=min(_THREADS, len(tars))) as pool:
@@ -149,7 +197,7 @@ class WebDatasetIndexBuilder:
         rows: dict[str, dict[str, Any]] = {}
         if sidecar:
             rows = read_sidecar(read(SIDECAR, 0, sidecar[0].size), f'{where}/{SIDECAR}')
-        known: dict[str, tuple[int, list[list[str]]]] = {}
+        known: dict[str, Scan] = {}
         for item in tars:
             row = rows.get(item.name)
             if row is None:
@@ -160,14 +208,21 @@ class WebDatasetIndexBuilder:
                                '"streaming index %s" to refresh the sidecar).', where, item.name, SIDECAR, size,
                                item.size, where)
                 continue
-            known[item.name] = (row['nsamples'], _from_row(row))
+            raw_size = item.size
+            if is_gzipped(item.name):
+                raw_size = row.get('uncompressed_size')
+                if not isinstance(raw_size, int) or isinstance(raw_size, bool) or raw_size <= 0:
+                    logger.info('%s/%s: %s does not record its uncompressed_size; indexing it whole-file (run '
+                                '"streaming index %s" to record it).', where, item.name, SIDECAR, where)
+                    continue
+            known[item.name] = (row['nsamples'], _from_row(row), raw_size)
         missing = [item for item in tars if item.name not in known]
         if sidecar and missing:
             logger.info('%s/%s does not cover %d tar(s); indexing them from their headers', where, SIDECAR,
                         len(missing))
         for item, result in zip(missing, self._scan_all(missing, read, where)):
             known[item.name] = result
-        return {'shards': [entry_for(item.name, item.size, *known[item.name]) for item in tars], 'version': 2}
+        return {'shards': [_entry(item, known[item.name]) for item in tars], 'version': 2}
 
     def sidecar(self, files: Sequence[Any], read: Read, *, where: str) -> tuple[str, bytes]:
         """``(file name, bytes)`` of a fresh sidecar index of the tars among ``files`` (every tar walked, an
@@ -179,6 +234,5 @@ class WebDatasetIndexBuilder:
         tars = [item for item in files if item.name != SIDECAR]
         if not tars:
             raise IndexFormatError(f'{where} has no .tar, .tar.gz or .tgz file to index.')
-        entries = [entry_for(item.name, item.size, count, columns)
-                   for item, (count, columns) in zip(tars, self._scan_all(tars, read, where))]
+        entries = [_entry(item, scan) for item, scan in zip(tars, self._scan_all(tars, read, where))]
         return SIDECAR, sidecar_json(entries, where.rstrip('/').rsplit('/', 1)[-1])

@@ -10,6 +10,7 @@ fields is refused by the writer, naming the missing column).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -72,7 +73,7 @@ def convert_webdataset(src: str, out: str | tuple[str, str], *, fmt: str = 'mds'
     started = time.monotonic()
     options = dict(options or {})
     with tempfile.TemporaryDirectory(prefix='wds-convert-') as scratch:
-        if storage.is_remote(src):
+        if storage.is_remote(src) or _has_gzipped(src):  # decompressed copies go to the scratch, not into src
             dataset = StreamingDataset(remote=src, local=local or scratch, batch_size=1, format='webdataset',
                                        storage_options=options or None)
         else:
@@ -108,6 +109,16 @@ def convert_webdataset(src: str, out: str | tuple[str, str], *, fmt: str = 'mds'
                 bar.close()
     where = out if isinstance(out, str) else out[1]
     return ConvertResult(where, count, columns, time.monotonic() - started)
+
+
+def _has_gzipped(directory: str) -> bool:
+    """Whether the local ``directory`` holds a ``.tar.gz``/``.tgz`` (hidden directories left out)."""
+    from streaming_webdataset.gzipped import is_gzipped
+    for _, dirs, names in os.walk(directory):
+        dirs[:] = [name for name in dirs if not name.startswith('.')]
+        if any(is_gzipped(name) for name in names if not name.startswith('.')):
+            return True
+    return False
 
 
 def add_parser(subparsers: Any) -> None:

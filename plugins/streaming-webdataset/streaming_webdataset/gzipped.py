@@ -1,37 +1,51 @@
-"""Gzip-compressed WebDataset shards (``.tar.gz``, ``.tgz``): read whole-file, decompressed once.
+"""Gzip-compressed WebDataset shards (``.tar.gz``, ``.tgz``): indexed whole-file, read as compressed shards.
 
-A gzip stream cannot be read at an offset, so a compressed tar is downloaded whole (like any shard), decompressed
-once into a plain tar and then read like one (its headers walked, members sliced from a memory map). The plain copy
-is kept next to the sample tables (:func:`streaming_webdataset.tablecache.tables_dir`), keyed like them by the
-compressed file's real path, size, modification time and inode, so every process of a node shares one copy and a
-replaced file gets a new one (the copy of its earlier bytes is removed then). With the table cache turned off, each
-opening decompresses into memory.
+A gzip stream cannot be read at an offset, so indexing a compressed tar reads all of it (in ranged reads of
+:data:`READ_CHUNK` bytes), decompresses it (bounded, into a temporary file) and walks the plain tar's headers. That
+gives its sample count and its decompressed size, so the index entry describes it to the core as a *compressed
+shard* (``compression: 'gz'``, ``zip_data`` the ``.tar.gz``, ``raw_data`` the plain tar, see
+:func:`streaming_webdataset.builder.entry_for`), exactly as an MDS shard written with ``compression='gz'``: the core
+downloads the ``.tar.gz``, decompresses it (bounded by the raw size the index declares) into the plain tar, counts
+the plain tar (and the compressed copy while it exists) against ``cache_limit``, drops the compressed copy unless
+``keep_zip`` (or the stream has no remote), and evicts the plain tar like any shard.
 
-Decompression is bounded: more than :data:`LIMIT_ENV` bytes (default :data:`DEFAULT_LIMIT`) out of one file is
-refused as a probable gzip bomb. The plain copy is not counted by ``cache_limit``.
+The plain tar's name (:func:`plain_name`) lies under the hidden directory :data:`PLAIN_DIR` of the local directory
+(hidden files are never listed as data, so it is not indexed as a tar of its own) and carries a digest of the
+compressed file's listing entry (name, size, etag, modification time), so a replaced ``.tar.gz`` gets another name
+and a copy of its earlier bytes is never served; the reader removes such stale copies (:func:`remove_stale_copies`).
+
+Decompression while indexing is bounded: more than :data:`LIMIT_ENV` bytes (default :data:`DEFAULT_LIMIT`) out of
+one file is refused as a probable gzip bomb. When reading, the core bounds it by the size the index declares.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import tempfile
 import zlib
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import Any
 
 from streaming_core.plugin_api import ShardCorruptError
-from streaming_webdataset.tablecache import tables_dir
 
-__all__ = ['SUFFIXES', 'LIMIT_ENV', 'DEFAULT_LIMIT', 'is_gzipped', 'gunzip', 'gunzip_bytes', 'plain_copy']
+__all__ = ['SUFFIXES', 'LIMIT_ENV', 'DEFAULT_LIMIT', 'READ_CHUNK', 'PLAIN_DIR', 'COMPRESSION', 'is_gzipped',
+           'gunzip', 'gunzip_bytes', 'plain_name', 'remove_stale_copies']
 
 #: The file name endings of gzip-compressed tars.
 SUFFIXES = ('.tar.gz', '.tgz')
-#: The environment variable bounding the decompressed size of one shard, in bytes.
+#: The environment variable bounding the decompressed size of one shard while indexing, in bytes.
 LIMIT_ENV = 'STREAMING_WEBDATASET_GUNZIP_LIMIT'
 #: The default bound: 64 GiB.
 DEFAULT_LIMIT = 64 << 30
+#: The size of each ranged read of a compressed tar while indexing it.
+READ_CHUNK = 16 << 20
+#: The hidden directory (relative to the local directory) holding the decompressed copies.
+PLAIN_DIR = '.gunzipped'
+#: The core's compression name for gzip (the builtin ``gz`` compressor).
+COMPRESSION = 'gz'
 _CHUNK = 1 << 20
+_HEX = frozenset('0123456789abcdef')
 
 
 def is_gzipped(name: str) -> bool:
@@ -97,48 +111,30 @@ def gunzip_bytes(data: bytes, shown: str) -> bytes:
     return b''.join(parts)
 
 
-def _read_chunks(handle: BinaryIO) -> Iterable[bytes]:
-    while True:
-        chunk = handle.read(_CHUNK)
-        if not chunk:
-            return
-        yield chunk
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()
-
-
-def plain_copy(path: str) -> str | bytes:
-    """The decompressed tar of the local ``path``: the path of a shared plain copy (made now if missing), or its
-    bytes when the table cache is off.
-
-    Raises:
-        ShardCorruptError: naming ``path`` (see :func:`gunzip`).
+def plain_name(item: Any) -> str:
+    """The relative name of the decompressed copy of the listed compressed tar ``item`` (a
+    :class:`~streaming_core.derived_index.SourceFile`): ``.gunzipped/<its name>/<digest of its listing entry>.tar``.
     """
-    directory = tables_dir()
-    if directory is None:
-        with open(path, 'rb') as handle:
-            return gunzip_bytes(handle.read(), path)
-    info = os.stat(path)
-    owner = _digest(f'gz|{os.path.realpath(path)}')[:32]
-    target = os.path.join(directory, f'{owner}-{_digest(f"{info.st_size}|{info.st_mtime_ns}|{info.st_ino}")[:32]}.tar')
-    if os.path.isfile(target):
-        return target
-    os.makedirs(directory, exist_ok=True)
-    for name in os.listdir(directory):  # copies of earlier bytes at this path (the file was fetched again)
-        if name.startswith(f'{owner}-') and name.endswith('.tar') and name != os.path.basename(target):
+    key = [item.name, int(item.size), getattr(item, 'etag', None) or '', getattr(item, 'mtime', None) or '']
+    digest = hashlib.sha256(json.dumps(key, separators=(',', ':')).encode('utf-8', 'surrogateescape')).hexdigest()
+    return f'{PLAIN_DIR}/{item.name}/{digest[:16]}.tar'
+
+
+def remove_stale_copies(path: str) -> int:
+    """Remove the decompressed copies of earlier versions of the same compressed tar next to ``path`` (the current
+    copy); return how many were removed. Best effort: a file another process removed first is skipped."""
+    directory, current = os.path.split(path)
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        stem = name[:-len('.tar')]
+        if name != current and name.endswith('.tar') and len(stem) == 16 and all(c in _HEX for c in stem):
             try:
                 os.remove(os.path.join(directory, name))  # an open memory map of it stays valid
+                removed += 1
             except OSError:
                 pass
-    handle, temp = tempfile.mkstemp(dir=directory, suffix='.tmp')
-    try:
-        with os.fdopen(handle, 'wb') as out, open(path, 'rb') as source:
-            gunzip(_read_chunks(source), out.write, path)
-        os.replace(temp, target)  # atomic: concurrent openers write the same bytes
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
-    return target
+    return removed

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
-from streaming_webdataset.gzipped import is_gzipped, plain_copy
+from streaming_webdataset.gzipped import COMPRESSION, is_gzipped, remove_stale_copies
 from streaming_webdataset.tablecache import load_table, save_table
 from streaming_webdataset.tarscan import Sample, group_samples, iter_members
 
@@ -100,19 +100,26 @@ class WebDatasetReader(ShardReaderBase):
     entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'samples', 'size_limit',
                             'version', 'zip_data'})
     part_names = ('data',)
-    # No lower bound on bytes per sample: a sample of a plain tar takes at least one 512-byte header, but a gzipped
-    # tar (read whole-file, see :mod:`.gzipped`) can be far smaller than that; the sample count is checked on open.
-    min_bytes_per_sample = 0
+    # Every sample takes at least one 512-byte tar header in the raw (plain) tar, compressed or not.
+    min_bytes_per_sample = 512
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
-        """Validate ``columns`` (``[[field, kind], ...]``, possibly empty when only counts are known)."""
+        """Validate ``columns`` (``[[field, kind], ...]``, possibly empty when only counts are known) and the
+        compression (none for a ``.tar``; ``gz`` for a ``.tar.gz``/``.tgz``, whose raw file is the plain tar)."""
         columns = entry['columns']
         if not isinstance(columns, list) or not all(
                 isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c) for c in columns):
             raise IndexFormatError(f'{where}: "columns" must be a list of [field, kind] pairs, got {columns!r}.')
-        if self.compression is not None:
-            raise IndexFormatError(f'{where}: webdataset shards are plain .tar files; compression '
-                                   f'{self.compression!r} is not supported.')
+        if self.compression not in (None, COMPRESSION):
+            raise IndexFormatError(f'{where}: webdataset shards are plain .tar files or gzip-compressed .tar.gz/.tgz '
+                                   f'files (compression {COMPRESSION!r}); compression {self.compression!r} is not '
+                                   f'supported.')
+        raw = self.parts[0][0]
+        if self.compression is None and is_gzipped(raw.basename):
+            raise IndexFormatError(f'{where}: {raw.basename} is listed as a plain tar; this index was derived by an '
+                                   f'earlier streaming-webdataset, which read .tar.gz shards outside the cache. Remove '
+                                   f'the kept derived index ("streaming cache clear", or derived-index.json in the '
+                                   f'stream\'s state directory) or, with a sidecar, run "streaming index DIR" again.')
         self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
 
     def open(self, paths: Sequence[str]) -> WebDatasetView:
@@ -133,27 +140,30 @@ class WebDatasetView:
 
     def __init__(self, reader: WebDatasetReader, path: str) -> None:
         self.path = path
-        raw = reader.parts[0][0]
-        self._url = raw.basename
+        raw, zipped = reader.parts[0]
+        self._url = raw.basename if zipped is None else zipped.basename  # a .tar.gz: the name the user knows
+        shown = path
+        if zipped is not None:
+            shown = f'{path} (decompressed from {zipped.basename})'
+            remove_stale_copies(path)  # copies of the .tar.gz's earlier versions, no index names them any more
         self._map: Any = map_file(path, raw.bytes)
         size = raw.bytes
-        if is_gzipped(raw.basename):  # read whole-file: walk and slice a decompressed copy
-            self.close()
-            plain = plain_copy(path)
-            self._map = plain if isinstance(plain, bytes) else map_file(plain, None)
-            size = len(self._map)
         mapping = self._map
         cached = load_table(path, reader.samples, size)
         if cached is not None:
             self._samples: list[Sample] = cached
             return
-        self._samples = group_samples(
-            iter_members(lambda start, length: mapping[start:start + length], size, path), path)
+        try:
+            self._samples = group_samples(
+                iter_members(lambda start, length: mapping[start:start + length], size, shown), shown)
+        except BaseException:
+            self.close()
+            raise
         if len(self._samples) == reader.samples:
             save_table(path, self._samples)
         else:
             self.close()
-            raise ShardCorruptError(f'{path}: the tar holds {len(self._samples)} samples but the index says '
+            raise ShardCorruptError(f'{shown}: the tar holds {len(self._samples)} samples but the index says '
                                     f'{reader.samples} (the tar was replaced after it was indexed, or a stale '
                                     f'webdataset-index.json: run "streaming index DIR" again).')
 
