@@ -144,7 +144,10 @@ def register_shard_formats(registry: RegistryView) -> None:
     """Register shard formats by the name ``index.json`` uses in each shard entry's ``format`` field.
 
     Register one :class:`~streaming_core.machinery.protocols.ShardFormat` per name. It validates index entries, opens
-    shards for reading and provides the writer class used by the format's public writer.
+    shards for reading and provides the writer class used by the format's public writer. A format that takes
+    options (``Stream(columns=...)``, ``format_options=``) lists their names in ``option_names`` and returns, from
+    ``configure(options)``, a copy of itself whose readers apply them; a format without ``option_names`` refuses
+    every option with a :class:`~streaming_core.reading.derived_index.FormatOptionError` naming it.
 
     Example::
 
