@@ -16,6 +16,7 @@ import os
 import shutil
 from typing import Any
 
+from tests.fixtures.data import sample as mds_sample
 from tests.fixtures.data import write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,8 +73,7 @@ def write_webdataset(directory: str, start: int, count: int, tars: int) -> None:
     for shard in range(tars):
         with webdataset.TarWriter(os.path.join(directory, f'shard-{shard:04d}.tar')) as sink:
             for i in range(start + shard * per_tar, start + (shard + 1) * per_tar):
-                sink.write({'__key__': f'{i:06d}', 'cls': i, 'json': {'id': i},
-                            'bin': bytes([i % 251]) * (8 + i % 13)})
+                sink.write({'__key__': f'{i:06d}', 'cls': i, 'json': {'id': i}, 'bin': _wds_bin(i)})
 
 
 def write_all(root: str) -> dict[str, str]:
@@ -90,8 +90,21 @@ def write_all(root: str) -> dict[str, str]:
 
 def sample_id(sample: dict[str, Any]) -> int:
     """The id of a sample of any of the four streams, as each format's reader returns it (a WebDataset sample's
-    ``.cls`` decoded to an int, the others' ``id`` column)."""
+    ``.cls`` decoded to an int, the others' ``id`` column), after checking that every field of the sample is the
+    one written for that id (an ``AssertionError`` naming the sample otherwise)."""
     if '__key__' in sample:
-        assert int(sample['__key__']) == sample['cls'] == sample['json']['id'], sample['__key__']
-        return int(sample['cls'])
-    return int(sample['id'])
+        i = int(sample['cls'])
+        assert (sample['__key__'], sample['json'], sample['bin']) == (f'{i:06d}', {'id': i}, _wds_bin(i)), sample
+        return i
+    i = int(sample['id'])
+    if 'data' in sample:  # MDS
+        assert sorted(sample) == ['data', 'id'] and bytes(sample['data']) == mds_sample(i)['data'], sample
+    elif 'labels' in sample:  # litdata's golden rows
+        assert sample == {'id': i, 'text': f'row {i}', 'labels': [i, i + 1, i + 2]}, sample
+    else:  # Parquet
+        assert sample == {'id': i, 'text': f'row {i}'}, sample
+    return i
+
+
+def _wds_bin(i: int) -> bytes:
+    return bytes([i % 251]) * (8 + i % 13)
