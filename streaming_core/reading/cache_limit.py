@@ -8,6 +8,10 @@ and the next process rebuilds the state from the files actually on disk. Nothing
 Eviction removes the least recently used shard that is (1) present, (2) not being read by any process (its
 "in use" lock can be taken exclusively) and (3) of a stream whose data has a remote copy. Shards of local-only
 streams are never evicted.
+
+The slots are per shard id, but the shard manager accounts a file that several units share (a Parquet file's row
+groups) under its first unit only: that slot holds the file's bytes, reservation, access time and lock, the other
+units' slots stay 0, so a shared file counts once and is evicted as a whole.
 """
 
 from __future__ import annotations

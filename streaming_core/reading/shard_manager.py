@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
@@ -116,13 +117,15 @@ class ShardManager:
         self._views_lock = threading.RLock()
         self._inflight: dict[int, Future[None]] = {}
         self._inflight_lock = threading.Lock()
+        self._short_of_room: set[int] = set()  # files whose preparing thread waits for cache room now
         self._cache: CacheState | None = None
         self._checked: set[int] = set()  # shards whose local files this process has checked against the index
         self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_cache', '_pid',
+        for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_short_of_room',
+                     '_cache', '_pid',
                      '_checked', '_paths'):
             state.pop(name, None)
         return state
@@ -236,18 +239,39 @@ class ShardManager:
                 future = Future()
                 self._inflight[key] = future
         if not owner:
-            future.result(timeout=self.stream_of(shard).wait_timeout * 2)
+            self._await(future, key, on_wait, self.stream_of(shard).wait_timeout * 2)
             return
+
+        def short_of_room() -> None:
+            self._short_of_room.add(key)
+            if on_wait is not None:
+                on_wait()
         try:
-            self._prepare(shard, on_wait, patience)
+            self._prepare(shard, short_of_room, patience)
         except BaseException as err:
             future.set_exception(err)
             raise
         else:
             future.set_result(None)
         finally:
+            self._short_of_room.discard(key)
             with self._inflight_lock:
                 self._inflight.pop(key, None)
+
+    def _await(self, future: Future[None], key: int, on_wait: Callable[[], None] | None, timeout: float) -> None:
+        """Wait for another thread's preparation of the same file. While that thread waits for cache room, call
+        ``on_wait`` too: the waiter may hold the very pins that keep the room taken (a prefetcher preparing a file
+        while the loop, which needs another unit of it, still reads a unit of the file to be evicted)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                future.result(timeout=0.05 if on_wait is not None else max(deadline - time.monotonic(), 0.0))
+                return
+            except TimeoutError:
+                if future.done() or time.monotonic() >= deadline:  # the owner's own error, or no more patience
+                    raise
+                if on_wait is not None and key in self._short_of_room:
+                    on_wait()
 
     def _prepare(self, shard: int, on_wait: Callable[[], None] | None = None,
                  patience: float | None = None) -> None:
