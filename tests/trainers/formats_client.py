@@ -3,9 +3,10 @@ sample id: ``torchrun ... -m tests.trainers.formats_client CONFIG``.
 
 CONFIG (JSON): ``data`` (``{format: directory}``, as :func:`tests.trainers.formats_data.write_all` returns),
 ``proportions`` (``{format: proportion}``), ``epoch_size``, ``cache`` (the local cache root: each stream is
-downloaded from its directory into ``cache/<format>``), ``run``, ``workers`` (DataLoader workers, started by
-``spawn``), ``batch`` (per device), ``epochs``, ``steps_per_epoch``, ``save`` (the optimizer steps after which the
-loader's ``state_dict()`` is saved, as ``step-S``) and ``resume`` (the name of such a state, with ``run_of_resume``).
+downloaded from its directory into ``cache/<format>``), ``run``, ``workers`` (persistent DataLoader workers,
+started by ``spawn``), ``batch`` (per device), ``epochs``, ``steps_per_epoch``, ``save`` (the optimizer steps
+after which the loader's ``state_dict()`` is saved, as ``step-S``) and ``resume`` (the name of such a state, with
+``run_of_resume``).
 
 Like the trainers, the loop derives its epoch from the optimizer steps done (``step // steps_per_epoch``) and calls
 ``set_epoch`` at the start of each epoch; the log format is the one ``tests/trainers/harness.py`` reads.
