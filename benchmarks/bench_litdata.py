@@ -14,8 +14,11 @@ about as many samples per shard.
 2. Random access: ``--count`` random ids (default 2,000), ``ds[i]`` timed one by one on a freshly constructed
    dataset; p50/p90 for ours on the litdata dir, litdata's own, and ours on the MDS copy.
 
-Ours runs in this interpreter (``.venv``); litdata runs in ``.venv-ref/bin/python`` as a subprocess (this same file
-with ``--peer``), importing litdata and torch before its clock starts. Rounds are interleaved (the order rotating)
+Every epoch runs in a fresh process of its side's interpreter (this same file with ``--peer``): ours in ``.venv``,
+litdata in ``.venv-ref/bin/python``, each importing torch and its library and constructing its dataset before the
+clock starts, so neither side forks its DataLoader workers from a long-lived process (this benchmark's own, with
+everything it wrote and read before) or reuses state from an earlier epoch. ``ds[i]`` latencies are timed in this
+process for ours. Rounds are interleaved (the order rotating)
 and the tables show medians::
 
     .venv/bin/python benchmarks/bench_litdata.py              # 100k samples, 3 rounds, workers 0 and 2
@@ -75,8 +78,16 @@ def _litdata_dataset(directory: str, shuffle: bool, seed: int) -> Any:
 
 
 def peer(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one litdata task in ``.venv-ref`` (``write``, ``iterate`` or ``access``); returns the JSON answer."""
+    """Run one measured task in a fresh process: litdata's in ``.venv-ref`` (``write``, ``iterate`` or ``access``),
+    ours (``iterate-ours``) in ``.venv``; returns the JSON answer."""
     import logging
+    if spec['task'] == 'iterate-ours':
+        if spec.get('setup'):  # --ours-setup: e.g. a prototype of a change to measure against litdata
+            import importlib
+            sys.path.insert(0, os.path.dirname(HERE))
+            module, _, function = spec['setup'].partition(':')
+            getattr(importlib.import_module(module), function)()
+        return ours_epoch(spec['dir'], spec['workers'], spec['seed'])
 
     import litdata
     import torch.utils.data  # noqa: F401
@@ -110,13 +121,14 @@ def time_access(dataset: Any, ids: list[int], payload: int) -> list[float]:
     return latencies
 
 
-def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
-    """This file with ``--peer`` under ``.venv-ref/bin/python``; the JSON it prints last."""
+def run_peer(spec: dict[str, Any], python: str = REF_PYTHON) -> dict[str, Any]:
+    """This file with ``--peer`` in a new process of ``python`` (litdata's: ``.venv-ref``); the JSON it prints
+    last."""
     env = dict(os.environ, PYTHONWARNINGS='ignore')
-    done = subprocess.run([REF_PYTHON, os.path.abspath(__file__), '--peer', json.dumps(spec)], capture_output=True,
+    done = subprocess.run([python, os.path.abspath(__file__), '--peer', json.dumps(spec)], capture_output=True,
                           text=True, env=env, timeout=900)
     if done.returncode != 0:
-        raise RuntimeError(f'litdata ({REF_PYTHON}) failed on {spec["task"]}:\n{done.stderr[-3000:]}')
+        raise RuntimeError(f'{spec["task"]} ({python}) failed:\n{done.stderr[-3000:]}')
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -131,19 +143,28 @@ def write_mds(directory: str, samples: int, per_shard: int, payload: int) -> Non
             writer.write(make(index))
 
 
-def run_ours(directory: str, workers: int, epoch: int) -> tuple[float, int]:
-    """One shuffled epoch through StreamingDataset over the litdata dir; ``(seconds, samples)``."""
+def ours_epoch(directory: str, workers: int, seed: int) -> dict[str, Any]:
+    """In a fresh ``.venv`` process (as litdata's epochs run in fresh ``.venv-ref`` processes): one shuffled epoch
+    through StreamingDataset over the litdata dir, torch and our reader imported before the clock."""
     from torch.utils.data import DataLoader
 
+    import streaming_litdata  # noqa: F401
     from streaming_core import StreamingDataset
-    dataset = StreamingDataset(local=directory, batch_size=BATCH, shuffle=True, shuffle_seed=epoch)
+    dataset = StreamingDataset(local=directory, batch_size=BATCH, shuffle=True, shuffle_seed=seed)
     loader = DataLoader(dataset, batch_size=BATCH, num_workers=workers, collate_fn=_batch)
     started = time.perf_counter()
     ids = [sample['id'] for batch in loader for sample in batch]
-    seconds = time.perf_counter() - started
-    if len(set(ids)) != len(dataset) or len(ids) != len(dataset):
-        raise AssertionError(f'ours: {len(ids)} samples, {len(set(ids))} distinct, expected {len(dataset)}')
-    return seconds, len(ids)
+    return {'seconds': time.perf_counter() - started, 'ids': len(ids), 'distinct': len(set(ids))}
+
+
+def run_ours(directory: str, workers: int, epoch: int, samples: int, setup: str | None = None) -> tuple[float, int]:
+    """One shuffled epoch of ours in a fresh process (after calling ``setup``, a ``module:function``);
+    ``(seconds, samples)``."""
+    answer = run_peer({'task': 'iterate-ours', 'dir': directory, 'workers': workers, 'seed': epoch,
+                       'setup': setup}, python=sys.executable)
+    if answer['ids'] != samples or answer['distinct'] != samples:
+        raise AssertionError(f'ours: {answer["ids"]} samples, {answer["distinct"]} distinct, expected {samples}')
+    return answer['seconds'], answer['ids']
 
 
 def run_theirs(directory: str, workers: int, epoch: int, samples: int) -> tuple[float, int]:
@@ -192,6 +213,8 @@ def main() -> None:
     parser.add_argument('--count', type=int, default=2000, help='random ids for the access table')
     parser.add_argument('--data-dir', default=None, help='keep the data here (default: a temporary directory)')
     parser.add_argument('--quick', action='store_true', help='20k samples, one round')
+    parser.add_argument('--ours-setup', default=None, help='module:function our measured processes call first (to '
+                        'measure a prototype, e.g. benchmarks.notes.litdata_lazy_rows:install)')
     parser.add_argument('--peer', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
@@ -214,7 +237,7 @@ def main() -> None:
                       'payload': args.payload})
         if not os.path.exists(os.path.join(mds_dir, 'index.json')):
             write_mds(mds_dir, args.samples, per_chunk, args.payload)
-        run_ours(litdata_dir, 0, 0)  # derives our index of the litdata dir once (the warm state every run sees)
+        run_ours(litdata_dir, 0, 0, args.samples)  # derives our index of the litdata dir once (every run sees it)
         run_theirs(litdata_dir, 0, 0, args.samples)  # unrecorded warm-up
         rates: dict[tuple[str, int], list[float]] = {}
         for workers in [int(w) for w in args.workers.split(',')]:
@@ -222,7 +245,7 @@ def main() -> None:
                 order = ('ours', 'litdata') if r % 2 == 0 else ('litdata', 'ours')
                 for name in order:
                     if name == 'ours':
-                        seconds, count = run_ours(litdata_dir, workers, r + 1)
+                        seconds, count = run_ours(litdata_dir, workers, r + 1, args.samples, args.ours_setup)
                     else:
                         seconds, count = run_theirs(litdata_dir, workers, r + 1, args.samples)
                     rates.setdefault((name, workers), []).append(count / seconds)
