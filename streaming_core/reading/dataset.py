@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import numbers
-import os
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -22,18 +20,19 @@ from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_
 from streaming_core.ordering.planner import EpochPlanner, apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
+from streaming_core.reading.dataset_arguments import build_streams, check_cache_limit, check_run_arguments, index_bytes
 from streaming_core.reading.numpy_indexing import getitem
 from streaming_core.reading.resharding import refuse_foreign_sharding
 from streaming_core.reading.shard_manager import ShardManager
 from streaming_core.reading.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.reading.spanner import Spanner
-from streaming_core.reading.stream import Stream, merge_format_options, stream_class
+from streaming_core.reading.state_dict import WorkerPosition, make_state, parse_state, worker_start
+from streaming_core.reading.stream import Stream, stream_class
 
 __all__ = ['StreamingDataset']
 
 logger = logging.getLogger('streaming_core.reading.dataset')
 
-_STATE_KEYS = ('epoch', 'sample_in_epoch', 'num_canonical_nodes', 'shuffle_seed')
 #: Datasets with at least this many samples per epoch plan the next epoch in the background.
 PLAN_AHEAD_MIN = 1 << 19
 
@@ -129,15 +128,8 @@ class StreamingDataset(IterableDataset):
             partition_algo=partition_algo, batching_method=batching_method, sampling_method=sampling_method,
             sampling_granularity=sampling_granularity, batch_size=batch_size, replication=replication)
         self.order_config.check_registered()
-        if predownload is not None and (not isinstance(predownload, numbers.Integral) or predownload < 0):
-            raise ValueError(f'`predownload` must be a non-negative integer, got {predownload!r}.')
-        if world is not None and not isinstance(world, World):
-            raise TypeError(f'`world` must be a streaming_core.World, got {type(world).__name__}.')
-        if on_bad_sample not in ('raise', 'replace'):
-            raise ValueError(f"`on_bad_sample` must be 'raise' or 'replace', got {on_bad_sample!r}.")
+        check_run_arguments(predownload, world, on_bad_sample, transform)
         self.on_bad_sample = on_bad_sample
-        if transform is not None and not callable(transform):
-            raise TypeError(f'`transform` must be a callable applied to each sample, got {type(transform).__name__}.')
         self.transform = transform
         stream_cls = stream_class(stream_name) if not streams else Stream  # ignored with `streams`, as the reference
 
@@ -157,25 +149,13 @@ class StreamingDataset(IterableDataset):
         self.initial_physical_nodes: int | None = None
         parsed_epoch_size = parse_epoch_size(epoch_size)
 
-        # Streams and their indexes.
-        if streams:
-            for stream in streams:
-                if not isinstance(stream, Stream):
-                    raise TypeError(f'`streams` must hold Stream objects, got {type(stream).__name__}.')
-            # The user's Stream objects are inputs (shared by train and val, reused by a rebuilt dataset): defaults
-            # and resolved weights go into our own copies.
-            self.streams = [copy.copy(stream) for stream in streams]
-        else:
-            given = {'remote': remote, 'local': local, 'split': split, 'download_retry': download_retry,
-                     'download_timeout': download_timeout, 'validate_hash': validate_hash, 'keep_zip': keep_zip}
-            self.streams = [stream_cls(**{**{name: value for name, value in given.items() if value is not None},
-                                          **dict(stream_config or {})})]
-        defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
-                    'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options,
-                    'format': format,
-                    'format_options': merge_format_options(format_options, columns, 'StreamingDataset')}
-        for stream in self.streams:
-            stream.apply_default(defaults)
+        # Streams (our own copies: the user's Stream objects are inputs; defaults and resolved weights go into ours)
+        # and their indexes.
+        self.streams = build_streams(
+            streams, stream_cls, remote=remote, local=local, split=split, download_retry=download_retry,
+            download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
+            stream_config=stream_config, storage_options=storage_options, format=format, columns=columns,
+            format_options=format_options)
         self.num_streams = len(self.streams)
         self.catalogue = self._load_catalogue()
         self.layout_identity = self.catalogue.layout_identity()
@@ -183,7 +163,7 @@ class StreamingDataset(IterableDataset):
         # Cache limit.
         self.cache_limit = bytes_to_int(cache_limit) if cache_limit else None
         if self.cache_limit is not None:
-            self._check_cache_limit()
+            check_cache_limit(self.cache_limit, self.streams, self.catalogue)
 
         # Weights.
         choose, proportion, repeat, total = apply_weights(
@@ -193,13 +173,13 @@ class StreamingDataset(IterableDataset):
             stream.choose, stream.proportion, stream.repeat = int(c), float(p), float(r)
         self.epoch_size = int(total)
 
-        self._index_bytes = sum(_file_size(stream.index_path()) for stream in self.streams)
+        self._index_bytes = index_bytes(self.streams)
         shard_budget = None if self.cache_limit is None else self.cache_limit - self._index_bytes
         self._shards_manager = ShardManager(self.catalogue, shard_budget, max_open=max_open_shards)
         self._state = SharedState()
         if world is None:
             register_node()
-        self._position: _Position | None = None
+        self._position: WorkerPosition | None = None
         self._worker_resume: dict[str, Any] | None = None
         self._counted_at_end: tuple[int, int] | None = None  # (slot, epoch) of a per-worker resume being read
         self._epoch_totals: dict[tuple[Any, ...], int] = {}
@@ -287,27 +267,6 @@ class StreamingDataset(IterableDataset):
     def shard_manager(self) -> ShardManager:
         """This dataset's shard manager (preparation, open views, eviction)."""
         return self._shards_manager
-
-    # ----------------------------------------------------------------------------------------------------------
-    def _check_cache_limit(self) -> None:
-        limit = int(self.cache_limit)
-        index_bytes = sum(_file_size(stream.index_path()) for stream in self.streams)
-        if limit <= index_bytes:
-            raise CacheLimitError(f'Minimum cache usage ({index_bytes} bytes) is larger than the cache limit '
-                                  f'({limit} bytes). Please increase the `cache_limit`.')
-        sizes = self.catalogue.max_size_per_shard  # arrays: no reader is created
-        largest = int(sizes.max(initial=0))
-        local_only = np.array([not stream.has_remote_copy for stream in self.streams], dtype=bool)
-        pinned = int(sizes[local_only[self.stream_per_shard]].sum())
-        need = index_bytes + pinned + largest
-        if limit < need:
-            raise CacheLimitError(
-                f'Cache limit ({limit} bytes) is too low: it must be at least {need} bytes (the index files '
-                f'{index_bytes} + local-only shards that are never evicted {pinned} + the largest shard {largest}). '
-                f'Four times the largest shard or more avoids re-downloads.')
-        if limit < index_bytes + pinned + 4 * largest:
-            warnings.warn(f'cache_limit {limit} is below four times the largest shard ({largest} bytes): shards may '
-                          f'be evicted and downloaded again while the epoch needs them.', stacklevel=3)
 
     # ----------------------------------------------------------------------------------------------------------
     # World, epochs and planning.
@@ -422,7 +381,7 @@ class StreamingDataset(IterableDataset):
         self._counted_at_end = None
         if position is not None:
             self._worker_resume = None
-            epoch, offset, skip = self._check_worker_position(position, world, parallel)
+            epoch, offset, skip = worker_start(position, world, parallel, self._batch_size)
             # torchdata builds one iterator from a loaded state and, when that state says the loader had finished,
             # discards it and builds a fresh one: the resumed epoch counts as started only once it is read through.
             self._counted_at_end = (slot, epoch)
@@ -438,26 +397,6 @@ class StreamingDataset(IterableDataset):
         if self._counted_at_end is not None:
             self._state.set_next_of(slot, epoch)
         return epoch, offset, skip
-
-    def _check_worker_position(self, state: Mapping[str, Any], world: World,
-                               parallel: World) -> tuple[int, int, int]:
-        """A per-worker state (torchdata's ``StatefulDataLoader``): ``(epoch, offset, skip)`` for this worker."""
-        saved = state['worker_position']
-        epoch, offset, samples = int(state['epoch']), int(state['sample_in_epoch']), int(saved['samples'])
-        if int(saved['num_ranks']) != parallel.num_ranks:
-            raise ValueError(f'This per-worker resumption state was saved by {saved["num_ranks"]} ranks; this run has '
-                             f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
-                             f'(StreamingDataLoader.state_dict()).')
-        if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
-            if samples >= int(saved['total']):
-                return epoch + 1, 0, 0  # this worker had finished the epoch
-            return epoch, offset, samples
-        if int(saved['num_workers']) == 1 and samples % self._batch_size() == 0:
-            return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
-        raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
-                         f'{saved["num_workers"]}; this is worker {world.worker} of {world.workers_per_rank}. Resume '
-                         f'with num_workers={saved["num_workers"]}, or from a loader-level state '
-                         f'(StreamingDataLoader.state_dict()).')
 
     def _worker_sample_ids(self, world: World) -> tuple[int, NDArray[np.int64]]:
         """Start this worker's next epoch: ``(epoch, this worker's sample ids in order)``."""
@@ -493,8 +432,8 @@ class StreamingDataset(IterableDataset):
         with gc_paused():
             iterator = EpochIterator(self, ids[skip:], epoch, on_prefetched=ahead, read=self._sample_reader(),
                                      transform=self.transform)
-        self._position = _Position(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
-                                   world.replicate(self.replication).num_ranks, iterator)
+        self._position = WorkerPosition(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
+                                        world.replicate(self.replication).num_ranks, iterator)
         if self._counted_at_end is not None:
             return self._count_when_read_through(iter(iterator), *self._counted_at_end)
         return iter(iterator)
@@ -556,9 +495,8 @@ class StreamingDataset(IterableDataset):
         if epoch >= 0 and sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
             epoch, sample_in_epoch = epoch + 1, 0
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
-        return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
-                'num_canonical_nodes': int(self.num_canonical_nodes), 'shuffle_seed': int(self.shuffle_seed),
-                'initial_physical_nodes': int(initial), 'dataset_layout': self.layout_identity}
+        return make_state(epoch, sample_in_epoch, self.num_canonical_nodes, self.shuffle_seed, initial,
+                          self.layout_identity)
 
     def _position_state(self, parallel: World) -> dict[str, Any]:
         position = self._position
@@ -567,49 +505,14 @@ class StreamingDataset(IterableDataset):
         state = self._state_for(position.epoch, position.offset, parallel)
         if state['epoch'] != position.epoch:  # (an offset can only be over after a resume at an epoch end)
             return state
-        state['worker_position'] = {'worker': position.worker, 'num_workers': position.num_workers,
-                                    'num_ranks': position.num_ranks, 'samples': position.samples,
-                                    'total': position.total}
+        state['worker_position'] = position.fields()
         return state
 
     def load_state_dict(self, obj: Mapping[str, Any]) -> None:
         """Resume from a state dict (ours, torchdata's per-worker one, or mosaicml-streaming's) at the next
         iteration, in every worker. A state whose ``sample_in_epoch`` covers its epoch resumes at the next epoch."""
-        if not isinstance(obj, Mapping):
-            raise TypeError(f'load_state_dict expects a dict, got {type(obj).__name__}.')
-        missing = [key for key in _STATE_KEYS if key not in obj]
-        if missing:
-            raise ValueError(f'State dict is missing keys {missing}; expected {list(_STATE_KEYS)} '
-                             f'(+ initial_physical_nodes).')
-        for key in (*_STATE_KEYS, 'initial_physical_nodes'):
-            value = obj.get(key)
-            if key == 'initial_physical_nodes' and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(f'State dict field {key!r} must be an integer, got {value!r}.')
-        if obj['epoch'] < -1 or obj['sample_in_epoch'] < 0 or obj['num_canonical_nodes'] < 1 \
-                or obj['shuffle_seed'] < 0:
-            raise ValueError(f'State dict has out-of-range values: {dict(obj)}.')
-        layout = obj.get('dataset_layout')
-        if layout is not None and layout != self.layout_identity:
-            raise ValueError(f'This resumption state was saved for another version of the dataset (shard layout '
-                             f'{layout!r}; this dataset has {self.layout_identity!r}: its shards or their sample '
-                             f'counts changed), so its position would name other samples. Resume with the dataset '
-                             f'it was saved with, or start a new run (drop the state).')
-        state: dict[str, Any] = {key: int(obj[key]) for key in _STATE_KEYS}
-        if state['epoch'] == -1:  # the reference's state before its first iteration: nothing was consumed
-            state['epoch'], state['sample_in_epoch'] = 0, 0
-        if obj.get('initial_physical_nodes') is not None:
-            state['initial_physical_nodes'] = int(obj['initial_physical_nodes'])
-        position = obj.get('worker_position')
-        if position is not None:
-            fields = ('worker', 'num_workers', 'num_ranks', 'samples', 'total')
-            if not isinstance(position, Mapping) or any(
-                    isinstance(position.get(f), bool) or not isinstance(position.get(f), numbers.Integral)
-                    for f in fields):
-                raise ValueError(f'State dict field worker_position must map {list(fields)} to integers, got '
-                                 f'{position!r}.')
-            state['worker_position'] = {f: int(position[f]) for f in fields}
+        state = parse_state(obj, self.layout_identity)
+        if 'worker_position' in state:
             self._worker_resume = state  # this process's own position (torchdata loads it in each worker)
         else:
             self._worker_resume = None
@@ -681,29 +584,3 @@ class StreamingDataset(IterableDataset):
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(streams={self.streams!r}, samples={self.num_samples}, '
                 f'epoch_size={self.epoch_size}, shuffle={self.shuffle}, shuffle_algo={self.shuffle_algo!r})')
-
-
-@dataclass
-class _Position:
-    """Where this process's (or DataLoader worker's) current epoch stands, for the per-worker state."""
-
-    epoch: int
-    offset: int
-    skip: int
-    total: int
-    worker: int
-    num_workers: int
-    num_ranks: int
-    iterator: Any
-
-    @property
-    def samples(self) -> int:
-        """Samples of this worker's epoch handed out so far (the skipped ones included)."""
-        return self.skip + self.iterator.yielded
-
-
-def _file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

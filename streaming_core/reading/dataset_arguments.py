@@ -1,0 +1,120 @@
+"""``StreamingDataset``'s constructor arguments: their checks, the streams they build, and the cache limit they allow.
+
+:class:`~streaming_core.reading.dataset.StreamingDataset` calls these in its constructor, in this order: the checks
+of the arguments that need no index (:func:`check_run_arguments`, after the order arguments), the streams it reads
+(:func:`build_streams`: copies of the ``Stream`` objects given, or one stream from ``remote``/``local``, with the
+dataset-level defaults applied), and, once the indexes are loaded, the cache limit they leave room for
+(:func:`check_cache_limit`). The order arguments themselves are checked by
+:class:`~streaming_core.ordering.order_config.OrderConfig`.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import os
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from streaming_core.errors import CacheLimitError
+from streaming_core.ordering.world import World
+from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.stream import Stream, merge_format_options
+
+__all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes']
+
+
+def check_run_arguments(predownload: int | None, world: World | None, on_bad_sample: str,
+                        transform: Callable[[Any], Any] | None) -> None:
+    """Check ``predownload``, ``world``, ``on_bad_sample`` and ``transform``, naming the argument.
+
+    Raises:
+        ValueError: ``predownload`` is not a non-negative integer, or ``on_bad_sample`` is neither ``'raise'`` nor
+            ``'replace'``.
+        TypeError: ``world`` is not a :class:`~streaming_core.ordering.world.World`, or ``transform`` is not
+            callable.
+    """
+    if predownload is not None and (not isinstance(predownload, numbers.Integral) or predownload < 0):
+        raise ValueError(f'`predownload` must be a non-negative integer, got {predownload!r}.')
+    if world is not None and not isinstance(world, World):
+        raise TypeError(f'`world` must be a streaming_core.World, got {type(world).__name__}.')
+    if on_bad_sample not in ('raise', 'replace'):
+        raise ValueError(f"`on_bad_sample` must be 'raise' or 'replace', got {on_bad_sample!r}.")
+    if transform is not None and not callable(transform):
+        raise TypeError(f'`transform` must be a callable applied to each sample, got {type(transform).__name__}.')
+
+
+def build_streams(streams: Sequence[Stream] | None, stream_cls: Callable[..., Stream], *, remote: str | None,
+                  local: str | None, split: str | None, download_retry: int, download_timeout: float,
+                  validate_hash: str | None, keep_zip: bool, stream_config: Mapping[str, Any] | None,
+                  storage_options: Mapping[str, Any] | None, format: str | None, columns: Sequence[str] | None,
+                  format_options: Mapping[str, Any] | None) -> list[Stream]:
+    """The dataset's own streams, with the dataset-level arguments applied as defaults (a stream's own values win).
+
+    The ``Stream`` objects given are inputs (shared by train and val, reused by a rebuilt dataset): the dataset works
+    on copies of them, never on them. Without ``streams``, one stream of class ``stream_cls`` is built from
+    ``remote``, ``local`` and the download arguments, updated by ``stream_config``.
+
+    Raises:
+        TypeError: ``streams`` holds something that is not a ``Stream``, or ``format_options`` is not a mapping of
+            names to JSON values.
+        ValueError: ``columns`` is malformed, or given both as ``columns`` and in ``format_options``.
+    """
+    if streams:
+        for stream in streams:
+            if not isinstance(stream, Stream):
+                raise TypeError(f'`streams` must hold Stream objects, got {type(stream).__name__}.')
+        own = [copy.copy(stream) for stream in streams]
+    else:
+        given = {'remote': remote, 'local': local, 'split': split, 'download_retry': download_retry,
+                 'download_timeout': download_timeout, 'validate_hash': validate_hash, 'keep_zip': keep_zip}
+        own = [stream_cls(**{**{name: value for name, value in given.items() if value is not None},
+                             **dict(stream_config or {})})]
+    defaults = {'split': split, 'download_retry': download_retry, 'download_timeout': download_timeout,
+                'validate_hash': validate_hash, 'keep_zip': keep_zip, 'storage_options': storage_options,
+                'format': format,
+                'format_options': merge_format_options(format_options, columns, 'StreamingDataset')}
+    for stream in own:
+        stream.apply_default(defaults)
+    return own
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def index_bytes(streams: Sequence[Stream]) -> int:
+    """The bytes the streams' index files occupy in the cache (an absent file counts 0)."""
+    return sum(_file_size(stream.index_path()) for stream in streams)
+
+
+def check_cache_limit(limit: int, streams: Sequence[Stream], catalogue: ShardCatalogue) -> None:
+    """Refuse a ``cache_limit`` below what the dataset needs at once: the index files, the local-only shards (never
+    evicted) and the largest shard; warn below four times the largest shard (shards would be downloaded again).
+
+    Raises:
+        CacheLimitError: the limit is too low, naming the bytes it must reach and what they are made of.
+    """
+    limit = int(limit)
+    needed_for_indexes = index_bytes(streams)
+    if limit <= needed_for_indexes:
+        raise CacheLimitError(f'Minimum cache usage ({needed_for_indexes} bytes) is larger than the cache limit '
+                              f'({limit} bytes). Please increase the `cache_limit`.')
+    sizes = catalogue.max_size_per_shard  # arrays: no reader is created
+    largest = int(sizes.max(initial=0))
+    local_only = np.array([not stream.has_remote_copy for stream in streams], dtype=bool)
+    pinned = int(sizes[local_only[catalogue.stream_per_shard]].sum())
+    need = needed_for_indexes + pinned + largest
+    if limit < need:
+        raise CacheLimitError(
+            f'Cache limit ({limit} bytes) is too low: it must be at least {need} bytes (the index files '
+            f'{needed_for_indexes} + local-only shards that are never evicted {pinned} + the largest shard '
+            f'{largest}). Four times the largest shard or more avoids re-downloads.')
+    if limit < needed_for_indexes + pinned + 4 * largest:
+        warnings.warn(f'cache_limit {limit} is below four times the largest shard ({largest} bytes): shards may '
+                      f'be evicted and downloaded again while the epoch needs them.', stacklevel=3)

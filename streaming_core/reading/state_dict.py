@@ -1,0 +1,143 @@
+"""The resumption state dict of a ``StreamingDataset``: its fields, their checks, and a DataLoader worker's position.
+
+A state holds mosaicml-streaming's keys (:data:`STATE_KEYS`: the epoch, the samples the whole world consumed in it,
+the order it was planned with) plus ``initial_physical_nodes`` and ``dataset_layout`` (the shard layout it names
+samples of); torchdata's per-worker state adds ``worker_position`` (:data:`POSITION_FIELDS`). What a state means for
+every client is in ``docs/guide/resumption.md``. This module builds such dicts (:func:`make_state`), checks and
+normalises a loaded one (:func:`parse_state`) and turns a per-worker state into where this worker starts
+(:func:`worker_start`); :class:`~streaming_core.reading.dataset.StreamingDataset` decides when, and keeps the epoch
+counters it shares with its DataLoader workers in :mod:`streaming_core.reading.shared_state`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from streaming_core.ordering.world import World
+
+__all__ = ['STATE_KEYS', 'POSITION_FIELDS', 'WorkerPosition', 'make_state', 'parse_state', 'worker_start']
+
+#: The keys every state holds (mosaicml-streaming's).
+STATE_KEYS = ('epoch', 'sample_in_epoch', 'num_canonical_nodes', 'shuffle_seed')
+#: The integer fields of a per-worker state's ``worker_position``.
+POSITION_FIELDS = ('worker', 'num_workers', 'num_ranks', 'samples', 'total')
+
+
+@dataclass
+class WorkerPosition:
+    """Where this process's (or DataLoader worker's) current epoch stands, for the per-worker state."""
+
+    epoch: int
+    offset: int
+    skip: int
+    total: int
+    worker: int
+    num_workers: int
+    num_ranks: int
+    iterator: Any
+
+    @property
+    def samples(self) -> int:
+        """Samples of this worker's epoch handed out so far (the skipped ones included)."""
+        return self.skip + self.iterator.yielded
+
+    def fields(self) -> dict[str, int]:
+        """The state's ``worker_position`` for this position (:data:`POSITION_FIELDS`)."""
+        return {'worker': self.worker, 'num_workers': self.num_workers, 'num_ranks': self.num_ranks,
+                'samples': self.samples, 'total': self.total}
+
+
+def make_state(epoch: int, sample_in_epoch: int, num_canonical_nodes: int, shuffle_seed: int,
+               initial_physical_nodes: int, layout: str) -> dict[str, Any]:
+    """A state dict (without ``worker_position``), every count as a plain ``int``."""
+    return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
+            'num_canonical_nodes': int(num_canonical_nodes), 'shuffle_seed': int(shuffle_seed),
+            'initial_physical_nodes': int(initial_physical_nodes), 'dataset_layout': layout}
+
+
+def parse_state(obj: Any, layout_identity: str) -> dict[str, Any]:
+    """Check a state dict given to ``load_state_dict`` (ours, torchdata's per-worker one, or mosaicml-streaming's)
+    and return it normalised: :data:`STATE_KEYS` as ``int`` (the reference's epoch ``-1``, before its first
+    iteration, as the start of epoch 0), ``initial_physical_nodes`` when given, and ``worker_position`` when the
+    state is a per-worker one.
+
+    Args:
+        obj: The state.
+        layout_identity: The loading dataset's shard layout: a state saved for another layout is refused.
+
+    Raises:
+        TypeError: ``obj`` is not a mapping.
+        ValueError: a key is missing, a field is not an integer or out of range, or the layout differs.
+    """
+    if not isinstance(obj, Mapping):
+        raise TypeError(f'load_state_dict expects a dict, got {type(obj).__name__}.')
+    missing = [key for key in STATE_KEYS if key not in obj]
+    if missing:
+        raise ValueError(f'State dict is missing keys {missing}; expected {list(STATE_KEYS)} '
+                         f'(+ initial_physical_nodes).')
+    for key in (*STATE_KEYS, 'initial_physical_nodes'):
+        value = obj.get(key)
+        if key == 'initial_physical_nodes' and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f'State dict field {key!r} must be an integer, got {value!r}.')
+    if obj['epoch'] < -1 or obj['sample_in_epoch'] < 0 or obj['num_canonical_nodes'] < 1 \
+            or obj['shuffle_seed'] < 0:
+        raise ValueError(f'State dict has out-of-range values: {dict(obj)}.')
+    layout = obj.get('dataset_layout')
+    if layout is not None and layout != layout_identity:
+        raise ValueError(f'This resumption state was saved for another version of the dataset (shard layout '
+                         f'{layout!r}; this dataset has {layout_identity!r}: its shards or their sample '
+                         f'counts changed), so its position would name other samples. Resume with the dataset '
+                         f'it was saved with, or start a new run (drop the state).')
+    state: dict[str, Any] = {key: int(obj[key]) for key in STATE_KEYS}
+    if state['epoch'] == -1:  # the reference's state before its first iteration: nothing was consumed
+        state['epoch'], state['sample_in_epoch'] = 0, 0
+    if obj.get('initial_physical_nodes') is not None:
+        state['initial_physical_nodes'] = int(obj['initial_physical_nodes'])
+    position = obj.get('worker_position')
+    if position is not None:
+        if not isinstance(position, Mapping) or any(
+                isinstance(position.get(f), bool) or not isinstance(position.get(f), numbers.Integral)
+                for f in POSITION_FIELDS):
+            raise ValueError(f'State dict field worker_position must map {list(POSITION_FIELDS)} to integers, got '
+                             f'{position!r}.')
+        state['worker_position'] = {f: int(position[f]) for f in POSITION_FIELDS}
+    return state
+
+
+def worker_start(state: Mapping[str, Any], world: World, parallel: World,
+                 batch_size: Callable[[], int]) -> tuple[int, int, int]:
+    """Where this worker starts from a per-worker state (torchdata's ``StatefulDataLoader``): ``(epoch, global start
+    offset, samples of this worker to skip)``.
+
+    Exact with the ``num_workers`` and number of ranks the state was saved with (a worker that had finished its share
+    starts the next epoch); a state saved without workers, at a whole batch, converts to a global count.
+
+    Args:
+        state: A :func:`parse_state` result holding ``worker_position``.
+        world: This worker's world.
+        parallel: The world with replication applied (``num_ranks`` counts the distinct ranks).
+        batch_size: The dataset's per-device batch size (asked only for the conversion).
+
+    Raises:
+        ValueError: the state was saved by another number of ranks or DataLoader workers.
+    """
+    saved = state['worker_position']
+    epoch, offset, samples = int(state['epoch']), int(state['sample_in_epoch']), int(saved['samples'])
+    if int(saved['num_ranks']) != parallel.num_ranks:
+        raise ValueError(f'This per-worker resumption state was saved by {saved["num_ranks"]} ranks; this run has '
+                         f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
+                         f'(StreamingDataLoader.state_dict()).')
+    if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
+        if samples >= int(saved['total']):
+            return epoch + 1, 0, 0  # this worker had finished the epoch
+        return epoch, offset, samples
+    if int(saved['num_workers']) == 1 and samples % batch_size() == 0:
+        return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
+    raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
+                     f'{saved["num_workers"]}; this is worker {world.worker} of {world.workers_per_rank}. Resume '
+                     f'with num_workers={saved["num_workers"]}, or from a loader-level state '
+                     f'(StreamingDataLoader.state_dict()).')
