@@ -220,3 +220,22 @@ def test_convert_reads_gzipped_tars_without_writing_into_the_source(tmp_path: An
     assert [s['__key__'] for s in converted] == [s['__key__'] for s in expected]
     assert [s['json'] for s in converted] == [s['json'] for s in expected]
     assert sorted(os.listdir(data)) == ['shard-00000.tar.gz', 'shard-00001.tar.gz']
+
+
+def test_inspect_and_verify_see_compressed_shards(tmp_path: Any, capsys: Any) -> None:
+    from streaming_core.cli import main
+    plain, data = str(tmp_path / 'plain'), str(tmp_path / 'data')
+    write_tars(plain, tars=2, per_tar=10)
+    gzip_dir(plain, data)
+    assert main(['inspect', data]) == 0
+    shown = capsys.readouterr().out
+    assert 'Compression:   gz (2 shards)' in shown and 'Raw bytes:     100.0 KiB' in shown
+    assert list(StreamingDataset(local=data, batch_size=2)) == expected_of(plain)
+    assert main(['verify', data, '--quiet']) == 0  # the .tar.gz files and the decompressed copies readers read
+    copy = os.path.join(data, '.gunzipped', 'shard-00001.tar.gz', plain_copies(data)['shard-00001.tar.gz'][0])
+    with open(copy, 'r+b') as handle:
+        handle.seek(600)
+        handle.write(b'XX')
+    capsys.readouterr()
+    assert main(['verify', data, '--quiet']) != 0
+    assert 'differs from what shard-00001.tar.gz decompresses to' in capsys.readouterr().out
