@@ -5,9 +5,9 @@ may move (issue 14 groups them into sub-packages) while the names here stay. Nam
 ``from streaming_core.plugin_api import hookimpl, RegistryView`` in a plugin's ``plugin.py`` costs almost nothing
 when the plugin loads; heavier helpers (the writer base class, numpy-based building blocks) load when used.
 
-Why this name: ``streaming_core.machinery.discovery`` is the discovery machinery's module-level API (for the core and
-tests); a ``streaming_core.plugin`` beside it would differ by one letter, and the planned ``streaming_core/plugin/``
-wing would collide with it. ``plugin_api`` says what it is: the API for plugins.
+Why this name: the plugin machinery lives in the ``streaming_core.machinery`` wing (discovery, the host, the
+registries); a ``streaming_core.plugin`` would be read as that machinery. ``plugin_api`` says what it is: the API
+for plugins.
 
 Groups (see ``docs/plugins/api.md``):
 

@@ -177,10 +177,9 @@ class ShardFormat(Protocol):
 
     Attributes:
         name: The format name (``'mds'``, ``'json'``...).
-        writer: The writer class (a :class:`~streaming_core.writing.writer.ShardWriter` subclass taking ``columns``,
-        ``out``,
-            ``compression``, ``hashes``, ``size_limit`` and the other writer keyword arguments), so converters and the
-            CLI can write any format by name.
+        writer: The writer class (a :class:`~streaming_core.writing.writer.ShardWriter` subclass taking
+            ``columns``, ``out``, ``compression``, ``hashes``, ``size_limit`` and the other writer keyword
+            arguments), so converters and the CLI can write any format by name.
 
     A format that takes *format options* for a streaming ``index.json`` (``Stream(columns=[...])``) declares their
     names in ``option_names`` and returns, from ``configure(options) -> ShardFormat``, the format whose readers honour
