@@ -59,6 +59,10 @@ def test_api_reference_is_rendered_from_the_docstrings(site):
                  'ShardCatalogue'):
         assert name in page, f'{name} missing from the API reference'
     assert 'Make the next iteration start' in page and 'Every shard of' in page  # docstrings, not only names
+    # The plugin-author reference: the hook specifications and the Protocols, from their docstrings.
+    for name in ('register_codecs', 'ShardReader', 'StorageBackend', 'plugin_api'):
+        assert name in page, f'{name} missing from the API reference'
+    assert 'Register MDS column encodings' in page and 'One shard entry of an index' in page
 
 
 def test_readme_shows_the_two_commands():
