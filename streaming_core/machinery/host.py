@@ -37,6 +37,7 @@ import pluggy
 
 from streaming_core import hookspecs
 from streaming_core.errors import PluginLoadError
+from streaming_core.machinery import declarations as plugin_declarations
 from streaming_core.machinery import manifest as plugin_manifest
 from streaming_core.machinery.name_registry import KINDS, Registry, RegistryView
 
@@ -170,7 +171,7 @@ class PluginHost:
         self._pm: pluggy.PluginManager | None = None
         self._infos: dict[str, PluginInfo] = {}
         self._manifest: dict[str, Any] | None = None
-        self._manifest_state = 'unread'  # 'unread', 'trusted', 'absent' or 'distrusted'
+        self._manifest_state = 'unread'  # 'unread', 'trusted', 'declared', 'absent' or 'distrusted'
         self._manifest_key = ''
         self.registries: dict[str, Registry] = {
             kind: Registry(kind, loader=self.ensure_loaded, name_loader=self._name_loader(kind), busy=self._busy)
@@ -290,12 +291,16 @@ class PluginHost:
     def _load_one(self, plugin: str, source: dict[str, str]) -> None:
         """Import one plugin named by the manifest, register it and run its hooks."""
         pm = self._manager()
-        info = PluginInfo(plugin, source.get('distribution', 'unknown'), source.get('version', ''),
-                          source['module'], origin=source.get('origin', 'entry_point'))
+        dist, version = source.get('distribution'), source.get('version')
+        if dist is None and source.get('metadata'):
+            dist, version = plugin_declarations.distribution_name_version(source['metadata'])
+        info = PluginInfo(plugin, dist or ('streaming-core' if source.get('origin') == 'builtin' else 'unknown'),
+                          version or '', source['module'], origin=source.get('origin', 'entry_point'))
         obj = _load_object(source['module'])
         self._register(pm, obj, info)
         self._infos[plugin] = info
         self._run_hooks(pm, info)
+        self._check_declared(info, source.get('declared'))
 
     def _load_all(self) -> None:
         pm = self._manager()
@@ -330,11 +335,17 @@ class PluginHost:
                 new.append(info)
         for info in new:
             self._run_hooks(pm, info)
+        declared = plugin_declarations.declarations_of(
+            [(i.name, i.module, i.origin == 'builtin' and BUILTINS.get(i.name) == i.module) for i in new])
+        for info in new:
+            self._check_declared(info, declared.get(info.name))
         self._complete = True
         self._write_manifest()  # names of blocked or not autoloaded plugins are absent: their lookups load all
 
     # The manifest.
     def _read_manifest(self) -> dict[str, Any] | None:
+        """The manifest file's record for this environment, else the plugins' static declarations in the same shape
+        (:mod:`~streaming_core.machinery.declarations`), else None."""
         if self._manifest_state == 'unread':
             self._manifest_state = 'absent'
             if self.config.effective_manifest():
@@ -342,7 +353,23 @@ class PluginHost:
                 self._manifest = plugin_manifest.read_manifest(self._manifest_key, self.config.manifest_path)
                 if self._manifest is not None:
                     self._manifest_state = 'trusted'
-        return self._manifest if self._manifest_state == 'trusted' else None
+                else:
+                    self._manifest = self._declared_manifest()
+                    self._manifest_state = 'declared' if self._manifest is not None else 'absent'
+        return self._manifest if self._manifest_state in ('trusted', 'declared') else None
+
+    def _declared_manifest(self) -> dict[str, Any] | None:
+        """The builtins' and entry points' declarations in the manifest's shape (None unless every plugin declares)."""
+        blocked = self.config.effective_blocked()
+        builtins = [(n, m) for n, m in self.config.builtins if BUILTINS.get(n) == m and n not in blocked]
+        return plugin_declarations.declared_manifest(builtins, self.config.effective_autoload(), blocked, KINDS)
+
+    def _check_declared(self, info: PluginInfo, declared: Any) -> None:
+        """Raise :class:`PluginLoadError` when the plugin registered other names than it declared."""
+        if declared is not None:
+            problem = plugin_declarations.mismatch(info.name, declared, info.registered)
+            if problem is not None:
+                raise PluginLoadError(f'{problem} ({_describe(info)})')
 
     def _distrust(self) -> None:
         self._manifest = None
