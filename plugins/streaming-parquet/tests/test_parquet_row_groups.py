@@ -109,10 +109,11 @@ def test_a_cache_of_one_and_a_half_files_evicts_while_units_are_read(tmp_path: A
 
 
 def test_an_index_kept_in_the_per_file_layout_is_rebuilt(tmp_path: Any) -> None:
-    data = str(tmp_path / 'data')
+    data, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     ids = write_parquet(data, files=2, rows=25, row_group=10)
-    sdir = state_dir(data)
-    os.makedirs(sdir, exist_ok=True)
+    assert sorted(sample['id'] for sample in StreamingDataset(remote=data, local=local, batch_size=2)) == ids
+    copies = {name: os.stat(os.path.join(local, name)).st_ino for name in _sizes(data)}
+    sdir = state_dir(local)
     # What the previous streaming-parquet kept: one entry per file, under an identity without the index version.
     import pyarrow.parquet as pq
     columns = None
@@ -133,9 +134,11 @@ def test_an_index_kept_in_the_per_file_layout_is_rebuilt(tmp_path: Any) -> None:
         json.dump({'identity': old_identity, 'builder': 'parquet', 'source': data,
                    'index_sha256': hashlib.sha256(old).hexdigest(),
                    'files': [item.key() for item in list_source(data)]}, handle)
-    dataset = StreamingDataset(local=data, batch_size=2)
+    dataset = StreamingDataset(remote=data, local=local, batch_size=2)
     assert dataset.streams[0].index_identity != old_identity
     assert dataset.num_shards == 6 and len(dataset) == 50
     kept = json.loads(open(os.path.join(sdir, DERIVED_INDEX_NAME)).read())
     assert [entry['row_group'] for entry in kept['shards']] == [0, 1, 2] * 2
     assert [sample['id'] for sample in dataset] == ids
+    # The files did not change: the local copies were kept, not downloaded again.
+    assert {name: os.stat(os.path.join(local, name)).st_ino for name in _sizes(data)} == copies
