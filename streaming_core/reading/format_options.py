@@ -25,7 +25,8 @@ from typing import Any
 from streaming_core.reading.derived_index import FormatOptionError
 from streaming_core.reading.shard_table import ShardTable
 
-__all__ = ['merge_format_options', 'configure_format', 'ProjectedShardTable', 'apply_format_options']
+__all__ = ['merge_format_options', 'configure_format', 'ProjectedShardTable', 'apply_format_options',
+           'columns_option', 'checked_projection']
 
 
 def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None,
@@ -61,6 +62,35 @@ def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequ
         if not isinstance(key, str) or not key:
             raise TypeError(f'{where}: format option names must be non-empty strings, got {key!r}.')
     return options
+
+
+def columns_option(options: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The ``columns`` option of a format's ``configure(options)`` as a tuple, or None when it is absent.
+
+    Raises:
+        ValueError: ``columns`` is not a non-empty list of distinct names (the check :func:`merge_format_options`
+            makes for streams, repeated for formats configured directly).
+    """
+    columns = options.get('columns')
+    if columns is None:
+        return None
+    if (isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence) or not columns
+            or not all(isinstance(name, str) and name for name in columns) or len(set(columns)) != len(columns)):
+        raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
+    return tuple(columns)
+
+
+def checked_projection(columns: Sequence[str], available: Sequence[str], what: str) -> tuple[str, ...]:
+    """``columns`` as a tuple, when each is one of ``available`` (the columns of the shard ``what`` describes).
+
+    Raises:
+        ValueError: a name is not among ``available``, naming it and the columns there are.
+    """
+    missing = [name for name in columns if name not in available]
+    if missing:
+        raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this {what}; its columns are '
+                         f'{list(available)}.')
+    return tuple(columns)
 
 
 def configure_format(name: str, shard_format: Any, options: Mapping[str, Any], where: str) -> Any:

@@ -15,6 +15,8 @@ from streaming_core.plugin_api import (
     ShardCorruptError,
     ShardReaderBase,
     SplitShardView,
+    checked_projection,
+    columns_option,
 )
 from streaming_csv.encodings import XSV_ENCODINGS, xsv_decoder
 
@@ -65,11 +67,7 @@ class XSVReader(ShardReaderBase):
         Raises:
             ValueError: a name is not a column of this shard, naming it and the shard's columns.
         """
-        missing = [name for name in columns if name not in self.column_names]
-        if missing:
-            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this {self.format_name} '
-                             f'shard; its columns are {self.column_names}.')
-        self.projection = tuple(columns)
+        self.projection = checked_projection(columns, self.column_names, f'{self.format_name} shard')
 
     def open(self, paths: Sequence[str]) -> XSVView:
         """Map the local data and meta files and validate the offset table."""
@@ -151,11 +149,7 @@ class XSVFormat:
         Raises:
             ValueError: ``columns`` is not a non-empty list of distinct names.
         """
-        columns = options.get('columns')
-        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
-                                    or not all(isinstance(name, str) and name for name in columns)):
-            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
-        return XSVFormat(self.name, columns)
+        return XSVFormat(self.name, columns_option(options))
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> XSVReader:
         """Validate one index entry and return its reader (projected to :attr:`columns` when set).

@@ -17,6 +17,8 @@ from streaming_core.plugin_api import (
     ShardCorruptError,
     ShardReaderBase,
     SplitShardView,
+    checked_projection,
+    columns_option,
 )
 
 __all__ = ['JSONReader', 'JSONView', 'JSONFormat']
@@ -56,11 +58,7 @@ class JSONReader(ShardReaderBase):
         Raises:
             ValueError: a name is not a column of this shard, naming it and the shard's columns.
         """
-        missing = [name for name in columns if name not in self.columns]
-        if missing:
-            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this json shard; its '
-                             f'columns are {list(self.columns)}.')
-        self.projection = tuple(columns)
+        self.projection = checked_projection(columns, self.columns, 'json shard')
 
     def open(self, paths: Sequence[str]) -> JSONView:
         """Map the local data and meta files and validate the offset table."""
@@ -116,11 +114,7 @@ class JSONFormat:
         Raises:
             ValueError: ``columns`` is not a non-empty list of distinct names.
         """
-        columns = options.get('columns')
-        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
-                                    or not all(isinstance(name, str) and name for name in columns)):
-            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
-        return JSONFormat(columns)
+        return JSONFormat(columns_option(options))
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> JSONReader:
         """Validate one index entry and return its reader (projected to :attr:`columns` when set).

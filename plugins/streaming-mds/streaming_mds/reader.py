@@ -28,6 +28,8 @@ from streaming_core.plugin_api import (
     ShardReaderBase,
     UnknownNameError,
     UnsafeTypeError,
+    checked_projection,
+    columns_option,
     get_registry,
     map_file,
     read_offsets,
@@ -111,11 +113,7 @@ class MDSReader(ShardReaderBase):
         Raises:
             ValueError: a name is not a column of this shard, naming it and the shard's columns.
         """
-        missing = [name for name in columns if name not in self.column_names]
-        if missing:
-            raise ValueError(f'no column {", ".join(repr(name) for name in missing)} in this MDS shard; its columns '
-                             f'are {self.column_names}.')
-        self.projection = tuple(columns)
+        self.projection = checked_projection(columns, self.column_names, 'MDS shard')
         self.__dict__.pop('_decoder', None)
 
     def decoder(self) -> Callable[[Any, int, int], dict[str, Any]]:
@@ -338,11 +336,7 @@ class MDSFormat:
         Raises:
             ValueError: ``columns`` is not a non-empty list of distinct names.
         """
-        columns = options.get('columns')
-        if columns is not None and (isinstance(columns, str) or not columns or len(set(columns)) != len(columns)
-                                    or not all(isinstance(name, str) and name for name in columns)):
-            raise ValueError(f'columns must be a non-empty list of distinct column names, got {columns!r}.')
-        return MDSFormat(columns)
+        return MDSFormat(columns_option(options))
 
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> MDSReader:
         """Validate one index entry and return its reader (projected to :attr:`columns` when set).
