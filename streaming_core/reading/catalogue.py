@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import EmptyDatasetError, IndexFormatError
 from streaming_core.machinery.protocols import ShardReader
-from streaming_core.reading.binary_index import ShardTable
+from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.spanner import Spanner
 from streaming_core.reading.stream import Stream
 
@@ -115,7 +115,7 @@ class ShardCatalogue:
 
     Args:
         streams: The streams (with their defaults applied).
-        readers: Per stream, its shards: a :class:`~streaming_core.reading.binary_index.ShardTable` (what
+        readers: Per stream, its shards: a :class:`~streaming_core.reading.shard_table.ShardTable` (what
             :meth:`Stream.shard_table` returns: arrays, readers created on first touch) or any sequence of readers.
 
     Attributes:
@@ -189,12 +189,12 @@ class ShardCatalogue:
             else:
                 names = [reader.parts[0][0].basename for reader in source]
                 same = np.array([i > 0 and name == names[i - 1] for i, name in enumerate(names)], dtype=bool)
+            runs = _file_runs(same)
+            self._check_runs(stream, source, runs)
             if not same.any():
                 continue
             shared = True
             first = int(self.shard_offset_per_stream[stream])
-            runs = _file_runs(same)
-            self._check_runs(stream, source, runs)
             leaders[first:first + len(source)] = runs + first
         self._shares_files = shared
         self._file_of = leaders

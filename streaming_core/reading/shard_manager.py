@@ -31,9 +31,9 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
-from streaming_core.reading.binary_index import ShardTable
 from streaming_core.reading.cache_limit import CacheHooks, CacheState, cache_key
 from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
