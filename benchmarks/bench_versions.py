@@ -4,46 +4,45 @@ Usage::
 
     .venv/bin/python benchmarks/bench_versions.py --quick           # smaller data, 3 rounds (< 3 min)
     .venv/bin/python benchmarks/bench_versions.py                   # 5 rounds, bigger data, more rows (< 10 min)
-    .venv/bin/python benchmarks/bench_versions.py --old fbd606c^ --new worktree --rows iter-0w-shuf,access-p50
+    .venv/bin/python benchmarks/bench_versions.py --old fbd606c^ --new worktree --rows import,first --profile
 
 **Versions.** ``--old`` (default ``fbd606c^``, the parent of the first plugin-host commit) and ``--new`` (default
-``HEAD``; ``worktree`` means this repository's working tree as it is, uncommitted edits included) are exported with
-``git archive`` into a temporary directory (nothing in the repository changes; the export is removed at the end).
-A version is selected by ``PYTHONPATH``: its root and its ``plugins/*`` package directories come before the
-installed editable distributions (their finders sit at the end of ``sys.meta_path``), so the new code cannot leak
-into the old run. Every child checks that ``streaming_core.__file__`` and ``streaming_mds.__file__`` are in its
-tree, and after each measurement that every loaded ``streaming*`` module is; anything else stops the run.
+``HEAD``; ``worktree``: this working tree with its uncommitted edits) are exported by ``git archive`` into a temporary
+directory (removed at the end). A version is selected by ``PYTHONPATH``: ``*.dist-info`` metadata generated from the
+tree's own ``pyproject.toml`` files (discovery sees the entry points that tree declares), its root, its ``plugins/*``
+directories. Each child drops the installed editable finders of ``streaming*`` packages (they would serve a
+submodule the old tree lacks from the working tree) and checks that ``streaming_core`` and ``streaming_mds``, and
+after every measurement each loaded ``streaming*`` module, come from its tree: anything else stops the run. Entry
+points not declared by both trees (plugins added since, and any installed one) are blocked for both
+(``STREAMING_CORE_BLOCK_PLUGINS``), so both load the same plugins (a discovery check lists them). Each version has its
+own cache root: the new tree's plugin manifest and binary indexes are its own (the old tree keeps neither).
 
-**Plugins.** Entry-point metadata is the current environment's. An entry point whose package one tree lacks (the
-plugins added after the old commit) is blocked for both versions (``STREAMING_CORE_BLOCK_PLUGINS``), so both load
-the same plugin set and the old tree never imports the new tree's plugins; a discovery check per version lists
-what it loaded and where from. Each version has its own cache root (``STREAMING_CORE_CACHE_DIR``), so the new
-tree's per-environment plugin manifest and binary indexes are its own (the old tree keeps neither).
-
-**Measurements** (one code path for both versions: ``peers/runner.py``'s ``run``, ``peers/impl_ours.py``,
+**Measurements**, one code path for both (``peers/runner.py``'s ``run``, ``peers/impl_ours.py``,
 ``bench_writer.worker``, and a planning measurement written here against the API both trees share):
 
 * ``iter-*``: one warm epoch of small samples (``{'id': int, 'data': 256 B}``) through a DataLoader (batch 256),
-  samples/s; 0 workers unshuffled and shuffled (py1e), 2 workers shuffled (the full run adds 2 workers
-  unshuffled and images shuffled). Every epoch must be complete (the ids' sum is checked).
+  samples/s: 0 workers unshuffled and shuffled (py1e), 2 workers shuffled; the full run adds 2 workers unshuffled
+  and images shuffled. Every epoch must be complete (the ids' sum is checked).
 * ``access-p50``: ``ds[i]`` median latency over random ids, 10 shards.
-* ``first``: constructor to the first sample of ``iter(ds)``, 10 shards, warm (files in the page cache; the
-  version's binary index and plugin manifest built by an unrecorded warm-up), in a fresh interpreter; ``import``
-  is ``import streaming_core, streaming_mds`` + ``StreamingDataset`` in that same interpreter (torch already in).
+* ``first``: constructor to the first sample of ``iter(ds)``, 10 shards, warm (binary index and plugin manifest built
+  by an unrecorded warm-up), in a fresh interpreter; ``import``: ``import streaming_core, streaming_mds`` +
+  ``StreamingDataset`` there, torch already imported. torch's import leaves a full garbage collection due (~170k
+  objects, 100-300 ms here) that lands in whichever phase crosses the threshold first: both clocks start after a
+  ``gc.collect()``.
 * ``plan``: ``EpochPlanner.plan_node`` for node 0 of 8 canonical nodes (py1e, 8 ranks x 2 workers).
 * ``write``: ``MDSWriter`` throughput, small samples, uncompressed (after a 100-sample warm-up writer).
 
-Every measurement but ``first``/``import`` runs in a fresh fork of a per-version server that imported torch and the
-version's library once (``gc.freeze()`` before forking, as ``peers/runner.py --serve``). Rounds interleave the
-versions per row (old, new, new, old, ...); the table shows medians and ``new/old``: above 1 is faster for
-throughput rows (samples/s), below 1 is faster for latency rows (ms, us). ``spread`` is (max - min) / median over
-the rounds, a gauge of noise. ``--profile`` then cProfiles one extra run of each slower row per version.
+The others run in fresh forks of a per-version server that imported torch and the library once (``gc.freeze()``
+first, as ``peers/runner.py --serve``). Rounds interleave the versions per row (old, new, new, old, ...). The table
+shows medians and ``new/old``: above 1 is faster for throughput rows (samples/s), below 1 for latency rows (ms, us);
+``spread`` is (max - min) / median over the rounds. ``--profile`` cProfiles one more run of each slower row.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -54,7 +53,7 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -63,9 +62,9 @@ PEERS = os.path.join(HERE, 'peers')
 PYCACHE = os.path.join(tempfile.gettempdir(), 'streaming-core-bench-pycache')
 RESULT, DONE = '@@RESULT ', '@@DONE'
 ENTRY_POINT_GROUP = 'streaming_core'
-#: Version-dependent modules imported before any clock starts, when the tree has them.
-PRELOAD = ('streaming_core/reading/dataset.py', 'streaming_core/reading/iteration.py', 'streaming_core/dataset.py',
-           'streaming_core/iteration.py', 'streaming_core/ordering/planner.py', 'streaming_core/planning.py')
+#: Imported before any clock starts (the old paths: the new tree aliases them to the very modules that moved).
+PRELOAD = ('streaming_core', 'streaming_mds', 'streaming_core.dataset', 'streaming_core.iteration',
+           'streaming_core.planning')
 
 
 @dataclass
@@ -73,7 +72,6 @@ class Version:
     """One tree under test."""
 
     label: str
-    ref: str
     commit: str
     root: str
     scratch: str
@@ -95,19 +93,16 @@ class Version:
         return env
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Child side: runs with the version's tree first on sys.path.
-
 def _under(path: str | None, root: str) -> bool:
+    """Whether ``path`` is inside the directory ``root`` (the child side starts here: the tree first on sys.path)."""
     return path is not None and os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
 
 
 def check_modules(root: str) -> None:
     """Raise unless ``streaming_core``/``streaming_mds`` and every loaded ``streaming*`` module come from ``root``."""
     for name in ('streaming_core', 'streaming_mds'):
-        module = sys.modules.get(name)
-        if module is None or not _under(getattr(module, '__file__', None), root):
-            where = getattr(module, '__file__', None) if module else 'not imported'
+        where = getattr(sys.modules.get(name), '__file__', None)
+        if not _under(where, root):
             raise SystemExit(f'bench_versions: {name} was loaded from {where}, not from the tree {root}: the '
                              f'version selection by PYTHONPATH failed; no measurement of this run is valid.')
     stray = sorted(f'{name} ({module.__file__})' for name, module in list(sys.modules.items())
@@ -118,11 +113,7 @@ def check_modules(root: str) -> None:
 
 
 def drop_editable_finders() -> None:
-    """Remove the installed editable distributions' import hooks for ``streaming*`` packages from ``sys.meta_path``.
-
-    They come after ``PYTHONPATH``, but they also resolve a *submodule* the tree lacks (an entry point's module added
-    after the old commit) from the working tree; without them such an import fails instead of mixing trees.
-    """
+    """Remove the editable installs' import hooks of ``streaming*`` packages (see the module doc)."""
     for finder in list(sys.meta_path):
         mapping = getattr(sys.modules.get(getattr(finder, '__module__', '') or ''), 'MAPPING', None)
         if isinstance(mapping, dict) and any(str(name).startswith('streaming') for name in mapping):
@@ -136,27 +127,24 @@ def child_imports(root: str) -> float:
     import torch.utils.data  # noqa: F401
     sys.path.append(PEERS)  # after the tree: common.py, runner.py, impl_ours.py
     import runner
+    gc.collect()  # torch's import leaves a full collection due: settle it outside the clocks (see the module doc)
     start = time.perf_counter()
     import streaming_core
     import streaming_mds  # noqa: F401
     streaming_core.StreamingDataset  # noqa: B018 (the facade imports it lazily)
     seconds = time.perf_counter() - start
     check_modules(root)
-    runner.IMPORTS['ours'] = tuple(rel[:-3].replace('/', '.') for rel in PRELOAD if os.path.exists(
-        os.path.join(root, rel)))
+    runner.IMPORTS['ours'] = PRELOAD
     runner.preload('ours')
+    gc.collect()
     return seconds
 
 
 def plan_once(spec: dict[str, Any]) -> dict[str, Any]:
     """Time ``EpochPlanner.plan_node`` (node 0; py1e; shards of ``spec['shard']`` samples) on either tree."""
-    import importlib
-
     import numpy as np
 
-    from streaming_core import World
-    planning = importlib.import_module('streaming_core.ordering.planner' if 'streaming_core.ordering.planner' in
-                                       sys.modules else 'streaming_core.planning')
+    from streaming_core import World, planning
     samples, nodes, shard = spec['samples'], spec['nodes'], spec['shard']
     sizes = np.full(samples // shard, shard, np.int64)
     planner = planning.EpochPlanner(sizes, [len(sizes)], [samples], [1.0], samples, 16, nodes, shuffle=True,
@@ -185,6 +173,7 @@ def child_task(spec: dict[str, Any], root: str) -> dict[str, Any]:
         import bench_writer
         with runner.profiled(spec):
             result = bench_writer.worker('ours', spec['case'], spec.get('compression'), spec['count'], spec['path'])
+        result['rate'] = spec['count'] / result['seconds']
     elif task == 'plan':
         with runner.profiled(spec):
             result = plan_once(spec)
@@ -196,11 +185,9 @@ def child_task(spec: dict[str, Any], root: str) -> dict[str, Any]:
 
 def serve(root: str) -> None:
     """Fork server: imports once, then one forked child per JSON spec line (``@@RESULT``, ``@@DONE``)."""
-    import gc
     import signal
     import traceback
     child_imports(root)
-    gc.collect()
     gc.freeze()
     for line in sys.stdin:
         if not line.strip():
@@ -238,16 +225,18 @@ def fresh(spec: dict[str, Any], root: str) -> None:
     print(json.dumps(result), flush=True)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Parent side.
-
-def export(ref: str, dest: str) -> str:
-    """Extract commit ``ref`` of this repository into ``dest`` with ``git archive``; return the full hash."""
+def rev_parse(ref: str) -> str:
+    """The full hash of commit ``ref`` of this repository."""
     commit = subprocess.run(['git', '-C', ROOT, 'rev-parse', '--verify', f'{ref}^{{commit}}'], capture_output=True,
                             text=True)
     if commit.returncode:
         raise SystemExit(f'bench_versions: {ref!r} is not a commit of {ROOT}: {commit.stderr.strip()}')
-    sha = commit.stdout.strip()
+    return commit.stdout.strip()
+
+
+def export(ref: str, dest: str) -> str:
+    """Extract commit ``ref`` of this repository into ``dest`` with ``git archive``; return the full hash."""
+    sha = rev_parse(ref)
     os.makedirs(dest)
     proc = subprocess.Popen(['git', '-C', ROOT, 'archive', '--format=tar', sha], stdout=subprocess.PIPE)
     with tarfile.open(fileobj=proc.stdout, mode='r|') as archive:
@@ -312,7 +301,6 @@ def blocked_entry_points(declared: list[dict[str, dict[str, Any]]]) -> list[str]
 
 class Server:
     """A version's fork server (``bench_versions.py --serve ROOT``)."""
-
     def __init__(self, version: Version, env: dict[str, str]) -> None:
         self.version = version
         self.log = open(os.path.join(version.scratch, 'server.log'), 'w')
@@ -333,19 +321,15 @@ class Server:
                 break
         if result is None or 'error' in result:
             self.log.flush()
-            with open(self.log.name) as handle:
-                tail = handle.read()[-2000:]
             detail = (result or {}).get('trace') or (result or {}).get('error') or 'no answer'
             raise SystemExit(f'bench_versions: {self.version.label} ({self.version.root}) failed on {spec["task"]}:'
-                             f'\n{detail}\n{tail}')
+                             f'\n{detail}\n{open(self.log.name).read()[-2000:]}')
         return result
 
     def close(self) -> None:
-        """End the server (closing its stdin ends its loop)."""
+        """End the server (closing its stdin ends its loop; killed after 30 s)."""
         with contextlib.suppress(Exception):
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+            self.proc.communicate(timeout=30)
         if self.proc.poll() is None:
             self.proc.kill()
         self.log.close()
@@ -363,8 +347,7 @@ def run_fresh(version: Version, env: dict[str, str], spec: dict[str, Any]) -> di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@dataclass
-class Row:
+class Row(NamedTuple):
     """One line of the table: which measurement feeds it and how to read its result."""
 
     key: str
@@ -396,10 +379,7 @@ SIZES = {'iter': (100_000, 200_000), 'image': (20_000, 50_000), 'access': (50_00
 
 def value(row: Row, result: dict[str, Any]) -> float:
     """The row's number from one result, in the row's unit."""
-    if row.measurement == 'write':
-        return result['count'] / result['seconds']
-    raw = result[row.metric]
-    return raw * 1e3 if row.unit == 'ms' else raw
+    return result[row.metric] * (1e3 if row.unit == 'ms' else 1)
 
 
 def write_data(server: Server, base: str, source: dict[str, str], sizes: dict[str, int]) -> dict[str, str]:
@@ -453,7 +433,6 @@ def measure(version: Version, server: Server, env: dict[str, str], spec: dict[st
     if spec['task'] == 'write':
         shutil.rmtree(spec['path'], ignore_errors=True)
         shutil.rmtree(spec['path'] + '-warmup', ignore_errors=True)
-        result['count'] = spec['count']
     if 'expect' in spec:
         n = spec['expect']
         if result['samples'] != n or result['id_sum'] != n * (n - 1) // 2:
@@ -494,7 +473,7 @@ def table(rows: list[Row], results: dict[str, dict[str, list[float]]], labels: l
         verdict = 'faster' if speed > 1.1 else 'slower' if speed < 0.9 else 'same (within 10%)'
         if speed < 0.9:
             slower.append(row)
-        fmt = '{:,.0f}' if row.unit == 'samples/s' else '{:,.1f}' if row.unit in ('ms', 'us') else '{:.3g}'
+        fmt = '{:,.0f}' if row.unit == 'samples/s' else '{:,.1f}'
         better = 'higher is better' if row.higher_is_better else 'lower is better'
         out.append(f'| {row.label} | {row.unit} ({better}) | {fmt.format(med[old])} | {fmt.format(med[new])} | '
                    f'{ratio:.2f} | {verdict} | {spread[old]:.0%} / {spread[new]:.0%} |')
@@ -502,7 +481,7 @@ def table(rows: list[Row], results: dict[str, dict[str, list[float]]], labels: l
 
 
 def load() -> str:
-    """The load average, formatted."""
+    """The load average."""
     return ' / '.join(f'{x:.2f}' for x in os.getloadavg())
 
 
@@ -515,7 +494,6 @@ def main() -> None:
     parser.add_argument('--rounds', type=int, help='rounds (default 3 with --quick, else 5)')
     parser.add_argument('--rows', help=f'comma-separated subset of: {", ".join(r.key for r in ROWS)}')
     parser.add_argument('--profile', action='store_true', help='cProfile each row where new is slower than old')
-    parser.add_argument('--json', help='also write every measured value to this file')
     parser.add_argument('--keep', action='store_true', help='keep the temporary directory (exports, data)')
     parser.add_argument('--serve', metavar='ROOT', help=argparse.SUPPRESS)
     parser.add_argument('--fresh', nargs=2, metavar=('ROOT', 'SPEC'), help=argparse.SUPPRESS)
@@ -543,14 +521,9 @@ def main() -> None:
         versions = []
         for label, ref in (('old', args.old), ('new', args.new)):
             base = os.path.join(scratch, label)
-            if label == 'new' and ref == 'worktree':
-                sha = subprocess.run(['git', '-C', ROOT, 'rev-parse', 'HEAD'], capture_output=True,
-                                     text=True).stdout.strip() + ' + uncommitted changes'
-                tree = ROOT
-            else:
-                tree = os.path.join(base, 'tree')
-                sha = export(ref, tree)
-            version = Version(label, ref, sha, tree, base, packages(tree))
+            tree = ROOT if label == 'new' and ref == 'worktree' else os.path.join(base, 'tree')
+            sha = rev_parse('HEAD') + ' + uncommitted changes' if tree == ROOT else export(ref, tree)
+            version = Version(label, sha, tree, base, packages(tree))
             for sub in ('tmp', 'cache', 'data'):
                 os.makedirs(os.path.join(base, sub), exist_ok=True)
             versions.append(version)
@@ -562,13 +535,11 @@ def main() -> None:
         blocked = blocked_entry_points(declared)
         print(f'# entry points blocked for both (not declared by both trees): {", ".join(blocked) or "none"}')
         envs = {v.label: v.env(blocked) for v in versions}
-        for version in versions:  # discovery check: which plugins load, from where
-            check = run_fresh(version, envs[version.label], {'task': 'check', 'tmpdir': os.path.join(
-                version.scratch, 'tmp', 'check')})
+        for version in versions:  # discovery check: which plugins load, from where (check_modules)
+            check = run_fresh(version, envs[version.label], {'task': 'check', 'tmpdir': version.scratch + '/tmp/c'})
             names = sorted(check['plugins'])
             if not {'mds', 'py1e'} <= set(names):
-                raise SystemExit(f'bench_versions: plugin discovery in {version.label} found {names}; mds and py1e '
-                                 f'are needed')
+                raise SystemExit(f'bench_versions: discovery in {version.label} found {names}; mds and py1e needed')
             print(f'# {version.label} discovery: {len(names)} plugins from its tree ({", ".join(names)}); import '
                   f'{check["import_s"] * 1e3:.0f} ms', flush=True)
         sys.path.insert(0, PEERS)
@@ -576,8 +547,7 @@ def main() -> None:
         from common import make_source
         source = {}
         for name, case in (('iter', 'small'), ('image', 'image'), ('access', 'small')):
-            source[name] = os.path.join(scratch, f'source-{name}.npy')
-            np.save(source[name], make_source(case, sizes[name]))
+            np.save(source.setdefault(name, f'{scratch}/source-{name}.npy'), make_source(case, sizes[name]))
         servers = [Server(v, envs[v.label]) for v in versions]
         start = time.perf_counter()
         data = write_data(servers[1], os.path.join(scratch, 'data'), source, sizes)
@@ -617,10 +587,6 @@ def main() -> None:
                 print(f'\nprofile of {row.label}:', flush=True)
                 for label in ('old', 'new'):
                     print(profile_row(*pairs[label], all_specs[row.measurement]), flush=True)
-        if args.json:
-            with open(args.json, 'w') as handle:
-                json.dump({'old': old.commit, 'new': new.commit, 'rounds': rounds, 'sizes': sizes,
-                           'results': results}, handle, indent=1)
     finally:
         for server in servers:
             server.close()
