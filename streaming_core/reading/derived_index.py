@@ -14,15 +14,8 @@ otherwise the builders whose patterns match the listing are found and exactly on
 a directory with no file any builder indexes, or one with files of several builders is an error saying what was
 found and what to pass.
 
-Foreign indexes: an ``index.json`` that is not ours (a JSON object with no ``shards`` key, such as litdata's
-``{"chunks": [...], "config": {...}}``) is handed to the index builder that claims it: a builder with a
-``claims_index(obj) -> bool`` method, called with the parsed object (``format=`` names one, or exactly one must
-claim it). The builder's ``build`` receives that one file (``index.json``, its bytes already read) and may read the
-directory's other files by name. The derived index follows the same rules as above, its identity being the digest
-of the builder and the index file's content (``derived:<builder>:<sha256>``): it is rebuilt when the foreign index
-changes, and local copies the new version does not vouch for (same size and hash in both) are removed first. No
-builder claiming it is an :class:`ForeignIndexError` naming the file and, for a format we know
-(:data:`KNOWN_FOREIGN_INDEXES`), the distribution to install.
+Foreign ``index.json`` files (litdata's) are derived the same way by
+:mod:`streaming_core.reading.foreign_index`.
 """
 
 from __future__ import annotations
@@ -44,7 +37,6 @@ from streaming_core.errors import (
     UnsafePathError,
 )
 from streaming_core.reading.index_file import (
-    INDEX_BASENAME,
     check_basename,
     index_text,
     parse_index_text,
@@ -54,10 +46,9 @@ from streaming_core.storage.facade import is_remote, join, list_with_stats, loca
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
-           'DERIVED_LISTING_NAME', 'KNOWN_FOREIGN_INDEXES', 'list_source', 'choose_builder', 'listing_identity',
-           'derive_index', 'builder_matches', 'build_index', 'foreign_index', 'claiming_builder',
-           'derive_foreign_index', 'build_foreign_index', 'FormatOptionError', 'configure_builder',
-           'describe_options']
+           'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity', 'derive_index',
+           'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder', 'describe_options',
+           'kept_index', 'read_listing', 'build_with', 'write_listing']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -93,17 +84,6 @@ class FormatOptionError(StreamingError, ValueError):
 class ForeignIndexError(IndexFormatError):
     """A directory's ``index.json`` is not a streaming index (no ``shards``) and no installed index builder claims
     it; the message names the file and, for a known format, the distribution that reads it."""
-
-
-def _is_litdata(obj: dict[str, Any]) -> bool:
-    return isinstance(obj.get('chunks'), list) and isinstance(obj.get('config'), dict)
-
-
-#: Foreign ``index.json`` layouts the core recognises without their plugin (for the install hint when no builder
-#: claims one): format name -> test of the parsed object. The distribution comes from ``INSTALL_HINTS``.
-KNOWN_FOREIGN_INDEXES: dict[str, Callable[[dict[str, Any]], bool]] = {
-    'litdata': _is_litdata,
-}
 
 
 @dataclass(frozen=True)
@@ -293,7 +273,7 @@ def listing_identity(builder_name: str, files: Sequence[SourceFile], options: di
     return f'derived:{label}:{hashlib.sha256(text.encode()).hexdigest()}'
 
 
-def _kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> bytes | None:
+def kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> bytes | None:
     """The derived index kept at ``path`` when its recorded listing has ``identity`` and its bytes still match the
     recorded digest (else None: it is built again)."""
     if listing is None or listing.get('identity') != identity:
@@ -306,7 +286,8 @@ def _kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> byt
     return data if hashlib.sha256(data).hexdigest() == listing.get('index_sha256') else None
 
 
-def _read_listing(sdir: str) -> dict[str, Any] | None:
+def read_listing(sdir: str) -> dict[str, Any] | None:
+    """The listing recorded beside the derived index in ``sdir`` (None when absent or unreadable)."""
     try:
         with open(os.path.join(sdir, DERIVED_LISTING_NAME), 'rb') as handle:
             obj = json.loads(handle.read())
@@ -337,7 +318,7 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     return stale
 
 
-def _build(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
+def build_with(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
            options: dict[str, Any] | None, preread: dict[str, bytes] | None = None) -> bytes:
     """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable).
     ``preread`` holds files already read whole (served from memory)."""
@@ -381,7 +362,7 @@ def build_index(source: str, *, fmt: str | None = None, timeout: float = 60.0, r
     files = list_source(source, timeout=timeout, retries=retries, options=options)
     name, builder, selected = choose_builder(fmt, files, redact_url(source))
     builder = configure_builder(name, builder, format_options, redact_url(source))
-    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
+    data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     return json.loads(data)
 
 
@@ -415,13 +396,13 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     builder = configure_builder(name, builder, format_options, where)
     identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
-    old = _read_listing(sdir)
-    kept = _kept_index(path, old, identity)
+    old = read_listing(sdir)
+    kept = kept_index(path, old, identity)
     if kept is not None:
         return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
-    data = _build(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
+    data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         for stale in _stale_copies(old, selected, stream.local_dir):
             try:
@@ -432,176 +413,15 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    write_file_atomic(path, data)
-    listing = {'identity': identity, 'builder': name, 'source': where, 'index_sha256': hashlib.sha256(data).hexdigest(),
-               'files': [item.key() for item in selected]}
-    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected)
     return path, data, identity
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Foreign index.json files (litdata's...): handed to the index builder that claims them.
-
-def foreign_index(data: bytes) -> dict[str, Any] | None:
-    """The parsed ``index.json`` when it is not a streaming index: a JSON object with no ``shards`` key (``None``
-    for ours, and for text that is not a JSON object, which the index reader reports as corrupted).
-
-    An index holding the text ``"shards"`` is taken for ours without parsing it here (ours can be gigabytes).
-    """
-    if b'"shards"' in data:
-        return None
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) and 'shards' not in obj else None
-
-
-def _claims(builder: Any, obj: dict[str, Any]) -> bool:
-    claims = getattr(builder, 'claims_index', None)
-    return callable(claims) and bool(claims(obj))
-
-
-def _not_ours(obj: dict[str, Any], shown: str) -> ForeignIndexError:
-    """The error for a foreign index no builder claims: what it looks like and what to install."""
-    from streaming_core.machinery.name_registry import INSTALL_HINTS
-    keys = ', '.join(repr(key) for key in sorted(obj)[:6]) or 'none'
-    message = (f'{shown} is not a streaming index: it has no "shards" list (its top-level keys: {keys}), and no '
-               f'installed index builder reads it.')
-    for name, test in KNOWN_FOREIGN_INDEXES.items():
-        try:
-            known = test(obj)
-        except Exception:  # a signature test never hides the real error
-            known = False
-        if known:
-            dist = INSTALL_HINTS['index_builder'].get(name) or INSTALL_HINTS['format'].get(name) or name
-            return ForeignIndexError(f'{message} It is a {name} index: install the distribution {dist!r}, which '
-                                     f'reads it directly (pip install {dist}), and construct again.')
-    return ForeignIndexError(f'{message} Point `remote`/`local` at a directory written by streaming-core (or '
-                             f'mosaicml-streaming), or install the plugin that reads this format.')
-
-
-def claiming_builder(fmt: str | None, obj: dict[str, Any], shown: str) -> tuple[str, Any]:
-    """The index builder that reads the foreign index ``obj`` (the file ``shown``).
-
-    Args:
-        fmt: The ``format=`` the user gave (``None``: the one builder whose ``claims_index(obj)`` is true).
-        obj: The parsed ``index.json`` (a JSON object with no ``shards``).
-        shown: The file, for messages.
-
-    Returns:
-        ``(builder name, builder)``.
-
-    Raises:
-        UnknownNameError: ``fmt`` names no index builder.
-        ForeignIndexError: no builder claims it (naming the distribution to install for a known format), the one
-            ``fmt`` names does not, or several do and no ``format=`` chooses.
-    """
-    from streaming_core.machinery.lookup import get_registry
-    registry = get_registry('index_builder')
-    if fmt is not None:
-        try:
-            builder = registry.get(fmt)
-        except UnknownNameError as err:
-            raise UnknownNameError(f'format={fmt!r} for {shown}: {err}') from None
-        if not _claims(builder, obj):
-            raise ForeignIndexError(f'{shown} is not a streaming index (no "shards" list) and the {fmt!r} index '
-                                    f'builder (format={fmt!r}) does not read it. Pass the format it was written in, '
-                                    f'or no format= to detect it.')
-        return fmt, builder
-    claimers = [(entry.name, entry.obj) for entry in registry.entries() if _claims(entry.obj, obj)]
-    if len(claimers) == 1:
-        return claimers[0]
-    if claimers:
-        raise ForeignIndexError(f'{shown} is not a streaming index and several index builders read it: '
-                                f'{[name for name, _ in claimers]}. Pass format= one of them to choose.')
-    raise _not_ours(obj, shown)
-
-
-def build_foreign_index(source: str, data: bytes, obj: dict[str, Any], *, fmt: str | None = None,
-                        timeout: float = 60.0, retries: int = 2, options: dict[str, Any] | None = None,
-                        format_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The index derived from the foreign ``index.json`` of the directory ``source`` (its bytes ``data``, parsed
-    ``obj``), built now and not kept (for tools such as ``streaming inspect``; streams use the node's cached copy).
-
-    Raises:
-        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
-        IndexFormatError: the builder refuses it, or its result is invalid.
-    """
-    shown = redact_url(join(source, INDEX_BASENAME))
-    name, builder = claiming_builder(fmt, obj, shown)
-    builder = configure_builder(name, builder, format_options, shown)
-    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
-    built = _build(name, builder, [item], source, timeout=timeout, retries=retries, options=options,
-                   preread={INDEX_BASENAME: data})
-    return json.loads(built)
-
-
-def _parse_file(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, 'rb') as handle:
-            return parse_index_text(handle.read(), path)
-    except (OSError, IndexFormatError):
-        return None
-
-
-def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
-                         previous: Sequence[dict[str, Any]] = ()) -> tuple[str, bytes, str]:
-    """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
-    parsed ``obj``), built when its content changed (caller holds the stream's index lock).
-
-    Args:
-        stream: The stream (``format``, ``download_timeout``, ``download_retry``, ``storage_options``,
-            ``local_dir``).
-        source: The directory holding the dataset (the remote directory, or the local one without a remote).
-        sdir: The local directory's state directory.
-        data: The bytes of its ``index.json``.
-        obj: ``data`` parsed (:func:`foreign_index`'s result).
-        copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
-            copy the new version does not vouch for (same size and hash in both versions) is removed first.
-        previous: Other index versions the local copies may come from (a streaming index cached there before).
-
-    Returns:
-        ``(path of the derived index, its bytes, its identity)``.
-
-    Raises:
-        ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
-        IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
-    """
-    from streaming_core.reading.index_versions import stale_files
-    where = redact_url(source)
-    shown = redact_url(join(source, INDEX_BASENAME))
-    name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
-    format_options = dict(getattr(stream, 'format_options', None) or {})
-    builder = configure_builder(name, builder, format_options, shown)
-    item = SourceFile(INDEX_BASENAME, len(data), f'sha256:{hashlib.sha256(data).hexdigest()}')
-    identity = listing_identity(name, [item], format_options, getattr(builder, 'index_version', None))
-    path = os.path.join(sdir, DERIVED_INDEX_NAME)
-    old = _read_listing(sdir)
-    kept = _kept_index(path, old, identity)
-    if kept is not None:
-        return path, kept, identity
-    logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
-    built = _build(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
-                   retries=int(stream.download_retry or 0), options=stream.storage_options,
-                   preread={INDEX_BASENAME: data})
-    if copies:
-        new = parse_index_text(built, f'the {name} index derived from {shown}')
-        olds = [index for index in (_parse_file(path), *previous) if index is not None]
-        stale: set[str] = set()
-        for index in olds or [None]:
-            stale.update(stale_files(index, new, stream.local_dir))
-        for copy in sorted(stale):
-            try:
-                os.remove(copy)
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
-                                     f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
-                                     f'use another `local`.') from err
-    write_file_atomic(path, built)
-    listing = {'identity': identity, 'builder': name, 'source': where,
-               'index_sha256': hashlib.sha256(built).hexdigest(), 'files': [item.key()]}
+def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
+                  files: Sequence[SourceFile]) -> None:
+    """Install the derived index ``data`` at ``path``, then the listing it was built from (what
+    :func:`kept_index` checks), each written atomically."""
+    write_file_atomic(path, data)
+    listing = {'identity': identity, 'builder': builder, 'source': source,
+               'index_sha256': hashlib.sha256(data).hexdigest(), 'files': [item.key() for item in files]}
     write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
-    return path, built, identity

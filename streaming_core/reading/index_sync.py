@@ -273,13 +273,13 @@ def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedInde
 
 
 def _foreign_obj(data: bytes) -> dict[str, Any] | None:
-    from streaming_core.reading.derived_index import foreign_index
+    from streaming_core.reading.foreign_index import foreign_index
     return foreign_index(data)
 
 
 def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any]) -> SyncedIndex:
     """The index derived from a local foreign ``index.json`` (no remote), under the stream's index lock."""
-    from streaming_core.reading.derived_index import derive_foreign_index
+    from streaming_core.reading.foreign_index import derive_foreign_index
     sdir = state_dir(stream.local_dir)
     locks = stream.locks()
     locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
@@ -326,7 +326,7 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
     identity = _file_id_text(ident)
     foreign = _foreign_obj(data)
     if foreign is not None:
-        from streaming_core.reading.derived_index import derive_foreign_index
+        from streaming_core.reading.foreign_index import derive_foreign_index
         path, data, identity = derive_foreign_index(stream, stream.local_dir, sdir, data, foreign, copies=False)
     record = read_record(sdir)
     if record is None or (record.remote_key == remote_key(stream.remote_dir) and record.source_identity != identity):
@@ -429,7 +429,7 @@ class _Refresh:
                  local_now: tuple[int, int, int] | None, started: float) -> SyncedIndex:
         """The remote ``index.json`` is not ours: read the remote through the index derived from it (rebuilt when it
         changed, stale local copies removed first), and keep a copy of it in the local directory."""
-        from streaming_core.reading.derived_index import derive_foreign_index
+        from streaming_core.reading.foreign_index import derive_foreign_index
         stream, path = self.stream, self.path
         previous = []
         if local_now is not None:
@@ -461,7 +461,7 @@ class _Refresh:
         logger.warning(message)
         foreign = _foreign_obj(data)
         if foreign is not None:  # a copy of a foreign index: its derived index (cached unless the copy changed)
-            from streaming_core.reading.derived_index import derive_foreign_index
+            from streaming_core.reading.foreign_index import derive_foreign_index
             return SyncedIndex(*derive_foreign_index(self.stream, self.stream.remote_dir, self.sdir, data, foreign,
                                                      copies=False))
         return SyncedIndex(self.path, data, identity)

@@ -18,10 +18,11 @@ from typing import Any, Mapping, Sequence
 
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
-from streaming_core.reading.binary_index import BinaryIndexError, ShardTable, binary_path, load_or_build, open_binary
+from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
+from streaming_core.reading.shard_table import ShardTable
 from streaming_core.storage.facade import download_file, is_remote, join, local_path, temp_name
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url

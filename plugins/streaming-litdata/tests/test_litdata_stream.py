@@ -201,7 +201,7 @@ def test_over_s3_shuffled_with_two_workers_and_resumed(tmp_path: Any, s3_env: An
 
 
 def test_tools_build_the_same_index_from_litdatas_index_json() -> None:
-    from streaming_core.reading.derived_index import build_foreign_index, foreign_index
+    from streaming_core.reading.foreign_index import build_foreign_index, foreign_index
     from streaming_litdata import convert_index
     root = os.path.join(GOLDEN, 'mixed')
     with open(os.path.join(root, 'index.json'), 'rb') as handle:

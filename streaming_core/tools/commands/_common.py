@@ -120,7 +120,7 @@ def open_located_index(located: tuple[str, str, str, bool] | None, dataset: str,
     path, location, root, remote = located
     with open(path, 'rb') as handle:
         text = handle.read()
-    from streaming_core.reading.derived_index import build_foreign_index, foreign_index
+    from streaming_core.reading.foreign_index import build_foreign_index, foreign_index
     foreign = foreign_index(text)
     if foreign is not None:  # another library's index.json (litdata's): the index its builder derives from it
         return DatasetIndex(build_foreign_index(root, text, foreign, timeout=timeout, options=options), location,

@@ -109,8 +109,9 @@ class DatasetShape:
         """
         from types import SimpleNamespace
 
-        from streaming_core.reading.binary_index import ShardTable, build_binary, open_binary, write_binary
+        from streaming_core.reading.binary_index import build_binary, open_binary, write_binary
         from streaming_core.reading.index_file_stream import iter_index_entries
+        from streaming_core.reading.shard_table import ShardTable
         with tempfile.TemporaryDirectory(prefix='streaming-simulate-') as scratch:
             with open(path, 'rb') as handle:
                 header, columns = build_binary(iter_index_entries(handle, location), location, 'simulate',
