@@ -12,8 +12,8 @@ from wds_data import read_with_tarfile, write_tar, write_tars
 
 from streaming_core import StreamingDataset
 from streaming_core.cli import main
-from streaming_core.derived_index import list_source
 from streaming_core.errors import IndexFormatError
+from streaming_core.reading.derived_index import list_source
 
 
 def _counting_read(data: str, seen: list[str]) -> Any:

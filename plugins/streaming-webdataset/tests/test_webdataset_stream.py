@@ -17,9 +17,9 @@ import pytest
 from wds_data import members_of, read_with_tarfile, sample_id, write_tar, write_tars
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
-from streaming_core.derived_index import DERIVED_INDEX_NAME
-from streaming_core.paths import state_dir
-from streaming_core.storage import clear_backend_cache
+from streaming_core.common.paths import state_dir
+from streaming_core.reading.derived_index import DERIVED_INDEX_NAME
+from streaming_core.storage.facade import clear_backend_cache
 from tests.fixtures.data import write_mds
 from tests.fixtures.servers import RunningServer
 
@@ -74,7 +74,7 @@ def test_layouts_writers_produce(tmp_path: Any, fmt: int) -> None:
 
 
 def test_builder_reads_headers_not_large_members(tmp_path: Any) -> None:
-    from streaming_core.derived_index import list_source
+    from streaming_core.reading.derived_index import list_source
     from streaming_webdataset.builder import WebDatasetIndexBuilder
     data = str(tmp_path / 'data')
     big = [(f'{i:04d}.mp4', os.urandom(1 << 20)) for i in range(6)] + [('0000b.cls', b'1')]
