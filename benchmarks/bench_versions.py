@@ -2,8 +2,8 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_versions.py --quick           # smaller data, 3 rounds (< 3 min)
-    .venv/bin/python benchmarks/bench_versions.py                   # 5 rounds, bigger data, more rows (< 10 min)
+    .venv/bin/python benchmarks/bench_versions.py --quick           # smaller data, 3 rounds (~1 min)
+    .venv/bin/python benchmarks/bench_versions.py                   # 7 rounds, bigger data, more rows (~3 min)
     .venv/bin/python benchmarks/bench_versions.py --old fbd606c^ --new worktree --rows import,first --profile
 
 **Versions.** ``--old`` (default ``fbd606c^``, the parent of the first plugin-host commit) and ``--new`` (default
@@ -369,17 +369,18 @@ ROWS = [
     Row('access-p50', 'ds[i] p50, 10 shards', 'access', 'p50_us', 'us', False),
     Row('first', 'construct + first sample, 10 shards, warm', 'first', 'first_s', 'ms', False),
     Row('import', 'import streaming_core + streaming_mds', 'first', 'import_s', 'ms', False),
+    Row('import+first', 'import + construct + first sample', 'first', 'import_s+first_s', 'ms', False),
     Row('plan', 'plan_node py1e, 8 canonical nodes', 'plan', 'seconds', 'ms', False),
     Row('write', 'MDSWriter, small samples, uncompressed', 'write', 'rate', 'samples/s', True),
 ]
 #: Data sizes and rounds: (quick, full).
 SIZES = {'iter': (100_000, 200_000), 'image': (20_000, 50_000), 'access': (50_000, 100_000),
-         'count': (2_000, 5_000), 'plan': (10_000_000, 40_000_000), 'write': (50_000, 100_000), 'rounds': (3, 5)}
+         'count': (2_000, 5_000), 'plan': (10_000_000, 40_000_000), 'write': (50_000, 100_000), 'rounds': (3, 7)}
 
 
 def value(row: Row, result: dict[str, Any]) -> float:
     """The row's number from one result, in the row's unit."""
-    return result[row.metric] * (1e3 if row.unit == 'ms' else 1)
+    return sum(result[metric] for metric in row.metric.split('+')) * (1e3 if row.unit == 'ms' else 1)
 
 
 def write_data(server: Server, base: str, source: dict[str, str], sizes: dict[str, int]) -> dict[str, str]:
@@ -457,6 +458,27 @@ def profile_row(version: Version, server: Server, env: dict[str, str], spec: dic
     return '\n'.join(lines)
 
 
+def import_profile(version: Version, env: dict[str, str], runs: int = 5, top: int = 10) -> str:
+    """``python -X importtime`` of the ``import`` row (torch first, gc settled), ``runs`` times: the modules it
+    imports and the largest median own times."""
+    code = (f'import gc, sys; sys.path.insert(0, {HERE!r}); import bench_versions; bench_versions.drop_editable_'
+            'finders(); import numpy, torch.utils.data; gc.collect(); sys.stderr.write("@@MARK\\n"); '
+            'import streaming_core, streaming_mds; streaming_core.StreamingDataset')
+    own: dict[str, list[int]] = {}
+    for _ in range(runs):
+        err = subprocess.run([sys.executable, '-X', 'importtime', '-c', code], env=env, cwd=version.scratch,
+                             capture_output=True, text=True, check=True).stderr.split('@@MARK')[-1]
+        for line in err.splitlines():
+            parts = line.split('|')
+            if line.startswith('import time:') and parts[0].split(':')[1].strip().isdigit():
+                own.setdefault(parts[2].strip(), []).append(int(parts[0].split(':')[1]))
+    med = sorted(((statistics.median(v) / 1e3, k) for k, v in own.items()), reverse=True)
+    ours = sum(1 for name in own if name.startswith('streaming'))
+    return (f'  {version.label}: {len(own)} modules ({ours} streaming*), own times summing to '
+            f'{sum(m for m, _ in med):.1f} ms (medians of {runs}); largest: '
+            + ', '.join(f'{name} {ms:.1f}' for ms, name in med[:top]))
+
+
 def table(rows: list[Row], results: dict[str, dict[str, list[float]]], labels: list[str]) -> tuple[str, list[Row]]:
     """The Markdown table of medians and ratios, and the rows where new is slower by more than 10%."""
     old, new = labels
@@ -490,8 +512,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--old', default='fbd606c^', help='the "before" commit (default: fbd606c^)')
     parser.add_argument('--new', default='HEAD', help="the new commit (default HEAD), or 'worktree' for this tree")
-    parser.add_argument('--quick', action='store_true', help='smaller data, 3 rounds, fewer rows (< 3 min)')
-    parser.add_argument('--rounds', type=int, help='rounds (default 3 with --quick, else 5)')
+    parser.add_argument('--quick', action='store_true', help='smaller data, 3 rounds, fewer rows')
+    parser.add_argument('--rounds', type=int, help='rounds (default 3 with --quick, else 7)')
     parser.add_argument('--rows', help=f'comma-separated subset of: {", ".join(r.key for r in ROWS)}')
     parser.add_argument('--profile', action='store_true', help='cProfile each row where new is slower than old')
     parser.add_argument('--keep', action='store_true', help='keep the temporary directory (exports, data)')
@@ -586,7 +608,8 @@ def main() -> None:
             for row in slower:
                 print(f'\nprofile of {row.label}:', flush=True)
                 for label in ('old', 'new'):
-                    print(profile_row(*pairs[label], all_specs[row.measurement]), flush=True)
+                    print(import_profile(pairs[label][0], pairs[label][2]) if row.key == 'import' else
+                          profile_row(*pairs[label], all_specs[row.measurement]), flush=True)
     finally:
         for server in servers:
             server.close()
