@@ -291,3 +291,39 @@ def test_a_cache_limit_scans_the_cache_without_creating_every_reader(tmp_path):
     assert dataset.shard_manager.cache.usage > 0
     assert table.created == 2  # the template's check and the shard read
     assert ids_of(dataset) == list(range(200))
+
+
+def test_the_checksum_is_verified_once_per_file_version_and_a_stale_record_is_never_trusted(tmp_path, monkeypatch):
+    from streaming_core.reading import binary_index
+    local = write_mds(str(tmp_path / 'ds'), 40, size_limit=300)
+    assert StreamingDataset(local=local, batch_size=1).catalogue.sources[0].built_here
+    (name,) = _bin_files(local)
+    path = os.path.join(state_dir(local), name)
+    record = binary_index.record_path(path)
+    assert not os.path.exists(record), 'a file changed within the margin is not vouched for'
+    calls = []
+    real = binary_index._checksum
+    monkeypatch.setattr(binary_index, '_checksum', lambda handle, length: calls.append(length) or real(handle, length))
+    monkeypatch.setattr(binary_index, 'RECORD_MARGIN_NS', 0)
+    StreamingDataset(local=local, batch_size=1)
+    assert len(calls) == 1 and json.load(open(record))['stamp'][2] == os.path.getsize(path)
+    again = StreamingDataset(local=local, batch_size=1)
+    assert len(calls) == 1 and not again.catalogue.sources[0].built_here, 'the record spares the checksum'
+    stat = os.stat(path)
+    with open(path, 'r+b') as handle:  # flip a byte in place, same size, mtime put back: the ctime still moves
+        handle.seek(stat.st_size // 2)
+        byte = handle.read(1)
+        handle.seek(stat.st_size // 2)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    time.sleep(0.02)
+    damaged = StreamingDataset(local=local, batch_size=1)
+    assert len(calls) > 1 and damaged.catalogue.sources[0].built_here, 'the record no longer matches: checked'
+    assert [damaged[i] for i in range(40)] == [sample(i) for i in range(40)]
+    with open(record, 'w') as handle:
+        handle.write('{"stamp": [1, 2, 3], "checksum": 0')  # garbage: ignored, checked again, rewritten
+    StreamingDataset(local=local, batch_size=1)
+    assert json.load(open(record))['stamp'][2] == os.path.getsize(path)
+    with open(path, 'r+b') as handle:  # truncated under a valid record: the size tells
+        handle.truncate(os.path.getsize(path) - 24)
+    assert StreamingDataset(local=local, batch_size=1).catalogue.sources[0].built_here

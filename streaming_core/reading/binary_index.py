@@ -44,7 +44,7 @@ from streaming_core.reading.index_file import FileInfo, check_basename
 from streaming_core.reading.shard_table import ShardTable
 
 __all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
-           'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES']
+           'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES', 'record_path', 'RECORD_MARGIN_NS']
 
 logger = logging.getLogger('streaming_core.reading.binary_index')
 
@@ -313,10 +313,11 @@ def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column
                 pass
     for _, name in sorted(versions, reverse=True)[KEEP_VERSIONS:]:
         if os.path.join(directory, name) != path:
-            try:
-                os.remove(os.path.join(directory, name))
-            except OSError:
-                pass
+            for victim in (os.path.join(directory, name), record_path(os.path.join(directory, name))):
+                try:
+                    os.remove(victim)
+                except OSError:
+                    pass
 
 
 def _checksum(handle: Any, length: int) -> int:
@@ -336,8 +337,62 @@ def _checksum(handle: Any, length: int) -> int:
     return hasher.intdigest()
 
 
+#: A verification record is trusted only for a file last modified at least this long before it was verified: a
+#: change made within the file system's timestamp granularity of the verification could keep the same mtime.
+RECORD_MARGIN_NS = 1_000_000_000
+
+
+def record_path(path: str) -> str:
+    """Where the verification record of the binary index at ``path`` lives (beside it)."""
+    return path + '.verified'
+
+
+def _stamp(stat: os.stat_result) -> list[int]:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _recorded(path: str, stat: os.stat_result, stored: int) -> bool:
+    """Whether the record beside ``path`` vouches for this very file version (same device, inode, size, mtime and
+    ctime, and the checksum its trailer states), verified long enough after its last change."""
+    try:
+        with open(record_path(path), encoding='utf-8') as f:
+            record = json.load(f)
+        stamp, checksum, verified = record['stamp'], record['checksum'], record['verified_ns']
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return (stamp == _stamp(stat) and checksum == stored and isinstance(verified, int)
+            and verified - max(stat.st_mtime_ns, stat.st_ctime_ns) >= RECORD_MARGIN_NS)
+
+
+def _write_record(path: str, stat: os.stat_result, checksum: int) -> None:
+    """Record that the file version ``stat`` describes was verified (atomically; failing to write is no error).
+
+    Written only when the file was last changed at least :data:`RECORD_MARGIN_NS` ago, so a file changed again
+    within the timestamp granularity is never vouched for."""
+    now = time.time_ns()
+    if now - max(stat.st_mtime_ns, stat.st_ctime_ns) < RECORD_MARGIN_NS:
+        return
+    from streaming_core.storage.facade import temp_name
+    target = record_path(path)
+    tmp = temp_name(target)
+    try:
+        with open(tmp, 'w', encoding='utf-8') as f:
+            json.dump({'stamp': _stamp(stat), 'checksum': checksum, 'verified_ns': now}, f)
+        os.replace(tmp, target)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
 def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:
     """Map a binary index read-only after checking its size, magic, checksum and identity.
+
+    The checksum of the whole file is computed once per file version and node: a verification record beside it
+    (:func:`record_path`: device, inode, size, mtime and ctime of the file, its checksum, when it was verified)
+    lets later opens skip it while the file's ``stat`` still matches; a record that does not match is ignored and
+    the file checked again. The size, magic, header and identity are checked on every open.
 
     Returns:
         ``(header, arrays, mapping)``: the arrays are views of the mapping.
@@ -347,11 +402,14 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
     """
     try:
         with open(path, 'rb') as handle:
-            size = os.fstat(handle.fileno()).st_size
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size
             if size < len(MAGIC) + 8 + _TRAILER:
                 raise BinaryIndexError(f'{path}: {size} bytes, too short for a binary index (truncated).')
             mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            actual = _checksum(handle, size - _TRAILER)
+            (trailer,) = _U64.unpack_from(mm, size - _TRAILER)
+            vouched = _recorded(path, stat, trailer)
+            actual = trailer if vouched else _checksum(handle, size - _TRAILER)
     except FileNotFoundError:
         raise BinaryIndexError(f'{path} does not exist.') from None
     except OSError as err:
@@ -363,6 +421,8 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
         (stored,) = _U64.unpack_from(mm, end)
         if actual != stored:
             raise BinaryIndexError(f'{path}: checksum mismatch (corrupt).')
+        if not vouched:
+            _write_record(path, stat, actual)
         (header_len,) = _U64.unpack_from(mm, 8)
         header = json.loads(mm[16:16 + header_len])
         if header.get('version') != FORMAT_VERSION:
