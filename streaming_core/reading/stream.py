@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import os
 import re
+import shutil
 import time
 from typing import Any, Mapping, Sequence
 
@@ -504,20 +505,23 @@ class Stream:
                       options=self.storage_options)
 
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
-        from streaming_core.storage.compression import decompress
-        with open(zip_path, 'rb') as handle:
-            data = handle.read()
-        try:
-            out = decompress(compression, data, max_size=raw.bytes if raw is not None else None)
-        except ShardCorruptError as err:
-            raise ShardCorruptError(f'{zip_path}: {err}') from err
-        if raw is not None and len(out) != raw.bytes:
-            raise ShardCorruptError(f'{zip_path} decompresses to {len(out)} bytes, but the index declares '
-                                    f'{raw.bytes} for {raw.basename}.')
+        """Decompress ``zip_path`` into ``raw_path`` through a temporary file, a chunk at a time where the
+        compressor streams (gzip, bzip2), bounded by the raw size the index declares."""
+        from streaming_core.storage.compression import decompress_file
         tmp = temp_name(raw_path)
         try:
-            with open(tmp, 'wb') as handle:
-                handle.write(out)
+            try:
+                if compression is None:
+                    shutil.copyfile(zip_path, tmp)
+                    written = os.path.getsize(tmp)
+                else:
+                    bound = raw.bytes if raw is not None else None
+                    written = decompress_file(compression, zip_path, tmp, max_size=bound)
+            except ShardCorruptError as err:
+                raise ShardCorruptError(f'{zip_path}: {err}') from err
+            if raw is not None and written != raw.bytes:
+                raise ShardCorruptError(f'{zip_path} decompresses to {written} bytes, but the index declares '
+                                        f'{raw.bytes} for {raw.basename}.')
             os.replace(tmp, raw_path)
         finally:
             if os.path.exists(tmp):

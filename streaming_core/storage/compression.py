@@ -12,7 +12,7 @@ from streaming_core.machinery.lookup import get_registry
 from streaming_core.machinery.protocols import Compressor
 
 __all__ = ['UnknownCompressionError', 'parse_compression', 'get_compressor', 'compress', 'decompress',
-           'is_compression', 'get_compression_extension', 'compression_names', 'get_compressions']
+           'decompress_file', 'is_compression', 'get_compression_extension', 'compression_names', 'get_compressions']
 
 
 class UnknownCompressionError(UnknownNameError, ValueError):
@@ -124,3 +124,23 @@ def decompress(text: str | None, data: bytes | memoryview, max_size: int | None 
         return bytes(data)
     compressor, _ = parse_compression(text)
     return compressor.decompress(data, max_size)
+
+
+def decompress_file(text: str, src_path: str, dst_path: str, max_size: int | None = None) -> int:
+    """Decompress the file ``src_path`` into ``dst_path`` by the family of ``text``; at most ``max_size`` bytes when
+    given. A compressor with a ``decompress_to(src, dst, max_size)`` method (gzip and bzip2 here) streams in
+    bounded memory; for the others the compressed file is read and the output built in memory (it is bounded by
+    ``max_size``). Returns the number of bytes written.
+
+    Raises:
+        ValueError: ``text`` is not a valid compression string.
+        ShardCorruptError: the data is corrupt, truncated, or expands past ``max_size``.
+    """
+    compressor, _ = parse_compression(text)
+    stream = getattr(compressor, 'decompress_to', None)
+    with open(src_path, 'rb') as src, open(dst_path, 'wb') as dst:
+        if stream is not None:
+            return int(stream(src, dst, max_size))
+        out = compressor.decompress(src.read(), max_size)
+        dst.write(out)
+        return len(out)
