@@ -54,6 +54,11 @@ class Compressor(Protocol):
         extension: The family name, used as the compressed file's extension.
         levels: The valid levels (empty when the family takes none, like ``snappy``).
         default_level: The level used for a bare family name (``None`` when there are no levels).
+
+    A compressor may also define ``decompress_to(src, dst, max_size=None) -> int``, decompressing the open file
+    ``src`` into ``dst`` a chunk at a time (bounded by ``max_size``, returning the bytes written): the core then
+    decompresses downloaded shards in bounded memory (gzip and bzip2 do); without it, the file is decompressed in
+    memory through :meth:`decompress`.
     """
 
     extension: str
