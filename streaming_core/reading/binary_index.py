@@ -450,6 +450,7 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
         IndexFormatError: the index is invalid (naming the file and the shard).
     """
     from streaming_core.common.paths import state_dir
+    from streaming_core.reading.binary_index_fast import build_parsed
     from streaming_core.reading.index_file_stream import iter_index_entries
     from streaming_core.storage.locking import RangeLocks
     sdir = state_dir(stream.local_dir)
@@ -469,8 +470,10 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
             if os.path.exists(path):
                 logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
             start = time.perf_counter()
-            header, columns = build_binary(iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path,
-                                           synced.identity, spill_dir=sdir)
+            fast = build_parsed(synced.data, synced.path, synced.identity)  # a small one-template index
+            header, columns = fast if fast is not None else build_binary(
+                iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path, synced.identity,
+                spill_dir=sdir)
             try:
                 write_binary(path, header, columns)
             finally:

@@ -1,0 +1,228 @@
+"""The binary index of a small ``index.json``, parsed at once and checked column by column.
+
+:func:`~streaming_core.reading.binary_index.build_binary` decodes one shard entry at a time and checks it in Python:
+bounded memory at any size, but about 20 us per shard. An index small enough to parse whole
+(:data:`FAST_PARSE_BYTES`) whose shards all share one template (the usual case: one writer, one column layout, one
+compression, the same hash algorithms) is converted here instead: :func:`json.loads`, then each field checked over
+all shards at once (types through ``map``, names through one regular expression, integers through NumPy) and the
+columns assembled with NumPy. The result is byte for byte what ``build_binary`` gives (a test compares them); on any
+doubt (another template, a malformed entry, a file name to refuse) :func:`build_parsed` returns None and the caller
+takes the general path, which reports the problem with its usual message.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import re
+from operator import itemgetter
+from typing import Any, Iterator
+
+import numpy as np
+
+__all__ = ['FAST_PARSE_BYTES', 'build_parsed', 'ArrayColumn']
+
+#: Indexes up to this size are parsed whole (a parsed index takes several times its size in Python objects).
+FAST_PARSE_BYTES = 64 << 20
+_MAX_INT64 = (1 << 63) - 1
+_HEX = re.compile(r'[0-9a-f]*')
+_DRIVE = re.compile(r'(?:\A|\0)[A-Za-z]:')
+
+
+class ArrayColumn:
+    """A finished column (what :func:`~streaming_core.reading.binary_index.write_binary` reads) over a NumPy array."""
+
+    def __init__(self, values: Any, dtype: str) -> None:
+        self.dtype = dtype
+        self._array = np.ascontiguousarray(values, dtype=np.dtype(dtype))
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    @property
+    def nbytes(self) -> int:
+        """The column's size in bytes."""
+        return self._array.nbytes
+
+    def chunks(self) -> Iterator[bytes]:
+        """The column's bytes (one piece)."""
+        if len(self._array):
+            yield self._array.tobytes()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _ints(values: list[Any], low: int = 0) -> np.ndarray | None:
+    """``values`` as int64 when every one is an ``int`` (not a bool) within ``[low, 2**63)``, else None."""
+    if values and set(map(type, values)) != {int}:
+        return None
+    try:
+        array = np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    return array if not len(array) or int(array.min()) >= low else None
+
+
+def _names_ok(names: list[str]) -> bool:
+    """Whether every name passes :func:`~streaming_core.reading.index_file.check_basename` (checked on all names at
+    once: no NUL or backslash, no empty, ``.`` or ``..`` component, hence no leading or trailing ``/``, no drive)."""
+    joined = '\0'.join(names)
+    if joined.count('\0') != len(names) - 1 or '\\' in joined:
+        return False
+    flat = '\0' + joined.replace('/', '\0') + '\0'
+    if '\0\0' in flat or '\0.\0' in flat or '\0..\0' in flat:
+        return False
+    return not (':' in joined and _DRIVE.search(joined))
+
+
+def build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(header, columns)`` of the binary form of the index text ``data`` (see the module doc), or None when the
+    general path must build it.
+
+    The garbage collector is paused meanwhile: parsing creates a few objects per shard, none in a cycle, and each
+    collection they would trigger walks every object of the process (torch's included) for nothing."""
+    if len(data) > FAST_PARSE_BYTES or data.count(b'"shards"') != 1:
+        return None
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_parsed(data, path, identity)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    try:
+        index = json.loads(data.decode('utf-8'))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if type(index) is not dict or index.get('version') != 2 or type(index.get('version')) is not int:
+        return None
+    shards = index.get('shards')
+    if type(shards) is not list or not shards or set(map(type, shards)) != {dict}:
+        return None
+    keys = set(map(tuple, shards))
+    if len(keys) != 1:
+        return None
+    first = shards[0]
+    ordered = sorted(k for k in first if k != 'samples')
+    if 'samples' not in first:
+        return None
+    other_keys = [k for k in ordered if not k.startswith(('raw_', 'zip_'))]
+    file_keys = [k for k in ordered if k.startswith(('raw_', 'zip_'))]
+    n = len(shards)
+    counts = _ints(list(map(itemgetter('samples'), shards)))
+    if counts is None:
+        return None
+    for key in other_keys:  # one template: every other field equal to the first shard's
+        column = list(map(itemgetter(key), shards))
+        if column.count(column[0]) != n:
+            return None
+    slots: list[list[Any]] = []
+    files: list[tuple[str, np.ndarray, list[str], list[list[str]]]] = []  # (key, sizes, names, hash columns)
+    for key in file_keys:
+        objs = list(map(itemgetter(key), shards))
+        kinds = set(map(type, objs))
+        if kinds == {type(None)}:
+            slots.append([key, None])
+            continue
+        if kinds != {dict} or set(map(len, objs)) != {3}:
+            return None
+        try:
+            names = list(map(itemgetter('basename'), objs))
+            sizes = _ints(list(map(itemgetter('bytes'), objs)))
+            hashes = list(map(itemgetter('hashes'), objs))
+        except KeyError:
+            return None
+        if sizes is None or set(map(type, names)) != {str} or set(map(type, hashes)) != {dict}:
+            return None
+        algos_seen = set(map(tuple, map(sorted, hashes)))
+        if len(algos_seen) != 1:
+            return None
+        algos = list(next(iter(algos_seen)))
+        if any(type(a) is not str for a in algos):
+            return None
+        if not _names_ok(names):
+            return None
+        columns = []
+        for algo in algos:
+            values = list(map(itemgetter(algo), hashes))
+            if set(map(type, values)) != {str} or not _HEX.fullmatch(''.join(values)):
+                return None
+            columns.append(values)
+        slots.append([key, algos])
+        files.append((key, sizes, names, columns))
+    return _assemble(index, shards, counts, other_keys, slots, files, path, identity)
+
+
+def _assemble(index: dict[str, Any], shards: list[dict[str, Any]], counts: np.ndarray, other_keys: list[str],
+              slots: list[list[Any]], files: list[tuple[str, np.ndarray, list[str], list[list[str]]]], path: str,
+              identity: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The columns and header of a one-template index, as ``build_binary`` lays them out."""
+    from streaming_core.reading.binary_index import FORMAT_VERSION, _add_template
+    n, nfiles = len(shards), len(files)
+    templates: list[dict[str, Any]] = []
+    _add_template({key: shards[0][key] for key in other_keys}, slots, 0, path, templates, {})
+    sizes = np.stack([f[1] for f in files], axis=1) if files else np.zeros((n, 0), np.int64)
+    raw = [i for i, f in enumerate(files) if f[0][0] == 'r']
+    raw_bytes = sizes[:, raw].sum(axis=1) if raw else np.zeros(n, np.int64)
+    zip_bytes = sizes[:, [i for i in range(nfiles) if i not in raw]].sum(axis=1) if nfiles > len(raw) else \
+        np.zeros(n, np.int64)
+    per_file = [1 + len(f[3]) for f in files]  # strings per file: its name, then its hashes
+    per_shard = sum(per_file)
+    starts = np.concatenate([[0], np.cumsum(per_file)[:-1]]).astype(np.int64) if files else np.zeros(0, np.int64)
+    base = np.arange(n, dtype=np.int64)[:, None] * per_shard
+    file_name = (base + starts[None, :]).ravel()
+    hash_offsets = np.array([starts[f] + 1 + a for f in range(nfiles) for a in range(len(files[f][3]))],
+                            dtype=np.int64)  # in the order (file, algorithm) within a shard
+    hash_str = (base + hash_offsets[None, :]).ravel()
+    hashes_per_file = np.array([len(f[3]) for f in files], dtype=np.int64)
+    hash_start = np.concatenate([[0], np.cumsum(np.tile(hashes_per_file, n))]) if files else np.zeros(1, np.int64)
+    strings = [s for row in zip(*[c for f in files for c in (f[2], *f[3])]) for s in row]
+    encoded = ''.join(strings).encode('utf-8')
+    if len(encoded) == sum(map(len, strings)):
+        lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    else:
+        pieces = [s.encode('utf-8') for s in strings]
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    str_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    densest = _densest(counts, raw_bytes)
+    templates[0]['densest'] = densest
+    templates[0]['max_file_bytes'] = int(sizes.max()) if sizes.size else 0
+    columns = {'samples': ArrayColumn(counts, '<i8'), 'template': ArrayColumn(np.zeros(n), '<i4'),
+               'raw_bytes': ArrayColumn(raw_bytes, '<i8'), 'zip_bytes': ArrayColumn(zip_bytes, '<i8'),
+               'file_start': ArrayColumn(np.arange(n + 1) * nfiles, '<i8'),
+               'file_bytes': ArrayColumn(sizes.ravel(), '<i8'), 'file_name': ArrayColumn(file_name, '<i8'),
+               'hash_start': ArrayColumn(hash_start, '<i8'), 'hash_str': ArrayColumn(hash_str, '<i8'),
+               'str_off': ArrayColumn(str_off, '<i8'), 'str_blob': ArrayColumn(np.frombuffer(encoded, np.uint8),
+                                                                               '|u1')}
+    digest = hashlib.blake2b(digest_size=16)
+    for name in ('samples', 'str_blob'):
+        for chunk in columns[name].chunks():
+            digest.update(chunk)
+    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path, 'num_shards': n,
+                              'templates': templates, 'layout': digest.hexdigest(), 'arrays': {}}
+    relative = 0
+    for name, column in columns.items():
+        header['arrays'][name] = [column.dtype, relative, len(column)]
+        relative += -(-column.nbytes // 8) * 8
+    return header, columns
+
+
+def _densest(counts: np.ndarray, raw: np.ndarray) -> int | None:
+    """The first shard with the fewest raw bytes per sample (exact integer comparison), None when none has samples."""
+    nonzero = np.flatnonzero(counts)
+    if not len(nonzero):
+        return None
+    ratio = raw[nonzero] / counts[nonzero]
+    best = float(ratio.min())
+    candidates = nonzero[ratio <= best * (1 + 1e-9) + 1e-12]
+    pick = int(candidates[0])
+    same = (raw[candidates] == raw[pick]) & (counts[candidates] == counts[pick])
+    for i in candidates[~same].tolist():
+        if int(raw[i]) * int(counts[pick]) < int(raw[pick]) * int(counts[i]):
+            pick = i
+    return pick

@@ -1,0 +1,80 @@
+"""The one-template fast build of a small index (issue 15): byte for byte the general build's file, and every doubt
+(another template, a name to refuse, a malformed entry, a second "shards" key) left to the general path."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from streaming_core.reading.binary_index import build_binary
+from streaming_core.reading.binary_index_fast import build_parsed
+from streaming_core.reading.index_file_stream import iter_index_entries
+from tests.fixtures.data import write_mds
+
+
+def _general(data: bytes) -> tuple[dict, dict]:
+    return build_binary(iter_index_entries(io.BytesIO(data), 'p'), 'p', 'id')
+
+
+def _same(data: bytes) -> None:
+    fast = build_parsed(data, 'p', 'id')
+    assert fast is not None, 'the fast path applies'
+    general = _general(data)
+    assert fast[0] == general[0]
+    for name, column in general[1].items():
+        assert b''.join(fast[1][name].chunks()) == b''.join(column.chunks()), name
+
+
+def _index(tmp_path, **kwargs) -> dict:
+    local = write_mds(str(tmp_path / 'ds'), 90, size_limit=300, **kwargs)
+    with open(os.path.join(local, 'index.json')) as handle:
+        return json.load(handle)
+
+
+@pytest.mark.parametrize('compression,hashes', [(None, None), ('zstd', ['sha1', 'xxh64'])])
+def test_the_fast_build_equals_the_general_one(tmp_path, compression, hashes):
+    index = _index(tmp_path, compression=compression, hashes=hashes)
+    _same(json.dumps(index).encode())
+    for i, entry in enumerate(index['shards']):  # names not ASCII, denser shards later, shards without samples
+        entry['raw_data']['basename'] = f'dir/é-{i}.mds'
+        entry['raw_data']['bytes'] += 1000 - 7 * i
+        if i % 5 == 0:
+            entry['samples'] = 0
+    _same(json.dumps(index).encode())
+
+
+@pytest.mark.parametrize('damage', ['two templates', '../escape', 'leading /', 'dot', 'drive', 'bool samples',
+                                    'negative bytes', 'upper hex', 'missing hashes', 'two shards keys', 'version'])
+def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
+    index = _index(tmp_path, hashes=['sha1'])
+    shards = index['shards']
+    raw = shards[3]['raw_data']
+    if damage == 'two templates':
+        shards[3]['size_limit'] = 12345
+    elif damage == '../escape':
+        raw['basename'] = '../escape.mds'
+    elif damage == 'leading /':
+        raw['basename'] = '/abs.mds'
+    elif damage == 'dot':
+        raw['basename'] = 'a/./b.mds'
+    elif damage == 'drive':
+        raw['basename'] = 'C:evil.mds'
+    elif damage == 'bool samples':
+        shards[3]['samples'] = True
+    elif damage == 'negative bytes':
+        raw['bytes'] = -1
+    elif damage == 'upper hex':
+        raw['hashes']['sha1'] = raw['hashes']['sha1'].upper()
+    elif damage == 'missing hashes':
+        del raw['hashes']
+    elif damage == 'version':
+        index['version'] = True
+    data = json.dumps(index).encode()
+    if damage == 'two shards keys':
+        data = data[:-1] + b', "shards": []}'
+    assert build_parsed(data, 'p', 'id') is None
+    if damage == 'two templates':
+        assert len(_general(data)[0]['templates']) == 2
