@@ -142,3 +142,21 @@ def test_an_index_kept_in_the_per_file_layout_is_rebuilt(tmp_path: Any) -> None:
     assert [sample['id'] for sample in dataset] == ids
     # The files did not change: the local copies were kept, not downloaded again.
     assert {name: os.stat(os.path.join(local, name)).st_ino for name in _sizes(data)} == copies
+
+
+@pytest.mark.slow
+def test_two_workers_share_files_under_a_small_cache_limit(tmp_path: Any) -> None:
+    from streaming_core import StreamingDataLoader
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    ids = write_parquet(remote, files=8, rows=60, row_group=20)  # 24 units
+    largest = max(_sizes(remote).values())
+    limit = largest * 11 // 2  # each worker holds the files of the row groups its block reads: 2 or so
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # below four times the largest file: meant here
+        dataset = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, shuffle_seed=9,
+                                   shuffle_block_size=40, cache_limit=limit)
+    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, collate_fn=lambda batch: batch)
+    seen = [sample['id'] for batch in loader for sample in batch]
+    assert sorted(seen) == ids  # each row once
+    assert dataset.cache_usage <= limit
+    assert len(os.listdir(local)) < 8  # every file was read, some were evicted under the workers' units
