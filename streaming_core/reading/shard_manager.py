@@ -117,16 +117,15 @@ class ShardManager:
         self._views_lock = threading.RLock()
         self._inflight: dict[int, Future[None]] = {}
         self._inflight_lock = threading.Lock()
-        self._short_of_room: set[int] = set()  # files whose preparing thread waits for cache room now
+        self._short_of_room: set[int] = set()  # files whose preparing thread waits (for cache room, or another process)
         self._cache: CacheState | None = None
-        self._checked: set[int] = set()  # shards whose local files this process has checked against the index
+        self._checked: set[int] = set()  # files (by first unit) this process has checked against the index
         self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_short_of_room',
-                     '_cache', '_pid',
-                     '_checked', '_paths'):
+                     '_cache', '_pid', '_checked', '_paths'):
             state.pop(name, None)
         return state
 
@@ -259,9 +258,10 @@ class ShardManager:
                 self._inflight.pop(key, None)
 
     def _await(self, future: Future[None], key: int, on_wait: Callable[[], None] | None, timeout: float) -> None:
-        """Wait for another thread's preparation of the same file. While that thread waits for cache room, call
-        ``on_wait`` too: the waiter may hold the very pins that keep the room taken (a prefetcher preparing a file
-        while the loop, which needs another unit of it, still reads a unit of the file to be evicted)."""
+        """Wait for another thread's preparation of the same file. While that thread waits (for cache room, or for
+        another process preparing the file, which may itself wait for room), call ``on_wait`` too: the waiter may
+        hold the very pins that keep the room taken (a prefetcher preparing a file while the loop, which needs
+        another unit of it, still reads a unit of the file to be evicted)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
