@@ -18,17 +18,16 @@ points not declared by both trees (plugins added since, and any installed one) a
 own cache root: the new tree's plugin manifest and binary indexes are its own (the old tree keeps neither).
 
 **Measurements**, one code path for both (``peers/runner.py``'s ``run``, ``peers/impl_ours.py``,
-``bench_writer.worker``, and a planning measurement written here against the API both trees share):
+``bench_writer.worker``, and a planning measurement here on the API both trees share):
 
 * ``iter-*``: one warm epoch of small samples (``{'id': int, 'data': 256 B}``) through a DataLoader (batch 256),
   samples/s: 0 workers unshuffled and shuffled (py1e), 2 workers shuffled; the full run adds 2 workers unshuffled
   and images shuffled. Every epoch must be complete (the ids' sum is checked).
 * ``access-p50``: ``ds[i]`` median latency over random ids, 10 shards.
 * ``first``: constructor to the first sample of ``iter(ds)``, 10 shards, warm (binary index and plugin manifest built
-  by an unrecorded warm-up), in a fresh interpreter; ``import``: ``import streaming_core, streaming_mds`` +
-  ``StreamingDataset`` there, torch already imported. torch's import leaves a full garbage collection due (~170k
-  objects, 100-300 ms here) that lands in whichever phase crosses the threshold first: both clocks start after a
-  ``gc.collect()``.
+  by a warm-up), in a fresh interpreter; ``import``: ``import streaming_core, streaming_mds`` + ``StreamingDataset``
+  there, torch imported first. torch's import leaves a full garbage collection due (~170k objects, 100-300 ms) that
+  lands in whichever phase crosses the threshold first: both clocks start after a ``gc.collect()``.
 * ``plan``: ``EpochPlanner.plan_node`` for node 0 of 8 canonical nodes (py1e, 8 ranks x 2 workers).
 * ``write``: ``MDSWriter`` throughput, small samples, uncompressed (after a 100-sample warm-up writer).
 
@@ -43,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import glob
 import json
 import os
 import shutil
@@ -52,7 +52,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,16 +75,14 @@ class Version:
     commit: str
     root: str
     scratch: str
-    packages: dict[str, str] = field(default_factory=dict)
-
-    def pythonpath(self) -> list[str]:
-        """The tree's distribution metadata (:func:`write_metadata`), its root, its plugin distribution directories."""
-        dirs = sorted({os.path.dirname(p) for n, p in self.packages.items() if n != 'streaming_core'})
-        return [os.path.join(self.scratch, 'meta'), self.root, *dirs]
+    packages: dict[str, str]
 
     def env(self, blocked: list[str]) -> dict[str, str]:
-        """The environment of this version's children (see the module doc)."""
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(self.pythonpath()), PYTHONPYCACHEPREFIX=PYCACHE,
+        """The environment of this version's children: ``PYTHONPATH`` = the tree's metadata (:func:`write_metadata`),
+        its root and plugin directories; its own cache root; the blocked entry points (see the module doc)."""
+        dirs = sorted({os.path.dirname(p) for n, p in self.packages.items() if n != 'streaming_core'})
+        path = os.pathsep.join([os.path.join(self.scratch, 'meta'), self.root, *dirs])
+        env = dict(os.environ, PYTHONPATH=path, PYTHONPYCACHEPREFIX=PYCACHE,
                    STREAMING_CORE_CACHE_DIR=os.path.join(self.scratch, 'cache'),
                    STREAMING_CORE_BLOCK_PLUGINS=','.join(blocked), TMPDIR=os.path.join(self.scratch, 'tmp'))
         for name in ('PYTHONDONTWRITEBYTECODE', 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD',
@@ -94,7 +92,7 @@ class Version:
 
 
 def _under(path: str | None, root: str) -> bool:
-    """Whether ``path`` is inside the directory ``root`` (the child side starts here: the tree first on sys.path)."""
+    """Whether ``path`` is inside ``root`` (the child side starts here, with the tree first on ``sys.path``)."""
     return path is not None and os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
 
 
@@ -190,8 +188,6 @@ def serve(root: str) -> None:
     child_imports(root)
     gc.freeze()
     for line in sys.stdin:
-        if not line.strip():
-            continue
         spec = json.loads(line)
         sys.stdout.flush()
         pid = os.fork()
@@ -249,29 +245,21 @@ def export(ref: str, dest: str) -> str:
 def packages(root: str) -> dict[str, str]:
     """``{top-level package: its directory}`` for ``streaming_core`` and every ``plugins/*/<package>`` of a tree."""
     found = {'streaming_core': os.path.join(root, 'streaming_core')}
-    plugins = os.path.join(root, 'plugins')
-    for dist in sorted(os.listdir(plugins)) if os.path.isdir(plugins) else []:
-        base = os.path.join(plugins, dist)
-        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-            if name.startswith('streaming') and os.path.isfile(os.path.join(base, name, '__init__.py')):
-                found[name] = os.path.join(base, name)
+    for init in sorted(glob.glob(os.path.join(root, 'plugins', '*', 'streaming*', '__init__.py'))):
+        found[os.path.basename(os.path.dirname(init))] = os.path.dirname(init)
     return found
 
 
 def declared_entry_points(root: str) -> dict[str, dict[str, dict[str, str]]]:
     """``{distribution: {'version': ..., 'entry_points': {group: {name: value}}}}`` from a tree's pyproject files."""
-    import glob
-
     import tomllib
     out = {}
     for path in [os.path.join(root, 'pyproject.toml'), *sorted(glob.glob(os.path.join(root, 'plugins', '*',
                                                                                         'pyproject.toml')))]:
         with open(path, 'rb') as handle:
             project = tomllib.load(handle).get('project', {})
-        groups = dict(project.get('entry-points', {}))
-        if project.get('scripts'):
-            groups['console_scripts'] = project['scripts']
-        out[project['name']] = {'version': str(project.get('version', '0')), 'entry_points': groups}
+        out[project['name']] = {'version': str(project.get('version', '0')),
+                                'entry_points': dict(project.get('entry-points', {}))}
     return out
 
 
@@ -301,6 +289,7 @@ def blocked_entry_points(declared: list[dict[str, dict[str, Any]]]) -> list[str]
 
 class Server:
     """A version's fork server (``bench_versions.py --serve ROOT``)."""
+
     def __init__(self, version: Version, env: dict[str, str]) -> None:
         self.version = version
         self.log = open(os.path.join(version.scratch, 'server.log'), 'w')
@@ -396,26 +385,15 @@ def write_data(server: Server, base: str, source: dict[str, str], sizes: dict[st
     return out
 
 
-def linked_copy(src: str, dest: str) -> str:
-    """A copy of a dataset directory: shards hard-linked, JSON files copied (a version may rewrite them)."""
-    os.makedirs(dest)
-    for name in os.listdir(src):
-        (shutil.copyfile if name.endswith('.json') else os.link)(os.path.join(src, name), os.path.join(dest, name))
-    return dest
-
-
 def specs(source: dict[str, str], sizes: dict[str, int]) -> dict[str, dict]:
     """The measurement specs; ``path`` names a dataset (``measure`` makes it the version's copy)."""
     iterate = {'task': 'iterate', 'impl': 'ours', 'case': 'small', 'source': source['iter'], 'path': 'iter',
-               'batch_size': 256, 'seed': 17, 'expect': sizes['iter']}
+               'batch_size': 256, 'seed': 17, 'expect': sizes['iter'], 'shuffle': True, 'workers': 0}
     access = {'impl': 'ours', 'case': 'small', 'source': source['access'], 'path': 'access'}
     return {
-        'iter-0w': dict(iterate, shuffle=False, workers=0),
-        'iter-0w-shuf': dict(iterate, shuffle=True, workers=0),
-        'iter-2w-shuf': dict(iterate, shuffle=True, workers=2),
+        'iter-0w': dict(iterate, shuffle=False), 'iter-0w-shuf': iterate, 'iter-2w-shuf': dict(iterate, workers=2),
         'iter-2w': dict(iterate, shuffle=False, workers=2),
-        'iter-img-0w-shuf': dict(iterate, case='image', source=source['image'], path='image', shuffle=True,
-                                 workers=0, expect=sizes['image']),
+        'iter-img-0w-shuf': dict(iterate, case='image', source=source['image'], path='image', expect=sizes['image']),
         'access': dict(access, task='access', seed=5, count=sizes['count']),
         'first': dict(access, task='first', batch_size=256),
         'plan': {'task': 'plan', 'samples': sizes['plan'], 'nodes': 8, 'shard': 100_000},
@@ -459,8 +437,7 @@ def profile_row(version: Version, server: Server, env: dict[str, str], spec: dic
 
 
 def import_profile(version: Version, env: dict[str, str], runs: int = 5, top: int = 10) -> str:
-    """``python -X importtime`` of the ``import`` row (torch first, gc settled), ``runs`` times: the modules it
-    imports and the largest median own times."""
+    """``python -X importtime`` of the ``import`` row, ``runs`` times: its modules and largest median own times."""
     code = (f'import gc, sys; sys.path.insert(0, {HERE!r}); import bench_versions; bench_versions.drop_editable_'
             'finders(); import numpy, torch.utils.data; gc.collect(); sys.stderr.write("@@MARK\\n"); '
             'import streaming_core, streaming_mds; streaming_core.StreamingDataset')
@@ -545,10 +522,9 @@ def main() -> None:
             base = os.path.join(scratch, label)
             tree = ROOT if label == 'new' and ref == 'worktree' else os.path.join(base, 'tree')
             sha = rev_parse('HEAD') + ' + uncommitted changes' if tree == ROOT else export(ref, tree)
-            version = Version(label, sha, tree, base, packages(tree))
+            versions.append(Version(label, sha, tree, base, packages(tree)))
             for sub in ('tmp', 'cache', 'data'):
                 os.makedirs(os.path.join(base, sub), exist_ok=True)
-            versions.append(version)
             print(f'# {label}: {ref} = {sha[:12]}{sha[40:]} at {tree}', flush=True)
         old, new = versions
         declared = [declared_entry_points(v.root) for v in versions]
@@ -573,12 +549,12 @@ def main() -> None:
         servers = [Server(v, envs[v.label]) for v in versions]
         start = time.perf_counter()
         data = write_data(servers[1], os.path.join(scratch, 'data'), source, sizes)
-        for version in versions:
+        for version in versions:  # each its copy: shards hard-linked, JSON files copied (a version may rewrite them)
             for name, path in data.items():
-                linked_copy(path, os.path.join(version.scratch, 'data', name))
-        print(f'# data written in {time.perf_counter() - start:.1f} s: {sizes["iter"]:,} small samples in '
-              f'{len(os.listdir(data["iter"])) - 1} shards, {sizes["image"]:,} images, {sizes["access"]:,} small '
-              f'samples in {len(os.listdir(data["access"])) - 1} shards; {rounds} rounds', flush=True)
+                shutil.copytree(path, os.path.join(version.scratch, 'data', name), copy_function=lambda a, b: (
+                    shutil.copyfile if a.endswith('.json') else os.link)(a, b))
+        shape = ', '.join(f'{sizes[n]:,} {n} samples in {len(os.listdir(p)) - 1} shards' for n, p in data.items())
+        print(f'# data written in {time.perf_counter() - start:.1f} s: {shape}; {rounds} rounds', flush=True)
         all_specs = specs(source, sizes)
         pairs = {v.label: (v, servers[i], envs[v.label]) for i, v in enumerate(versions)}
         for version, server, env in pairs.values():  # unrecorded warm-up: binary index, manifest, bytecode
