@@ -186,7 +186,11 @@ def task_first_sample(spec: dict[str, Any]) -> dict[str, Any]:
     """Construction to the first sample of the Hub repository ``bench/many`` (``HF_ENDPOINT`` is set)."""
     impl, url = spec['impl'], 'hf://datasets/bench/many/data'
     if impl == 'ours':
-        import streaming_hf  # noqa: F401  (imported before the clock, as the peers import theirs)
+        # Imported before the clock, as the peers' imports (datasets, litdata) import theirs, huggingface_hub
+        # included: our hf:// backend imports huggingface_hub lazily for its token lookup (about 0.16 s).
+        from huggingface_hub import get_token  # noqa: F401
+
+        import streaming_hf  # noqa: F401
         import streaming_parquet  # noqa: F401
         from streaming_core import StreamingDataset
         started = time.perf_counter()
@@ -320,6 +324,22 @@ def hub_first_sample(args: argparse.Namespace, root: str, peers: bool) -> dict[s
     return results
 
 
+def prepare(args: argparse.Namespace, dirs: dict[str, str], peers: bool) -> None:
+    """Write what is missing: the Parquet files, their MDS copy, litdata's indexed hard-linked copy."""
+    if not os.path.isdir(dirs['parquet']):
+        write_files(dirs['parquet'], args.rows, args.files, args.row_group)
+    if not os.path.exists(os.path.join(dirs['mds'], 'index.json')):
+        write_mds(dirs['parquet'], dirs['mds'], args.rows // args.files)
+    if peers and not os.path.exists(os.path.join(dirs['litdata'], 'index.json')):
+        os.makedirs(dirs['litdata'], exist_ok=True)
+        for name in os.listdir(dirs['parquet']):
+            os.link(os.path.join(dirs['parquet'], name), os.path.join(dirs['litdata'], name))
+        run({'task': 'index-litdata', 'impl': 'litdata', 'dir': dirs['litdata']})
+    size = sum(os.path.getsize(os.path.join(dirs['parquet'], n)) for n in os.listdir(dirs['parquet']))
+    print(f'{args.rows} rows in {args.files} Parquet files ({size / 1e6:.0f} MB), row groups of {args.row_group}',
+          flush=True)
+
+
 def main() -> None:
     """Parse the options, write the data, measure and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -334,6 +354,7 @@ def main() -> None:
                         help='stop an epoch after this long; its rate is what it read by then (0: no limit)')
     parser.add_argument('--data-dir', default=None, help='keep the data here (default: a temporary directory)')
     parser.add_argument('--quick', action='store_true', help='50k rows, 1 round, 200 Hub files')
+    parser.add_argument('--hub-only', action='store_true', help='only the first-sample table')
     parser.add_argument('--peer', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
@@ -355,25 +376,15 @@ def main() -> None:
     os.environ['DATA_OPTIMIZER_CACHE_FOLDER'] = os.path.join(root, 'litdata-cache')
     dirs = {name: os.path.join(root, name) for name in ('parquet', 'litdata', 'mds')}
     try:
-        if not os.path.isdir(dirs['parquet']):
-            write_files(dirs['parquet'], args.rows, args.files, args.row_group)
-        if not os.path.exists(os.path.join(dirs['mds'], 'index.json')):
-            write_mds(dirs['parquet'], dirs['mds'], args.rows // args.files)
-        if peers and not os.path.exists(os.path.join(dirs['litdata'], 'index.json')):
-            os.makedirs(dirs['litdata'], exist_ok=True)
-            for name in os.listdir(dirs['parquet']):
-                os.link(os.path.join(dirs['parquet'], name), os.path.join(dirs['litdata'], name))
-            run({'task': 'index-litdata', 'impl': 'litdata', 'dir': dirs['litdata']})
-        size = sum(os.path.getsize(os.path.join(dirs['parquet'], n)) for n in os.listdir(dirs['parquet']))
-        print(f'{args.rows} rows in {args.files} Parquet files ({size / 1e6:.0f} MB), row groups of '
-              f'{args.row_group}', flush=True)
-        cases = iteration_cases(args, dirs, peers)
+        if not args.hub_only:
+            prepare(args, dirs, peers)
+        cases = [] if args.hub_only else iteration_cases(args, dirs, peers)
         for _, spec in cases:  # unrecorded warm-up: our derived index, litdata's and the page cache
             if spec['workers'] == 0:
                 run({**spec, 'task': 'iterate', 'seed': 0, 'max_seconds': args.max_seconds})
         rates: dict[str, list[float]] = {name: [] for name, _ in cases}
         read: dict[str, list[float]] = {name: [] for name, _ in cases}
-        for r in range(args.rounds):
+        for r in range(args.rounds if cases else 0):
             shift = r % len(cases)
             for name, spec in cases[shift:] + cases[:shift]:
                 answer = run({**spec, 'task': 'iterate', 'seed': r + 1, 'max_seconds': args.max_seconds})
@@ -383,9 +394,10 @@ def main() -> None:
                                          f'{args.rows} (each once)')
                 rates[name].append(answer['ids'] / answer['seconds'])
                 read[name].append(answer['ids'] / args.rows)
-        print(f'\nShuffled warm iteration, rows/s (median of {args.rounds}), load {os.getloadavg()[0]:.2f}:\n')
-        print('| reader | workers | shuffle | rows/s | epoch read | ours / this |')
-        print('| --- | ---: | --- | ---: | ---: | ---: |')
+        if cases:
+            print(f'\nShuffled warm iteration, rows/s (median of {args.rounds}), load {os.getloadavg()[0]:.2f}:\n')
+            print('| reader | workers | shuffle | rows/s | epoch read | ours / this |')
+            print('| --- | ---: | --- | ---: | ---: | ---: |')
         shuffles = {'ours': 'block-global', 'HF datasets': f'files + buffer of {args.hf_buffer:,}',
                     'litdata': 'chunks + within chunk', 'ours (MDS)': 'block-global', 'pyarrow in': 'none',
                     'pyarrow global': 'global, in memory', "ours, columns=['id','text','label']": 'block-global'}
