@@ -87,3 +87,19 @@ def test_local_zip_only_dataset_is_decompressed_in_place_and_zip_kept(tmp_path):
     assert ids_of(dataset) == list(range(30))
     names = os.listdir(path)
     assert any(n.endswith('.mds.zstd') for n in names)  # no other copy: never deleted
+
+
+@pytest.mark.parametrize('order', ['sequential', 'random'])
+def test_random_access_under_a_small_cache_limit_evicts_its_own_views(tmp_path, order):
+    # ds[i] keeps views open (pinned) for speed; under a cache limit they must give way to the next shard instead
+    # of failing with CacheLimitError once the cache is full of them.
+    remote = write_mds(str(tmp_path / 'remote'), 400, size_limit=1 << 10, sample_size=64)
+    local = tmp_path / 'cache'
+    dataset = StreamingDataset(remote=remote, local=str(local), batch_size=4, cache_limit='20kb')
+    ids = list(range(400))
+    if order == 'random':
+        import random
+        random.Random(0).shuffle(ids)
+    for i in ids:
+        assert dataset[i] == sample(i, 64)
+    assert _shard_bytes(local) <= 20 * 1024 - os.path.getsize(local / 'index.json')

@@ -89,3 +89,17 @@ def test_a_large_file_decompresses_in_bounded_memory(tmp_path):
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found['written'] == size == os.path.getsize(tmp_path / 'out')
     assert found['growth_kb'] < 100 * 1024, f'peak memory grew by {found["growth_kb"] / 1024:.0f} MB'
+
+
+def test_a_corrupt_compressed_shard_is_a_shard_corrupt_error_naming_it(tmp_path):
+    from streaming_core import StreamingDataset
+    from streaming_core.reading.shard_manager import ShardPrepareError
+    from tests.fixtures.data import write_mds
+    remote = write_mds(str(tmp_path / 'remote'), 40, compression='gz', size_limit=1 << 10)
+    victim = sorted(name for name in os.listdir(remote) if name.endswith('.gz'))[0]
+    packed = (tmp_path / 'remote' / victim).read_bytes()
+    (tmp_path / 'remote' / victim).write_bytes(packed[:20] + bytes(len(packed) - 20))  # same size, bad deflate data
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4)
+    with pytest.raises(ShardCorruptError, match=victim) as caught:
+        dataset[0]
+    assert isinstance(caught.value, ShardPrepareError)

@@ -38,7 +38,7 @@ from streaming_core.reading.stream import Stream
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'prepare_error']
+__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'ShardCorruptPrepareError', 'prepare_error']
 
 logger = logging.getLogger('streaming_core.reading.shard_manager')
 
@@ -56,11 +56,18 @@ class ShardHashMismatchError(ShardPrepareError, HashMismatchError):
     well, as the reference's "Checksum failure")."""
 
 
+class ShardCorruptPrepareError(ShardPrepareError, ShardCorruptError):
+    """A shard could not be made available because a downloaded or local file is corrupt (a bad compressed file,
+    one that decompresses to another size): both a :class:`ShardPrepareError` and a ``ShardCorruptError``."""
+
+
 def prepare_error(message: str, cause: BaseException) -> ShardPrepareError:
     """The :class:`ShardPrepareError` for a failed preparation, of the subclass that keeps the type family the
     reference raises for ``cause`` (a hash mismatch stays a ``ValueError``)."""
     if isinstance(cause, HashMismatchError):
         return ShardHashMismatchError(message)
+    if isinstance(cause, ShardCorruptError):
+        return ShardCorruptPrepareError(message)
     return ShardPrepareError(message)
 
 
@@ -378,9 +385,12 @@ class ShardManager:
         reader = self.readers[shard]
         read_one = getattr(reader, 'read_sample', None)
         cold = self._cold
+        make_room = self._make_room(shard)
         if read_one is None or shard in cold:
             cold.pop(shard, None)
-            view = self.view(shard)
+            view = self._views.get(shard) if self._pid == os.getpid() else None
+            if view is None:
+                view = self.open(shard, make_room)
             if len(self._views) > self.max_open:
                 self.trim(spare=shard)
             return view[index]
@@ -391,7 +401,7 @@ class ShardManager:
         try:
             for _ in range(3):
                 if not self.is_ready(shard):
-                    self.prepare(shard)
+                    self.prepare(shard, make_room)
                 paths = self.raw_paths(shard)
                 try:
                     if self.file_of(shard) not in self._checked:
@@ -408,6 +418,13 @@ class ShardManager:
         if self.evictable(shard) and self.cache is not None:
             self.cache.touch(self.file_of(shard))
         return sample
+
+    def _make_room(self, shard: int) -> Callable[[], None] | None:
+        """What random access does while the cache has no room for ``shard``: close this process's other views
+        (their pins keep files from eviction), or None without a cache limit."""
+        if self.cache is None:
+            return None
+        return lambda: self.trim(keep=0, spare=shard)
 
     def check_files(self, shard: int, paths: Sequence[str]) -> None:
         """Check a shard's local raw files against the index (once per process; called when it is first opened).
