@@ -35,8 +35,8 @@ OURS_CHILD = '''
 import json, resource, sys, time, warnings
 warnings.simplefilter('ignore')
 import numpy as np
-from streaming_core.planning import EpochPlanner, default_shuffle_block_size
-from streaming_core.world import World
+from streaming_core.ordering.planner import EpochPlanner, default_shuffle_block_size
+from streaming_core.ordering.world import World
 algo, samples, nodes, node, shard, ranks, workers, batch, seed = sys.argv[1:10]
 samples, nodes, node, shard = int(samples), int(nodes), int(node), int(shard)
 sizes = np.full(samples // shard, shard, np.int64)

@@ -54,7 +54,7 @@ from common import (
 )
 
 #: Modules each implementation imports before the clock starts.
-IMPORTS = {'ours': ('streaming_core.dataset', 'streaming_core.iteration', 'streaming_mds'),
+IMPORTS = {'ours': ('streaming_core.reading.dataset', 'streaming_core.reading.iteration', 'streaming_mds'),
            'reference': ('streaming', 'streaming.base.util'), 'litdata': ('litdata',), 'webdataset': ('webdataset',),
            'floor': ()}
 
