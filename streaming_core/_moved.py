@@ -11,7 +11,6 @@ one more before it is removed.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
@@ -83,7 +82,9 @@ def new_path(old: str) -> str | None:
     return _PREFIX + target + dot + tail
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader:
+    """A loader (duck-typed, so ``importlib.abc`` and its imports stay out of ``import streaming_core``)."""
+
     def __init__(self, target: str) -> None:
         self.target = target
 
@@ -95,7 +96,7 @@ class _AliasLoader(importlib.abc.Loader):
         sys.modules[module.__name__] = importlib.import_module(self.target)
 
 
-class MovedModuleFinder(importlib.abc.MetaPathFinder):
+class MovedModuleFinder:
     """Resolve an old import path of a moved module to the module at its new path."""
 
     def find_spec(self, fullname: str, path: object = None,

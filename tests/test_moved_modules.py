@@ -53,3 +53,12 @@ def test_a_name_that_never_existed_is_still_an_import_error():
         importlib.import_module('streaming_core.no_such_module')
     assert _moved.new_path('streaming_core.no_such_module') is None
     assert _moved.new_path('os.path') is None
+
+
+def test_the_alias_finder_keeps_the_import_light():
+    # importlib.abc pulls in importlib.resources (~10 ms); the finder is duck-typed so `import streaming_core` stays
+    # cheap (issue 14: no benchmark row slower than before the move).
+    code = ('import sys\nimport streaming_core\n'
+            'print(sorted(m for m in ("importlib.abc", "importlib.resources") if m in sys.modules))\n')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.strip() == '[]', done.stdout + done.stderr
