@@ -60,7 +60,8 @@ compat: $(STAMP)
 
 bench: $(STAMP)
 	./compat/setup.sh --bench
+	./benchmarks/setup_hf_venv.sh
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) .venv-ref node_modules site .pytest_cache demo-output
+	rm -rf $(VENV) .venv-ref .venv-hf node_modules site .pytest_cache demo-output

@@ -43,8 +43,9 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     'webdataset': ('bench_webdataset.py', [], ['--quick']),
     'parquet': ('bench_parquet.py', [], ['--quick']),
     'litdata': ('bench_litdata.py', [], ['--quick']),
+    'versions': ('bench_versions.py', [], ['--quick']),
 }
-DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup', 'webdataset', 'parquet', 'litdata')
+DEFAULT = ('iteration', 'access', 'cold_s3', 'writer', 'startup', 'webdataset', 'parquet', 'litdata', 'versions')
 
 
 def run_one(name: str, args: list[str], out_dir: str) -> tuple[int, float]:
