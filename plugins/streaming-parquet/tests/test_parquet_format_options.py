@@ -106,12 +106,13 @@ def test_unknown_option_and_bad_values_are_refused(tmp_path: Any) -> None:
         Stream(local=data, format_options=['columns'])  # type: ignore[arg-type]
 
 
-def test_options_for_a_streaming_index_are_refused(tmp_path: Any) -> None:
+def test_a_streaming_index_takes_columns_but_refuses_other_options(tmp_path: Any) -> None:
     from streaming_core import MDSWriter
     out = str(tmp_path / 'mds')
     with MDSWriter(out=out, columns={'id': 'int'}) as writer:
         for i in range(4):
             writer.write({'id': i})
     assert StreamingDataset(local=out, batch_size=2)[1] == {'id': 1}
-    with pytest.raises(FormatOptionError, match=r"format option 'columns' for .*streaming index\.json"):
-        StreamingDataset(streams=[Stream(local=out, columns=['id'])], batch_size=2)
+    assert StreamingDataset(streams=[Stream(local=out, columns=['id'])], batch_size=2)[1] == {'id': 1}
+    with pytest.raises(FormatOptionError, match=r"format option 'split' for .*streaming index\.json"):
+        StreamingDataset(streams=[Stream(local=out, format_options={'split': 'train'})], batch_size=2)
