@@ -103,3 +103,22 @@ def test_random_access_under_a_small_cache_limit_evicts_its_own_views(tmp_path, 
     for i in ids:
         assert dataset[i] == sample(i, 64)
     assert _shard_bytes(local) <= 20 * 1024 - os.path.getsize(local / 'index.json')
+
+
+def test_a_download_waiting_for_room_warns_why_then_fails(tmp_path, monkeypatch):
+    # Every shard that fits is held by a reader of this node: say so early (a warning), fail at the timeout.
+    from streaming_core.reading import cache_limit
+    monkeypatch.setattr(cache_limit, 'WAIT_WARNING_AFTER', 0.2)
+    remote = write_mds(str(tmp_path / 'remote'), 100, size_limit=1 << 10, sample_size=64)
+    local = tmp_path / 'cache'
+    index_bytes = os.path.getsize(os.path.join(remote, 'index.json'))
+    largest = max(os.path.getsize(os.path.join(remote, n)) for n in os.listdir(remote) if n.startswith('shard.'))
+    with pytest.warns(UserWarning, match='below four times the largest shard'):
+        dataset = StreamingDataset(remote=remote, local=str(local), batch_size=4,
+                                   cache_limit=index_bytes + largest + largest // 2)
+    manager = dataset.shard_manager
+    manager.cache.timeout = 1.0
+    manager.open(0)  # a reader holds shard 0: nothing can be evicted for shard 1
+    with pytest.warns(RuntimeWarning, match='Waiting .* for room in the cache for shard 1 .* Raise cache_limit'):
+        with pytest.raises(CacheLimitError, match='cannot fit shard 1'):
+            manager.prepare(1)

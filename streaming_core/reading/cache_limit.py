@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,6 +29,9 @@ import numpy as np
 from streaming_core.common.paths import coordination_dir
 from streaming_core.errors import CacheLimitError
 from streaming_core.storage.locking import RangeLocks
+
+#: Seconds a download waits for cache room before a warning says why (the error comes at the cache's timeout).
+WAIT_WARNING_AFTER = 10.0
 
 __all__ = ['CacheState', 'CacheHooks', 'cache_key']
 
@@ -150,8 +154,10 @@ class CacheState:
             CacheLimitError: when no space could be freed within the timeout (every other shard is in use, or
                 belongs to a stream without a remote copy).
         """
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        started = time.monotonic()
+        deadline = started + (self.timeout if timeout is None else timeout)
         delay = 0.005
+        warned = False
         while True:
             self._acquire()
             try:
@@ -164,7 +170,16 @@ class CacheState:
                 return
             if on_wait is not None:
                 on_wait()
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if not warned and now - started >= WAIT_WARNING_AFTER:
+                warned = True
+                warnings.warn(
+                    f'Waiting {now - started:.0f} s for room in the cache for shard {shard} ({size} bytes; limit '
+                    f'{self.limit} bytes for shards, {self.usage} held by shards in use on this node): the processes '
+                    f'reading on this node hold more than the limit. Raise cache_limit or use fewer DataLoader '
+                    f'workers; this fails with CacheLimitError after {deadline - started:.0f} s.',
+                    RuntimeWarning, stacklevel=2)
+            if now >= deadline:
                 raise CacheLimitError(
                     f'Cache limit of {self.limit} bytes (for shards) cannot fit shard {shard} ({size} bytes): '
                     f'{self.usage} bytes are held by shards being read or downloaded on this node, or by local-only '
