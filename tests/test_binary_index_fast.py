@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from streaming_core.reading.binary_index import build_binary
+from streaming_core.reading.binary_index import FORMAT_VERSION, _add_template, build_binary
 from streaming_core.reading.binary_index_fast import build_parsed
 from streaming_core.reading.index_file_stream import iter_index_entries
 from tests.fixtures.data import write_mds
@@ -20,7 +20,7 @@ def _general(data: bytes) -> tuple[dict, dict]:
 
 
 def _same(data: bytes) -> None:
-    fast = build_parsed(data, 'p', 'id')
+    fast = build_parsed(data, 'p', 'id', version=FORMAT_VERSION, add_template=_add_template)
     assert fast is not None, 'the fast path applies'
     general = _general(data)
     assert fast[0] == general[0]
@@ -75,6 +75,6 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
     data = json.dumps(index).encode()
     if damage == 'two shards keys':
         data = data[:-1] + b', "shards": []}'
-    assert build_parsed(data, 'p', 'id') is None
+    assert build_parsed(data, 'p', 'id', version=FORMAT_VERSION, add_template=_add_template) is None
     if damage == 'two templates':
         assert len(_general(data)[0]['templates']) == 2

@@ -470,7 +470,8 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
             if os.path.exists(path):
                 logger.warning('rebuilding the binary index of %s: %s', synced.path, err)
             start = time.perf_counter()
-            fast = build_parsed(synced.data, synced.path, synced.identity)  # a small one-template index
+            fast = build_parsed(synced.data, synced.path, synced.identity, version=FORMAT_VERSION,
+                                add_template=_add_template)  # a small one-template index
             header, columns = fast if fast is not None else build_binary(
                 iter_index_entries(io.BytesIO(synced.data), synced.path), synced.path, synced.identity,
                 spill_dir=sdir)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from operator import itemgetter
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -77,9 +77,13 @@ def _names_ok(names: list[str]) -> bool:
     return not (':' in joined and _DRIVE.search(joined))
 
 
-def build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def build_parsed(data: bytes, path: str, identity: str, *, version: int,
+                 add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``(header, columns)`` of the binary form of the index text ``data`` (see the module doc), or None when the
     general path must build it.
+
+    ``version`` (the file format version) and ``add_template`` (how the general build records a template) come
+    from :mod:`~streaming_core.reading.binary_index`, which calls this module (never the other way round).
 
     The garbage collector is paused meanwhile: parsing creates a few objects per shard, none in a cycle, and each
     collection they would trigger walks every object of the process (torch's included) for nothing."""
@@ -88,13 +92,14 @@ def build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any],
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _build_parsed(data, path, identity)
+        return _build_parsed(data, path, identity, version, add_template)
     finally:
         if enabled:
             gc.enable()
 
 
-def _build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _build_parsed(data: bytes, path: str, identity: str, version: int,
+                  add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     try:
         index = json.loads(data.decode('utf-8'))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -155,17 +160,16 @@ def _build_parsed(data: bytes, path: str, identity: str) -> tuple[dict[str, Any]
             columns.append(values)
         slots.append([key, algos])
         files.append((key, sizes, names, columns))
-    return _assemble(index, shards, counts, other_keys, slots, files, path, identity)
+    return _assemble(shards, counts, other_keys, slots, files, path, identity, version, add_template)
 
 
-def _assemble(index: dict[str, Any], shards: list[dict[str, Any]], counts: np.ndarray, other_keys: list[str],
-              slots: list[list[Any]], files: list[tuple[str, np.ndarray, list[str], list[list[str]]]], path: str,
-              identity: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _assemble(shards: list[dict[str, Any]], counts: np.ndarray, other_keys: list[str], slots: list[list[Any]],
+              files: list[tuple[str, np.ndarray, list[str], list[list[str]]]], path: str, identity: str,
+              version: int, add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The columns and header of a one-template index, as ``build_binary`` lays them out."""
-    from streaming_core.reading.binary_index import FORMAT_VERSION, _add_template
     n, nfiles = len(shards), len(files)
     templates: list[dict[str, Any]] = []
-    _add_template({key: shards[0][key] for key in other_keys}, slots, 0, path, templates, {})
+    add_template({key: shards[0][key] for key in other_keys}, slots, 0, path, templates, {})
     sizes = np.stack([f[1] for f in files], axis=1) if files else np.zeros((n, 0), np.int64)
     raw = [i for i, f in enumerate(files) if f[0][0] == 'r']
     raw_bytes = sizes[:, raw].sum(axis=1) if raw else np.zeros(n, np.int64)
@@ -203,7 +207,7 @@ def _assemble(index: dict[str, Any], shards: list[dict[str, Any]], counts: np.nd
     for name in ('samples', 'str_blob'):
         for chunk in columns[name].chunks():
             digest.update(chunk)
-    header: dict[str, Any] = {'version': FORMAT_VERSION, 'identity': identity, 'source': path, 'num_shards': n,
+    header: dict[str, Any] = {'version': version, 'identity': identity, 'source': path, 'num_shards': n,
                               'templates': templates, 'layout': digest.hexdigest(), 'arrays': {}}
     relative = 0
     for name, column in columns.items():
