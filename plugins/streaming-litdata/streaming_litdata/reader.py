@@ -3,8 +3,9 @@
 
 A chunk file is ``[num_items: u32][offsets: u32 * (num_items + 1)][items]``; an item is ``[size: u32 per leaf]``
 followed by the leaves' bytes, decoded by the dataset's ``data_format`` and put back together by its ``data_spec``
-(see :mod:`streaming_litdata.decode`). A chunk whose rows litdata stored only as a trailing Arrow IPC file (nested
-rows of plain values) is read from that file with pyarrow.
+(see :mod:`streaming_litdata.decode`). A chunk whose rows litdata stored only as a trailing Arrow IPC file (rows of
+plain values) is read from that file with pyarrow, each row built when it is read (see
+:mod:`streaming_litdata.arrow_rows`).
 
 Compressed chunks (``optimize(..., compression='zstd')``, see :mod:`streaming_litdata.framed`): with
 ``compression_level='batch'`` (the default) a chunk starting with litdata's ``LDFZ01`` magic holds its items' bytes
@@ -23,13 +24,24 @@ from typing import Any
 import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
+from streaming_litdata.arrow_rows import ARROW_MAGIC, ArrowRows, arrow_rows
 from streaming_litdata.decode import count_leaves, decoder, parse_spec, unflatten
 from streaming_litdata.framed import FramedChunk, inflate_item, is_framed
 
 __all__ = ['LitdataReader', 'LitdataView', 'LitdataFormat', 'ARROW_MAGIC']
 
-#: The end of a chunk that carries its rows as an Arrow IPC file.
-ARROW_MAGIC = b'LDARW01\0'
+#: The ``data_format`` names of plain values: litdata stores rows made only of these as a trailing Arrow file.
+_PLAIN_FORMATS = frozenset({'int', 'float', 'bool', 'str', 'text', 'bytes', 'json'})
+
+
+def _preload_pyarrow(formats: Sequence[str]) -> None:
+    """Import pyarrow now when chunks of these ``data_format`` names may carry Arrow rows: the reader is built in
+    the process that forks the DataLoader workers, which then inherit it instead of each importing it every epoch."""
+    if formats and all(name.partition(':')[0] in _PLAIN_FORMATS for name in formats):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:  # a chunk with Arrow rows then names what is missing when it is opened
+            pass
 
 
 class LitdataReader(ShardReaderBase):
@@ -66,6 +78,7 @@ class LitdataReader(ShardReaderBase):
         self.data_spec: str | None = spec_text
         self._decoders = [decoder(name, where) for name in formats]
         self._spec = parse_spec(spec_text, where)
+        _preload_pyarrow(self.data_format)
         if self._spec is not None and count_leaves(self._spec) != len(formats):
             raise IndexFormatError(f'{where}: "data_spec" has {count_leaves(self._spec)} leaves but "data_format" '
                                    f'names {len(formats)}.')
@@ -122,7 +135,7 @@ class LitdataView:
         size = raw.bytes
         count = reader.samples
         self._framed: FramedChunk | None = None
-        self._rows: list[Any] | None = None
+        self._rows: ArrowRows | None = None
         if reader.in_file_compression == 'batch' and is_framed(self._map):
             self._framed = FramedChunk(self._map, size, count, path)
             return
@@ -139,24 +152,7 @@ class LitdataView:
                                     f'or corrupt).')
         self._offsets = offsets.tolist()
         if count and offsets[-1] == header and reader.data_format:  # items live only in a trailing Arrow file
-            self._rows = self._arrow_rows(size, count)
-
-    def _arrow_rows(self, size: int, count: int) -> list[Any]:
-        if size < 12 or bytes(self._map[size - 8:size]) != ARROW_MAGIC:
-            raise ShardCorruptError(f'{self.path}: every item is empty and there is no Arrow row footer.')
-        (length,) = struct.unpack_from('<I', self._map, size - 12)
-        start = size - 12 - length
-        if start < 0:
-            raise ShardCorruptError(f'{self.path}: the Arrow row footer claims {length} bytes, more than the chunk.')
-        import pyarrow as pa
-        try:
-            table = pa.ipc.open_file(pa.py_buffer(bytes(self._map[start:size - 12]))).read_all()
-        except (pa.ArrowException, OSError) as err:
-            raise ShardCorruptError(f'{self.path}: the Arrow row footer cannot be read ({err}).') from None
-        rows = table.to_pylist()
-        if len(rows) != count:
-            raise ShardCorruptError(f'{self.path}: the Arrow row footer holds {len(rows)} rows, not {count}.')
-        return rows
+            self._rows = arrow_rows(self._map, size, count, path)
 
     def __len__(self) -> int:
         return self._reader.samples

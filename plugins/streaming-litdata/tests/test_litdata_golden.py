@@ -40,7 +40,8 @@ def _ours(name: str) -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow', 'mixed-zstd', 'mixed-zstd-sample', 'mixed-zstd-chunk'])
+@pytest.mark.parametrize('name', ['mixed', 'rows', 'arrow', 'mixed-zstd', 'mixed-zstd-sample', 'mixed-zstd-chunk',
+                                  'arrow-zstd'])
 def test_every_item_equals_litdatas_reading(name: str) -> None:
     from make_golden import canonical
     expected = pickle.load(open(os.path.join(GOLDEN, f'{name}-expected.pkl'), 'rb'))

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, 'golden')
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SIDE_PYTHON = os.path.join(os.environ.get('STREAMING_REF_VENV', os.path.join(ROOT, '.venv-ref')), 'bin', 'python')
-NAMES = 'mixed,rows,arrow,mixed-zstd,mixed-zstd-sample,mixed-zstd-chunk'
+NAMES = 'mixed,rows,arrow,mixed-zstd,mixed-zstd-sample,mixed-zstd-chunk,arrow-zstd'
 
 
 def _side_python() -> str:

@@ -12,9 +12,10 @@ and n-D NumPy arrays and tensors, a PIL image, a JPEG, nested dicts, lists and t
 rows in the pytree layout) and ``arrow/`` (the same rows, which litdata with pyarrow stores only as an Arrow row
 footer), ``mixed-zstd/`` and ``mixed-zstd-sample/`` (``mixed`` written with ``compression='zstd'``: framed zstd
 chunks, litdata's default ``compression_level='batch'``, and one zstd frame per item, ``'sample'``),
-``mixed-zstd-chunk/`` (whole-file zstd ``.zstd.bin`` chunks, ``compression_level='chunk'``), and for each
-``expected.pkl``: every sample as litdata's
-``StreamingDataset`` returns it, in :func:`canonical` form. The tests compare our reading with those.
+``mixed-zstd-chunk/`` (whole-file zstd ``.zstd.bin`` chunks, ``compression_level='chunk'``), ``arrow-zstd/``
+(binary-heavy plain rows written with ``compression='zstd'``: Arrow row footers litdata leaves uncompressed), and for
+each ``expected.pkl``: every sample as litdata's ``StreamingDataset`` returns it, in :func:`canonical` form. The
+tests compare our reading with those.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def arrow(i: int) -> dict[str, Any]:
     """Sample ``i`` of ``arrow`` (plain values only: with pyarrow installed, litdata keeps such rows only in an
     Arrow IPC footer of each chunk)."""
     return {'id': i, 'text': f'row {i}', 'labels': [i, i + 1, i + 2]}
+
+
+def blobs(i: int) -> dict[str, Any]:
+    """Sample ``i`` of ``arrow-zstd``: mostly bytes (as the benchmark's JPEG-like rows), plain values only, so
+    litdata keeps them in an Arrow row footer; written with ``compression='zstd'``, which litdata drops for such
+    chunks (and, the rows being binary-heavy, for the IPC file too)."""
+    return {'jpg': bytes([i % 256, 255 - i % 256]) * (100 + 7 * i), 'cls': i % 10, 'id': i, 'name': f'n{i} \u00e9',
+            'empty': b''}
 
 
 def rows(i: int) -> dict[str, Any]:
@@ -137,6 +146,7 @@ DATASETS: dict[str, tuple[Any, dict[str, Any]]] = {
     'mixed-zstd': (mixed, {'compression': 'zstd'}),
     'mixed-zstd-sample': (mixed, {'compression': 'zstd', 'compression_level': 'sample'}),
     'mixed-zstd-chunk': (mixed, {'compression': 'zstd', 'compression_level': 'chunk'}),
+    'arrow-zstd': (blobs, {'compression': 'zstd'}),
 }
 
 
