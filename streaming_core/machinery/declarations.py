@@ -101,9 +101,9 @@ def _metadata_dirs(path: list[str]) -> list[tuple[str, str]]:
         except OSError:
             continue
         for child in names:
-            stem, ext = os.path.splitext(child)
-            if ext not in ('.dist-info', '.egg-info'):
+            if not child.endswith(('.dist-info', '.egg-info')):
                 continue
+            stem = child[:-10] if child.endswith('.dist-info') else child[:-9]
             dist = _normalize(stem.partition('-')[0])
             if dist in seen:
                 continue
