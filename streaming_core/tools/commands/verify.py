@@ -7,8 +7,14 @@ A local directory is checked in place (a shard present only in raw form, as in a
 file). Readers that read a compressed local directory in place write decompressed copies next to the compressed
 files and read those: such a copy is checked too (its size, the raw hashes the index records, and its bytes against
 the decompressed compressed file), and it is the file that is decoded. A remote dataset is downloaded shard by
-shard into a temporary directory that never holds more than one shard. Every bad shard is reported with the
-reason; the exit status is 1 when any shard is bad.
+shard into a temporary directory that never holds more than one shard's files. Every bad shard is reported with
+the reason; the exit status is 1 when any shard is bad.
+
+Units that share a file. A format may cut a file into several index entries (*units*: a Parquet file's row groups)
+that name it and follow each other (:mod:`streaming_core.reading.catalogue`). Consecutive units naming the same files
+share their check: the files are downloaded (remote), read and hashed once, under the first of them, and each unit is
+then decoded from them; a bad file makes each of its units bad with the same reason. The report says units and files
+where they differ (``Verified 6 row groups in 2 files``).
 
 Our ``index.json`` is streamed (:class:`StreamedShards`): one entry decoded at a time, so the index of a dataset of
 millions of shards is never held whole in memory (one small result per shard is kept for the report).
@@ -36,6 +42,7 @@ from streaming_core.tools.commands._common import (
     open_located_index,
     storage_options,
 )
+from streaming_core.tools.commands.inspect import units_word
 
 __all__ = ['add_parser', 'run', 'verify_dataset', 'ShardResult', 'StreamedShards', 'open_streamed']
 
@@ -52,6 +59,15 @@ class ShardResult:
     problems: list[str] = field(default_factory=list)
     #: Decompressed copies found next to compressed files (what readers read), checked too.
     copies: list[str] = field(default_factory=list)
+    #: The shard format named by the index entry.
+    format: str | None = None
+    #: The first shard naming the same files (this shard for a shard of its own files): the files were checked, and
+    #: their bytes counted, under that shard.
+    file_shard: int = -1
+
+    def __post_init__(self) -> None:
+        if self.file_shard < 0:
+            self.file_shard = self.shard
 
     @property
     def ok(self) -> bool:
@@ -268,6 +284,28 @@ def _check_part(raw: Any, zipped: Any, compression: str | None, fetch: _Fetcher,
     return None
 
 
+@dataclass
+class _CheckedFiles:
+    """The files of the last shard checked, kept for the next shards naming the same files (units of one file)."""
+
+    names: tuple[Any, ...]
+    shard: int
+    paths: list[str | None]
+    problems: list[str]
+    hashes: list[str]
+
+    def share(self, result: ShardResult) -> list[str | None]:
+        """Give ``result`` the outcome of the files' check; returns their local paths."""
+        result.file_shard = self.shard
+        result.problems.extend(self.problems)
+        result.hashes.extend(name for name in self.hashes if name not in result.hashes)
+        return self.paths
+
+
+def _parts_names(reader: Any) -> tuple[Any, ...]:
+    return tuple((raw.basename, zipped.basename if zipped is not None else None) for raw, zipped in reader.parts)
+
+
 def _decode(reader: Any, paths: list[str], result: ShardResult) -> None:
     try:
         view = reader.open(paths)
@@ -301,10 +339,13 @@ def verify_dataset(found: DatasetIndex, *, hashes: Sequence[str] | None = None, 
     with tempfile.TemporaryDirectory(prefix='streaming-verify-') as scratch:
         fetch = _Fetcher(found, os.path.join(scratch, 'files'), dict(options or {}))
         os.makedirs(fetch.scratch)
+        raw_dir = os.path.join(scratch, 'raw')
+        checked: _CheckedFiles | None = None  # the previous shard's files, kept while the next shards name them
         for number, entry in enumerate(entries):
             where = f'{found.location} shard {number}'
             result = ShardResult(number, str((entry.get('raw_data') or {}).get('basename', '?')),
-                                 int(entry.get('samples') or 0) if isinstance(entry.get('samples'), int) else 0)
+                                 int(entry.get('samples') or 0) if isinstance(entry.get('samples'), int) else 0,
+                                 format=entry.get('format') if isinstance(entry.get('format'), str) else None)
             try:
                 reader = get_registry('format').get(str(entry.get('format'))).reader(
                     entry, allow_unsafe_types=allow_unsafe_types, where=where)
@@ -312,17 +353,25 @@ def verify_dataset(found: DatasetIndex, *, hashes: Sequence[str] | None = None, 
                 result.problems.append(f'invalid index entry: {err}')
                 reader = None
             if reader is not None:
-                raw_dir = os.path.join(scratch, 'raw')
-                try:
-                    paths = [_check_part(raw, zipped, reader.compression, fetch, names, result, where, scratch)
-                             for raw, zipped in reader.parts]
-                    if decode and all(paths) and not result.problems:
-                        _decode(reader, paths, result)  # type: ignore[arg-type]
-                except StreamingError as err:
-                    result.problems.append(str(err))
-                finally:
+                names_here = _parts_names(reader)
+                if checked is not None and checked.names == names_here:  # another unit of the files just checked
+                    paths = checked.share(result)
+                else:
+                    checked = None
                     fetch.clear()
                     shutil.rmtree(raw_dir, ignore_errors=True)
+                    try:
+                        paths = [_check_part(raw, zipped, reader.compression, fetch, names, result, where, scratch)
+                                 for raw, zipped in reader.parts]
+                    except StreamingError as err:
+                        result.problems.append(str(err))
+                        paths = [None]
+                    checked = _CheckedFiles(names_here, number, paths, list(result.problems), list(result.hashes))
+                if decode and all(paths) and not result.problems:
+                    try:
+                        _decode(reader, paths, result)  # type: ignore[arg-type]
+                    except StreamingError as err:
+                        result.problems.append(str(err))
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -359,13 +408,16 @@ def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex)
         return 1 if bad else 0
     checked = sorted({name for r in results for name in r.hashes})
     samples = sum(r.samples for r in results)
+    files = sum(r.file_shard == r.shard for r in results)
+    shards = (f'{len(results)} {units_word(r.format for r in results)} in {files} file{"" if files == 1 else "s"}'
+              if files != len(results) else f'{len(results)} shards')
     what = f'hashes {", ".join(checked)}' if checked else 'sizes only (the index records no hashes)'
     decoded = 'not decoded' if args.no_decode else 'every sample decoded'
     copies = sum(len(r.copies) for r in results)
     also = (f'; also {copies} decompressed cop{"y" if copies == 1 else "ies"} next to compressed files (what '
             f'readers read): size, {"hashes, " if checked else ""}and bytes against the compressed file' if copies
             else '')
-    print(f'Verified {len(results)} shards, {samples} samples, {human_bytes(sum(r.checked_bytes for r in results))} '
+    print(f'Verified {shards}, {samples} samples, {human_bytes(sum(r.checked_bytes for r in results))} '
           f'against {found.location}: {what}; {decoded}{also}.')
     if bad:
         print(f'FAILED: {len(bad)} of {len(results)} shards are bad: '
