@@ -268,3 +268,19 @@ def test_each_wing_imports_only_the_wings_after_it():
             if wing == 'builtin' or WING_ORDER.index(wing) < WING_ORDER.index(source):
                 wrong.append(f'{module} -> {target}')
     assert not wrong, 'imports against the wing order:\n' + '\n'.join(sorted(wrong))
+
+
+def test_the_architecture_page_names_every_module_of_every_wing():
+    page = open(os.path.join(ROOT, 'docs', 'architecture.md')).read()
+    rows = {line.split('|')[1].strip().strip('`'): line for line in page.splitlines()
+            if line.startswith('| `') and line.split('|')[1].strip().strip('`').rstrip('/') in WING_ORDER}
+    missing = []
+    for wing in WING_ORDER:
+        row = rows.get(f'{wing}/', '')
+        for name in sorted(os.listdir(os.path.join(ROOT, CORE, wing))):
+            if name == '__init__.py' or name.startswith(('_', '.')) or name == '__pycache__':
+                continue
+            shown = f'`{name}`' if name.endswith('.py') else f'`{name}/`'
+            if (name.endswith('.py') or os.path.isdir(os.path.join(ROOT, CORE, wing, name))) and shown not in row:
+                missing.append(f'{wing}/{name}')
+    assert not missing, f'docs/architecture.md does not name: {missing}'

@@ -58,7 +58,8 @@ _LOOKUP = 'from streaming_core.machinery.lookup import get_registry\n'
 def test_a_lookup_imports_only_the_plugin_that_registers_the_name(tmp_path):
     cache = str(tmp_path / 'cache')
     first = _child(f"{_LOOKUP}get_registry('format').get('mds')\n", cache)
-    assert first['complete'], 'without a manifest the first lookup discovers everything'
+    assert first['loaded'] == ['mds'] and not first['complete'], 'without a manifest the declarations name it'
+    _child('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n', cache)
     assert os.listdir(os.path.join(cache, 'state')) == [os.path.basename(_manifest_path(cache))]
     second = _child(f"{_LOOKUP}get_registry('format').get('mds')\n"
                     "get_registry('shuffle').get('py1e')\n", cache)
@@ -117,7 +118,7 @@ def test_a_corrupt_manifest_is_ignored_and_rewritten(tmp_path, garbage):
     os.makedirs(os.path.dirname(path))
     with open(path, 'w') as f:
         f.write(garbage)
-    report = _child(f"{_LOOKUP}get_registry('format').get('mds')\n", cache)
+    report = _child(f"{_LOOKUP}get_registry('format').get('mds')\nget_registry('format').names()\n", cache)
     assert report['complete']
     assert json.load(open(path))['version'] == plugin_manifest.MANIFEST_VERSION
 
