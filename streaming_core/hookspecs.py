@@ -149,11 +149,22 @@ def register_shard_formats(registry: RegistryView) -> None:
     ``configure(options)``, a copy of itself whose readers apply them; a format without ``option_names`` refuses
     every option with a :class:`~streaming_core.reading.derived_index.FormatOptionError` naming it.
 
+    Units that share a file. Each index entry is a *unit*: what shuffles, partitions, batching and resumption see.
+    Usually a unit is its own file, but a format may cut a file into several units that all name it in ``raw_data``
+    (Parquet: one unit per row group). Such a format declares ``units_share_files = True``, and the units naming one
+    file must follow each other in the index (otherwise the dataset is refused with an ``IndexFormatError``). The
+    core then handles the file once for all of its units: it is downloaded once per node (whichever unit is read
+    first), counted once under ``cache_limit``, and evicted only when none of its units is in use; evicting it makes
+    every one of its units not ready, and the next read of any of them downloads it again. ``streaming inspect``
+    counts its bytes once and ``streaming verify`` downloads and checks it once. An optional ``unit_word`` (such as
+    ``'row group'``) names the units in those commands' output (``6 row groups in 2 files``); without it they say
+    ``units``. For a format without the declaration, every unit is a file of its own to the cache.
+
     Example::
 
         @hookimpl
         def register_shard_formats(registry):
-            registry.add('parquet', ParquetFormat())
+            registry.add('parquet', ParquetFormat())   # declares units_share_files = True
     """
 
 
@@ -205,6 +216,13 @@ def register_index_builders(registry: RegistryView) -> None:
     A builder that takes format options (``Stream(columns=...)``, ``format_options={...}``) declares their names in
     ``option_names`` and returns a configured builder from ``configure(options)``; the options are part of the
     derived index's identity, and an option the builder does not declare is a ``FormatOptionError`` naming it.
+
+    A builder may declare ``index_version`` (an int: the layout of the entries it writes). It is part of the derived
+    index's identity, so when a release of the builder changes its ``index_version``, an index kept by the earlier
+    release is rebuilt on the next construction and never read in the old layout; the files already downloaded are
+    kept when they did not change. Raise it whenever the entries you write change (streaming-parquet went from one
+    entry per file to one per row group with ``index_version = 2``). A builder may write several entries naming one
+    file when its shard format declares ``units_share_files`` (see ``register_shard_formats``).
     """
 
 

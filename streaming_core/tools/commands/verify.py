@@ -81,8 +81,8 @@ def add_parser(subparsers: Any) -> None:
         'verify', help='re-hash every shard against the index and decode every sample',
         description='Verify a dataset: every shard file against the sizes and hashes in index.json (every recorded '
                     'hash, or only --hash), decompression, the shard headers, and the decoding of every sample. '
-                    'Remote datasets are downloaded one shard at a time into a temporary directory. Exits with '
-                    'status 1 when any shard is bad, listing each with the reason.')
+                    'Remote datasets are downloaded one file at a time into a temporary directory (once for all the '
+                    'units that share it). Exits with status 1 when any shard is bad, listing each with the reason.')
     parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
     parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
     parser.add_argument('--hash', action='append', default=None, metavar='NAME',
