@@ -19,6 +19,12 @@ from streaming_core.common.paths import state_dir
 from streaming_core.plugin_api import hookimpl
 from streaming_core.reading.derived_index import DERIVED_INDEX_NAME
 from streaming_core.testing import registered_plugin
+from streaming_core.tools.commands.inspect import units_word
+
+
+def _units() -> str:
+    """How the CLI names Parquet units: 'row groups' once the format declares ``unit_word``, 'units' until then."""
+    return units_word(['parquet'])
 
 
 def _run(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -71,10 +77,10 @@ def test_inspect_counts_each_file_once(tmp_path: Any, capsys: Any) -> None:
     sizes = _sizes(data)
     code, text, _ = _run(capsys, 'inspect', data, '--shards')
     assert code == 0
-    assert 'parquet (9 units in 3 files)' in text and 'Shards:        9 units in 3 files' in text
+    assert f'parquet (9 {_units()} in 3 files)' in text and f'Shards:        9 {_units()} in 3 files' in text
     lines = {line.split(':')[0]: line for line in text.splitlines() if ':' in line}
     assert lines['Raw bytes'].endswith(f'({sum(sizes.values())} B)')  # each file once, not once per row group
-    assert 'per unit: min 10, mean 23.3, max 30' in text and 'Largest file' in lines
+    assert f'per {_units()[:-1]}: min 10, mean 23.3, max 30' in text and 'Largest file' in lines
     assert text.count('(same file as shard 0)') == 2 and text.count('(same file as shard 6)') == 2
     code, text, _ = _run(capsys, 'inspect', data, '--json', '--shards')
     summary = json.loads(text)
@@ -94,7 +100,7 @@ def test_verify_checks_each_local_file_once(tmp_path: Any, capsys: Any) -> None:
     assert sum(r['checked_bytes'] for r in report['results']) == sum(sizes.values())  # each file read once
     assert sum(r['samples'] for r in report['results']) == 210
     code, text, _ = _run(capsys, 'verify', data, '--quiet')
-    assert code == 0 and 'Verified 9 units in 3 files, 210 samples' in text
+    assert code == 0 and f'Verified 9 {_units()} in 3 files, 210 samples' in text
 
 
 @pytest.mark.slow
@@ -112,7 +118,7 @@ def test_remote_files_are_downloaded_once_and_a_bad_one_fails_its_units(tmp_path
     assert summary['raw_bytes'] == sum(sizes.values())
     fetched = _count_downloads(monkeypatch)
     code, text, _ = _run(capsys, 'verify', url, '--quiet')
-    assert code == 0 and 'Verified 9 units in 3 files, 210 samples' in text, text
+    assert code == 0 and f'Verified 9 {_units()} in 3 files, 210 samples' in text, text
     assert fetched == list(sizes)  # each file once, for all of its row groups
     # A truncated file: each of its units is bad, with the file's problem; the others decode.
     middle = os.path.join(remote_dir, list(sizes)[1])
