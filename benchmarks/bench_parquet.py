@@ -30,8 +30,7 @@ everywhere.
 ``--hub-files N`` (default 1,000; 0 skips): N small Parquet files in ``data/`` of a repository on the loopback Hub
 (``streaming_hf.testing.HubServer``, started here); each library, in a new process with ``HF_ENDPOINT`` pointing at
 it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches).
-The loopback server lacks the repository-info route ``HfFileSystem`` asks first; this script adds it (see
-``_serve_repo_info``). What each library does before its first sample differs: we list the repository and read
+What each library does before its first sample differs: we list the repository and read
 every file's footer (ranged reads) to derive the index the shuffles and resumption need; litdata indexes every
 file too (``index_parquet_dataset`` through ``HfFileSystem``); Hugging Face ``datasets`` lists the files and opens
 the first one.
@@ -276,31 +275,9 @@ def iteration_cases(args: argparse.Namespace, dirs: dict[str, str], peers: bool)
     return cases
 
 
-def _serve_repo_info() -> None:
-    """Teach the loopback Hub ``GET /api/{datasets|models}/{owner}/{name}`` (a repository's info at its default
-    branch, as the Hub answers it), which ``huggingface_hub``'s ``HfFileSystem`` asks first and which
-    ``streaming_hf.testing`` does not serve (it answers 404 "no such route"): answered as ``.../revision/main``."""
-    from streaming_hf import testing
-    handler = testing._HubHandler
-    if getattr(handler, '_bench_repo_info', False):
-        return
-    plain_get = handler.do_GET
-
-    def do_get(self: Any) -> None:
-        path, _, query = self.path.partition('?')
-        segments = path.strip('/').split('/')
-        if len(segments) == 4 and segments[0] == 'api' and segments[1] in ('datasets', 'models'):
-            self.path = path.rstrip('/') + '/revision/main' + (f'?{query}' if query else '')
-        plain_get(self)
-
-    handler.do_GET = do_get
-    handler._bench_repo_info = True
-
-
 def hub_first_sample(args: argparse.Namespace, root: str, peers: bool) -> dict[str, list[str]]:
     """Cold and warm first-sample seconds per library on the loopback Hub (a reason instead where one fails)."""
     from streaming_hf.testing import HubServer
-    _serve_repo_info()
     hub = HubServer(page_size=1000)
     results: dict[str, list[str]] = {}
     try:

@@ -13,16 +13,22 @@ Requests (the paths ``huggingface_hub`` uses, against ``HF_ENDPOINT``, default `
   bytes=a-b``). Redirects (the Hub sends LFS files to its CDN) are followed, and the token is sent to the Hub's own
   host only, never to another host.
 
-The token comes from the ``token`` storage option, else ``huggingface_hub.get_token()`` (``HF_TOKEN``, then the
-token file of ``huggingface-cli login``); it is registered as a secret so it is masked in logs, and it never
-appears in errors or reprs. ``HF_HUB_OFFLINE=1`` makes every request fail at once with a message saying so. A 401
-or 403 (a private or gated repository, a bad token) is a permanent error saying what to do; nothing is uploaded
-(the Hub's commit API is not implemented: upload with ``huggingface_hub`` instead).
+Requests go over kept-alive connections shared by the process's threads (:mod:`streaming_hf.transport`), or through
+``urllib`` when a proxy applies to the host.
+
+The token comes from the ``token`` storage option, else ``$HF_TOKEN`` (read without importing ``huggingface_hub``),
+else ``huggingface_hub.get_token()`` (the rest of its configuration: ``HF_TOKEN_PATH``, the token file of
+``huggingface-cli login``...; looked up once per process); ``HF_HUB_DISABLE_IMPLICIT_TOKEN=1`` sends no token but
+the option's. It is registered as a secret so it is masked in logs, and it never appears in errors or reprs.
+``HF_HUB_OFFLINE=1`` makes every request fail at once with a message saying so. A 401 or 403 (a private or gated
+repository, a bad token) is a permanent error saying what to do; nothing is uploaded (the Hub's commit API is not
+implemented: upload with ``huggingface_hub`` instead).
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -40,6 +46,7 @@ from streaming_core.plugin_api import (
     check_options,
     register_secret,
 )
+from streaming_hf.transport import ConnectionPool
 from streaming_hf.url import HfURL, parse_hf_url
 
 __all__ = ['HfBackend', 'OPTIONS', 'PIN_ENV_PREFIX']
@@ -64,11 +71,33 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+_REDIRECTS = (301, 302, 303, 307, 308)
+#: ``huggingface_hub.get_token()``'s answer, looked up once per process (``False``: not yet).
+_SAVED_TOKEN: list[str | None | bool] = [False]
+os.register_at_fork(after_in_child=lambda: _SAVED_TOKEN.__setitem__(0, False))
 
 
 def _truthy(value: str | None) -> bool:
     return (value or '').strip().lower() in ('1', 'true', 'yes', 'on')
+
+
+def _clean_token(value: Any) -> str | None:
+    """A token without surrounding whitespace or line breaks (as huggingface_hub reads it); ``None`` when empty."""
+    if not isinstance(value, str):
+        return None
+    return value.replace('\r', '').replace('\n', '').strip() or None
+
+
+def _saved_token() -> str | None:
+    """``huggingface_hub.get_token()`` (the login token file, ``HF_TOKEN_PATH``...), once per process."""
+    if _SAVED_TOKEN[0] is False:
+        try:
+            from huggingface_hub import get_token
+            _SAVED_TOKEN[0] = _clean_token(get_token())
+        except Exception:  # huggingface_hub missing or an unreadable token file: no token
+            _SAVED_TOKEN[0] = None
+    found = _SAVED_TOKEN[0]
+    return found if isinstance(found, str) else None
 
 
 class HfBackend(ProcessLocal):
@@ -86,26 +115,28 @@ class HfBackend(ProcessLocal):
         self._token = options.get('token')
         self._init_runtime()
 
+    _process_local = ('_pool', '_secrets', '_opener')
+
     def _init_runtime(self) -> None:
         super()._init_runtime()
+        self._pool = ConnectionPool()
+        self._secrets: set[str] = set()
+        self._opener: Any = None
 
     def __repr__(self) -> str:
         return f'HfBackend(endpoint={self.endpoint!r})'
 
     # Configuration.
     def _token_value(self) -> str | None:
-        token = self._token
-        if token is None:
-            token = os.environ.get('HF_TOKEN') or None
-            if token is None:
-                try:
-                    from huggingface_hub import get_token
-                    token = get_token()
-                except Exception:  # an unreadable token file is "no token"
-                    token = None
-        if token:
+        """The token to send: the option, else ``$HF_TOKEN`` (no import), else huggingface_hub's configuration;
+        none of the implicit ones under ``HF_HUB_DISABLE_IMPLICIT_TOKEN``."""
+        token = _clean_token(self._token)
+        if token is None and not _truthy(os.environ.get('HF_HUB_DISABLE_IMPLICIT_TOKEN')):
+            token = _clean_token(os.environ.get('HF_TOKEN')) or _saved_token()
+        if token and token not in self._secrets:
             register_secret(token)
-        return token or None
+            self._secrets.add(token)
+        return token
 
     def _check_online(self, url: str) -> None:
         if _truthy(os.environ.get('HF_HUB_OFFLINE')):
@@ -118,59 +149,74 @@ class HfBackend(ProcessLocal):
                  headers: dict[str, str] | None = None) -> Any:
         """Open ``target`` (a Hub URL), following redirects; the token goes to the Hub's host only."""
         self._check_online(url)
+        self._check_process()
         hub = urlsplit(self.endpoint).netloc
         token = self._token_value()
         for _ in range(_MAX_REDIRECTS + 1):
-            request = urllib.request.Request(target, method=method, headers={
-                'User-Agent': 'streaming-hf', **(headers or {})})
+            sent = {'User-Agent': 'streaming-hf', **(headers or {})}
             if token and urlsplit(target).netloc == hub:
-                request.add_unredirected_header('Authorization', f'Bearer {token}')
+                sent['Authorization'] = f'Bearer {token}'
             try:
-                response = _OPENER.open(request, timeout=timeout)
-            except urllib.error.HTTPError as err:
-                if err.code in (301, 302, 303, 307, 308) and err.headers.get('Location'):
-                    target = urljoin(target, err.headers['Location'])
-                    err.close()
-                    continue
-                raise self._http_error(err, url, method) from None
-            except (urllib.error.URLError, OSError) as err:
+                response = self._send(method, target, sent, timeout)
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
                 reason = getattr(err, 'reason', err)
                 raise StorageError(f'{method} {url}: cannot reach the Hugging Face Hub at {self.endpoint} '
                                    f'({type(reason).__name__}: {reason}). Check the network and HF_ENDPOINT, or '
                                    f'set HF_HUB_OFFLINE=1 and read a local copy.') from None
+            status = response.status
+            if status in _REDIRECTS and response.headers.get('Location'):
+                target = urljoin(target, response.headers['Location'])
+                response.close()
+                continue
+            if status >= 400:
+                raise self._http_error(response, url, method) from None
             return response
         raise PermanentStorageError(f'{method} {url}: more than {_MAX_REDIRECTS} redirects.')
 
-    def _http_error(self, err: urllib.error.HTTPError, url: str, method: str) -> StorageError:
+    def _send(self, method: str, target: str, headers: dict[str, str], timeout: float) -> Any:
+        """One request, no redirect followed: a response of any status (``status``, ``headers``, ``read``,
+        ``close``), over a kept-alive connection unless a proxy applies to the host."""
+        if not self._pool.proxied(target):
+            return self._pool.request(method, target, headers, timeout)
+        if self._opener is None:  # its ProxyHandler reads the proxy settings now
+            self._opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            return self._opener.open(urllib.request.Request(target, method=method, headers=headers), timeout=timeout)
+        except urllib.error.HTTPError as err:  # a response too
+            return err
+
+    def _http_error(self, err: Any, url: str, method: str) -> StorageError:
+        """The error for a response of status >= 400 (closed here)."""
         code = err.headers.get('X-Error-Code') or ''
         message = (err.headers.get('X-Error-Message') or '').strip()
         try:
             err.close()
         except Exception:
             pass
+        status = err.status
         detail = f' ({code}{": " + message if message else ""})' if code or message else ''
-        if err.code == 401:
+        if status == 401:
             has = 'the token given was refused' if self._token_value() else 'no token was given (HF_TOKEN)'
             return PermanentStorageError(
                 f'{method} {url}: 401 Unauthorized{detail}: the repository does not exist, or it is private or '
                 f'gated and {has}. Check the name, and set HF_TOKEN (or huggingface-cli login) to a token with '
                 f'access.')
-        if err.code == 403:
+        if status == 403:
             return PermanentStorageError(
                 f'{method} {url}: 403 Forbidden{detail}: the token has no access to this repository. For a gated '
                 f'dataset, accept its conditions on its Hub page with this account; otherwise use a token with read '
                 f'access.')
-        if err.code == 404:
+        if status == 404:
             return RemoteNotFoundError(f'{method} {url}: not found on the Hub{detail}.')
-        if err.code == 416:
+        if status == 416:
             return PermanentStorageError(f'{method} {url}: 416 Range Not Satisfiable.')
-        kind = PermanentStorageError if 400 <= err.code < 500 and err.code not in (408, 429) else StorageError
-        return kind(f'{method} {url}: HTTP {err.code} {err.reason}{detail}.')
+        kind = PermanentStorageError if 400 <= status < 500 and status not in (408, 429) else StorageError
+        return kind(f'{method} {url}: HTTP {status} {err.reason}{detail}.')
 
     def _json(self, url: str, target: str, timeout: float) -> tuple[Any, Any]:
         response = self._request(url, target, 'GET', timeout)
         try:
-            body = response.read()
+            body = _read(response, url, 'GET')
             links = response.headers.get('Link')
         finally:
             response.close()
@@ -215,6 +261,10 @@ class HfBackend(ProcessLocal):
         try:
             with open(path, 'wb') as out:
                 shutil.copyfileobj(response, out, _CHUNK)
+        except (OSError, http.client.HTTPException) as err:
+            if isinstance(err, OSError) and getattr(err, 'filename', None) == path:
+                raise  # our side (disk full, permissions): not the network
+            raise StorageError(f'GET {url}: the download broke off ({type(err).__name__}: {err}).') from None
         finally:
             response.close()
 
@@ -232,7 +282,8 @@ class HfBackend(ProcessLocal):
                 return b''
             raise
         try:
-            data = response.read() if response.status == 206 else response.read()[start:start + length]
+            data = _read(response, url, 'GET')
+            data = data if response.status == 206 else data[start:start + length]
         finally:
             response.close()
         return data
@@ -295,6 +346,14 @@ class HfBackend(ProcessLocal):
             pages += 1
             target = _next_link(links, target)
         return files
+
+
+def _read(response: Any, url: str, method: str) -> bytes:
+    """The whole body of ``response``; a connection broken off mid-body is a (retried) :class:`StorageError`."""
+    try:
+        return response.read()
+    except (OSError, http.client.HTTPException) as err:
+        raise StorageError(f'{method} {url}: the answer broke off ({type(err).__name__}: {err}).') from None
 
 
 def _next_link(header: str | None, current: str) -> str | None:

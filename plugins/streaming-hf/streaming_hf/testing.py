@@ -1,7 +1,10 @@
 """A stand-in for the Hugging Face Hub on loopback, for tests and offline examples: a server speaking the Hub's HTTP
 API paths that ``huggingface_hub`` (and streaming-hf) use.
 
-* ``GET /api/{datasets|models}/{owner}/{name}/revision/{rev}``: ``{"id", "sha", "siblings"}``;
+* ``GET /api/{datasets|models}/{owner}/{name}``: the repository's info at its default branch ``main`` (what
+  ``huggingface_hub``'s ``repo_info`` and ``HfFileSystem``, and so ``datasets`` and litdata, ask first);
+* ``GET /api/{datasets|models}/{owner}/{name}/revision/{rev}``: the same at a revision: ``{"id", "sha",
+  "siblings", "private", "gated", "disabled"}``;
 * ``GET /api/{datasets|models}/{owner}/{name}/tree/{rev}[/{path}]?recursive=true``: the entries (``type``,
   ``path``, ``size``, ``oid`` and ``lfs: {oid, size}`` for ``*.parquet``), paginated with ``Link: <...>;
   rel="next"`` past ``page_size`` entries;
@@ -12,7 +15,8 @@ API paths that ``huggingface_hub`` (and streaming-hf) use.
 Repositories hold commits (``{commit: {path: bytes}}``) and refs (``main``, tags) naming commits, so a test can push
 a new commit while a dataset reads the old one. A repository may be private (needs ``Authorization: Bearer
 <token>``: else 401 ``RepoNotFound``, as the Hub answers) or gated (403 ``GatedRepo`` without a token it accepts).
-Errors carry ``X-Error-Code`` / ``X-Error-Message`` as the Hub's do. No Xet headers are sent.
+Errors carry ``X-Error-Code`` / ``X-Error-Message`` as the Hub's do. No Xet headers are sent. Connections are kept
+alive (HTTP/1.1) and answers are sent without Nagle's delay, as a real server's are.
 
 Example::
 
@@ -65,6 +69,8 @@ class HubState:
         self.page_size = page_size
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.cdn_authorization: list[str | None] = []
+        #: The client address (host, port) of every request, in the order of ``requests``: one port per connection.
+        self.peers: list[tuple[str, int]] = []
         self.lock = threading.Lock()
 
     def repo(self, kind: str, repo_id: str, **kwargs: Any) -> Repo:
@@ -82,6 +88,9 @@ def _blob_oid(data: bytes) -> str:
 
 class _HubHandler(BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
+    #: Headers and body leave as separate writes: without TCP_NODELAY a kept-alive connection waits ~40 ms for the
+    #: client's delayed ACK before the body.
+    disable_nagle_algorithm = True
     state: HubState
     cdn_base: str
 
@@ -135,7 +144,10 @@ class _HubHandler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         with self.state.lock:
             self.state.requests.append((self.command, parts.path, dict(self.headers)))
+            self.state.peers.append(self.client_address[:2])
         segments = parts.path.strip('/').split('/')
+        if segments[0] == 'api' and len(segments) == 4 and segments[1] in ('datasets', 'models'):
+            segments += ['revision', 'main']  # the repository's info: at its default branch
         if segments[0] == 'api' and len(segments) >= 6 and segments[1] in ('datasets', 'models'):
             kind, repo_id, verb = segments[1], f'{segments[2]}/{segments[3]}', segments[4]
             repo = self.state.repos.get((kind, repo_id))
@@ -145,9 +157,10 @@ class _HubHandler(BaseHTTPRequestHandler):
             commit = self._commit(repo, segments[5])
             if commit is None:
                 return
-            if verb == 'revision':
-                self._json({'id': repo_id, 'sha': commit, 'siblings': [{'rfilename': n} for n in
-                                                                        sorted(repo.commits[commit])]})
+            if verb == 'revision' and len(segments) == 6:
+                self._json({'id': repo_id, 'sha': commit, 'private': repo.private,
+                            'gated': 'auto' if repo.gated else False,
+                            'disabled': False, 'siblings': [{'rfilename': n} for n in sorted(repo.commits[commit])]})
             elif verb == 'tree':
                 self._tree(repo.commits[commit], unquote('/'.join(segments[6:])), parts.query)
             else:
@@ -251,6 +264,7 @@ def send_bytes(handler: BaseHTTPRequestHandler, data: bytes, commit: str | None,
 
 class _CdnHandler(BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
+    disable_nagle_algorithm = True
     state: HubState
 
     def log_message(self, *args: Any) -> None:
@@ -264,6 +278,7 @@ class _CdnHandler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.cdn_authorization.append(self.headers.get('Authorization'))
             self.state.requests.append((self.command, '/cdn' + urlsplit(self.path).path, dict(self.headers)))
+            self.state.peers.append(self.client_address[:2])
         kind, repo, commit, name = segments[1], f'{segments[2]}/{segments[3]}', segments[4], '/'.join(segments[5:])
         data = self.state.repos[(kind, repo)].commits[commit][name]
         send_bytes(self, data, None, f'"{hashlib.sha256(data).hexdigest()}"')
