@@ -233,6 +233,16 @@ def s3_env(moto_server: RunningServer, cloud_env: pytest.MonkeyPatch) -> Any:
 
 @pytest.mark.slow
 def test_over_s3_shuffled_with_two_workers_under_an_evicting_cache_limit(tmp_path: Any, s3_env: Any) -> None:
+    """The limit has room for one chunk being prepared (its ``.zstd.bin`` and decompressed copy) and nothing else, so
+    chunks are evicted and fetched again as the two workers move between them.
+
+    Each worker reads exactly one batch (20 of the 40 samples), so neither sits idle with a chunk open while the other
+    works. A worker that has handed its batches over and waits for the main process keeps its open chunk pinned,
+    and the main process waits for the sibling's batch in order: when that batch needs the pinned room, nothing
+    frees it and the sibling fails with CacheLimitError after its patience (with ``batch_size=4`` this failed 1 run
+    in 9, and every time when the second worker starts 2 s late). A cache limit must hold what every worker keeps
+    open plus one chunk being prepared.
+    """
     from make_golden import canonical
     prefix = f'ds-{uuid.uuid4().hex}'
     source = os.path.join(GOLDEN, NAME)
@@ -243,11 +253,13 @@ def test_over_s3_shuffled_with_two_workers_under_an_evicting_cache_limit(tmp_pat
     cache = str(tmp_path / 'cache')
     limit = os.path.getsize(os.path.join(source, 'index.json')) + largest + 64  # room for one chunk at a time
     with pytest.warns(UserWarning, match=r'below four times the largest shard'):
-        dataset = StreamingDataset(remote=f's3://{BUCKET}/{prefix}', local=cache, batch_size=4, shuffle=True,
+        dataset = StreamingDataset(remote=f's3://{BUCKET}/{prefix}', local=cache, batch_size=20, shuffle=True,
                                    shuffle_block_size=16, cache_limit=limit)
     assert len(dataset) == 40
-    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, collate_fn=lambda batch: batch)
-    seen = [item for batch in loader for item in batch]
+    loader = StreamingDataLoader(dataset, batch_size=20, num_workers=2, collate_fn=lambda batch: batch)
+    batches = list(loader)
+    assert [len(batch) for batch in batches] == [20, 20]  # one batch per worker
+    seen = [item for batch in batches for item in batch]
     assert sorted(item['id'] for item in seen) == list(range(40))
     assert [item['id'] for item in seen] != list(range(40))
     expected = _expected()
