@@ -243,7 +243,8 @@ class HfBackend(ProcessLocal):
             if not isinstance(pinned, str) or not _COMMIT.match(pinned):
                 raise StorageError(f'{url}: the Hub did not resolve revision {revision!r} to a commit.')
         _PINS[key] = pinned
-        os.environ[env] = pinned
+        if os.environ.get(env) != pinned:  # setting it on every request would cost a putenv each
+            os.environ[env] = pinned
         return pinned
 
     def _resolve_url(self, where: HfURL, url: str, timeout: float) -> str:
