@@ -142,26 +142,44 @@ class ShardCatalogue:
         self._build_tables()
 
     def _build_tables(self) -> None:
+        # Nothing per shard beyond what the tables need: at 10^6 shards each int64 table is 8 MB per process, so a
+        # single stream's counts are the mapped array itself, the offsets and the spanner share one prefix sum, and
+        # the per-shard stream ids of a single stream are a zero-stride view.
         self.readers: Sequence[ShardReader] = CatalogueReaders(self)
         counts = [per.samples_per_shard if isinstance(per, ShardTable)
                   else np.array([reader.samples for reader in per], dtype=np.int64) for per in self.sources]
         self.shards_per_stream = np.array([len(per) for per in self.sources], dtype=np.int64)
         self.shard_offset_per_stream = _offsets(self.shards_per_stream)
         total = int(self.shards_per_stream.sum())
-        self.stream_per_shard = np.repeat(np.arange(len(self.streams), dtype=np.int64), self.shards_per_stream)
-        self.shard_in_stream = (np.arange(total, dtype=np.int64)
-                                - self.shard_offset_per_stream[self.stream_per_shard])
-        self.samples_per_shard = (np.concatenate(counts).astype(np.int64, copy=False) if counts
-                                  else np.zeros(0, dtype=np.int64))
-        self.sample_offset_per_shard = _offsets(self.samples_per_shard)
-        prefix = np.concatenate([[0], np.cumsum(self.samples_per_shard)]).astype(np.int64)
+        if len(self.streams) == 1:
+            self.stream_per_shard = np.broadcast_to(np.int64(0), (total,))
+        else:
+            self.stream_per_shard = np.repeat(np.arange(len(self.streams), dtype=np.int64), self.shards_per_stream)
+        if len(counts) == 1:
+            self.samples_per_shard = np.asarray(counts[0]).astype(np.int64, copy=False)
+        else:
+            self.samples_per_shard = (np.concatenate(counts).astype(np.int64, copy=False) if counts
+                                      else np.zeros(0, dtype=np.int64))
+        prefix = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(self.samples_per_shard, out=prefix[1:])
+        self.sample_offset_per_shard = prefix[:-1]
         self.samples_per_stream = (prefix[self.shard_offset_per_stream + self.shards_per_stream]
                                    - prefix[self.shard_offset_per_stream])
         self.sample_offset_per_stream = _offsets(self.samples_per_stream)
         self.num_samples = int(prefix[-1])
-        self._spanner = Spanner(self.samples_per_shard)
+        self._spanner = Spanner(self.samples_per_shard, ends=prefix[1:])
+        self._shard_in_stream: NDArray[np.int64] | None = None
         self._file_of: NDArray[np.int64] | None = None
         self._shares_files = False
+
+    @property
+    def shard_in_stream(self) -> NDArray[np.int64]:
+        """Each shard's position within its stream (computed on first use)."""
+        if self._shard_in_stream is None:
+            total = int(self.shards_per_stream.sum())
+            self._shard_in_stream = (np.arange(total, dtype=np.int64)
+                                     - self.shard_offset_per_stream[self.stream_per_shard])
+        return self._shard_in_stream
 
     @property
     def file_of_shard(self) -> NDArray[np.int64]:

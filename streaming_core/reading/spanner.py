@@ -20,11 +20,13 @@ class Spanner:
 
     Args:
         shard_sizes: The sample count of every shard, in global shard order.
+        ends: Their cumulative sums, when the caller has them already (they are then shared, not copied).
     """
 
-    def __init__(self, shard_sizes: NDArray[np.int64] | list[int]) -> None:
+    def __init__(self, shard_sizes: NDArray[np.int64] | list[int], ends: NDArray[np.int64] | None = None) -> None:
         self.shard_sizes = np.asarray(shard_sizes, dtype=np.int64)
-        self._ends = np.cumsum(self.shard_sizes)  # an array, not a list: nothing per shard at 10^6 shards
+        # An array, not a list: nothing per shard at 10^6 shards.
+        self._ends = np.cumsum(self.shard_sizes) if ends is None else ends
         self.num_samples = int(self._ends[-1]) if self._ends.size else 0
         # Small tables also as a list: bisect on a list beats numpy's per-call overhead for one id.
         self._ends_list = self._ends.tolist() if self._ends.size <= _LIST_MAX else None
