@@ -191,6 +191,10 @@ class ShardFormat(Protocol):
     them (``ValueError`` for a bad value); such a reader raises ``ValueError`` naming the shard's columns for a
     column its entry lacks. The core checks the names and reports both errors as ``FormatOptionError`` at
     construction (:mod:`streaming_core.reading.format_options`); a format without ``option_names`` takes none.
+
+    Optional attributes: ``units_share_files = True`` when several index entries (units, such as a Parquet file's
+    row groups) may name one file, which the core then downloads, counts and evicts once; ``unit_word`` (such as
+    ``'row group'``) names those units in ``streaming inspect`` and ``streaming verify``.
     """
 
     name: str
@@ -216,6 +220,9 @@ class IndexBuilder(Protocol):
         name: The format name.
         patterns: ``fnmatch`` patterns of the file names it indexes (``('*.parquet',)``), matched against each
             file's path relative to the directory and its base name.
+
+    Optional: ``index_version``, part of the derived index's identity: raise it when the builder's output changes
+    for the same files, so an index kept by an older version is rebuilt.
     """
 
     name: str
