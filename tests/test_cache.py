@@ -122,3 +122,34 @@ def test_a_download_waiting_for_room_warns_why_then_fails(tmp_path, monkeypatch)
     with pytest.warns(RuntimeWarning, match='Waiting .* for room in the cache for shard 1 .* Raise cache_limit'):
         with pytest.raises(CacheLimitError, match='cannot fit shard 1'):
             manager.prepare(1)
+
+
+def test_a_prefetchers_impatience_is_not_the_readers_error(tmp_path):
+    # A prefetch thread prepares a shard with a short patience and gives up while the cache is full; the reading
+    # loop, waiting on that same preparation, must then prepare it itself (room comes later), not re-raise the
+    # prefetcher's CacheLimitError.
+    import threading
+    import time
+    remote = write_mds(str(tmp_path / 'remote'), 100, size_limit=1 << 10, sample_size=64)
+    index_bytes = os.path.getsize(os.path.join(remote, 'index.json'))
+    largest = max(os.path.getsize(os.path.join(remote, n)) for n in os.listdir(remote) if n.startswith('shard.'))
+    with pytest.warns(UserWarning, match='below four times the largest shard'):
+        dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
+                                   cache_limit=index_bytes + largest + largest // 2)
+    manager = dataset.shard_manager
+    manager.open(0)  # holds the only room
+    failures = []
+
+    def prefetch():
+        try:
+            manager.prepare(1, patience=0.3)
+        except CacheLimitError as err:
+            failures.append(err)
+    prefetcher = threading.Thread(target=prefetch)
+    prefetcher.start()
+    time.sleep(0.1)  # the prefetcher owns the preparation and waits for room
+    threading.Timer(0.8, manager.close, args=(0,)).start()  # room comes after the prefetcher gave up
+    manager.prepare(1)  # the loop's own call, with the cache's full patience
+    prefetcher.join()
+    assert failures, 'the prefetcher gave up first'
+    assert manager.is_ready(1)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.errors import HashMismatchError, ShardCorruptError, StreamingError
+from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
 from streaming_core.reading.cache_limit import CacheHooks, CacheState, cache_key
 from streaming_core.reading.catalogue import ShardCatalogue
@@ -238,15 +238,25 @@ class ShardManager:
         """
         self._check_pid()
         key = self.file_of(shard)  # units of one file share its preparation
-        with self._inflight_lock:
-            future = self._inflight.get(key)
-            owner = future is None
+        while True:
+            with self._inflight_lock:
+                future = self._inflight.get(key)
+                owner = future is None
+                if owner:
+                    future = Future()
+                    future.patience = patience  # type: ignore[attr-defined]
+                    self._inflight[key] = future
             if owner:
-                future = Future()
-                self._inflight[key] = future
-        if not owner:
-            self._await(future, key, on_wait, self.stream_of(shard).wait_timeout * 2)
-            return
+                break
+            try:
+                self._await(future, key, on_wait, self.stream_of(shard).wait_timeout * 2)
+                return
+            except CacheLimitError:
+                # The owner (a prefetch thread) gave up waiting for room sooner than this caller would: this
+                # caller prepares the file itself, with its own patience, instead of failing with the owner's error.
+                owner_patience = getattr(future, 'patience', None)
+                if owner_patience is None or (patience is not None and patience <= owner_patience):
+                    raise
 
         def short_of_room() -> None:
             self._short_of_room.add(key)
