@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument('--data-dir', default=None, help='keep the data here (default: a temporary directory)')
     parser.add_argument('--quick', action='store_true', help='20k samples, one round')
     parser.add_argument('--ours-setup', default=None, help='module:function our measured processes call first (to '
-                        'measure a prototype, e.g. benchmarks.notes.litdata_lazy_rows:install)')
+                        'measure a prototype, e.g. mypackage.prototype:install)')
     parser.add_argument('--peer', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:

@@ -14,7 +14,7 @@ e.g. to measure a prototype of a change before it lands::
 
     .venv/bin/python benchmarks/profile_workers.py /tmp/data/litdata --workers 2 --epochs 4
     .venv/bin/python benchmarks/profile_workers.py /tmp/data/litdata --workers 2 --profile --out /tmp/prof
-    .venv/bin/python benchmarks/profile_workers.py /tmp/data/litdata --setup benchmarks.notes.litdata_lazy_rows:install
+    .venv/bin/python benchmarks/profile_workers.py /tmp/data/litdata --setup mypackage.prototype:install
     .venv/bin/python benchmarks/profile_workers.py /tmp/data/litdata --setup pyarrow:cpu_count   # pyarrow imported
 """
 
