@@ -29,7 +29,8 @@ everywhere.
 
 ``--hub-files N`` (default 1,000; 0 skips): N small Parquet files in ``data/`` of a repository on the loopback Hub
 (``streaming_hf.testing.HubServer``, started here); each library, in a new process with ``HF_ENDPOINT`` pointing at
-it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches).
+it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches);
+``--hub-latency S`` makes the server wait S seconds before each answer, standing for a network's round trip.
 What each library does before its first sample differs: we list the repository and read
 every file's footer (ranged reads) to derive the index the shuffles and resumption need; litdata indexes every
 file too (``index_parquet_dataset`` through ``HfFileSystem``); Hugging Face ``datasets`` lists the files and opens
@@ -278,7 +279,7 @@ def iteration_cases(args: argparse.Namespace, dirs: dict[str, str], peers: bool)
 def hub_first_sample(args: argparse.Namespace, root: str, peers: bool) -> dict[str, list[str]]:
     """Cold and warm first-sample seconds per library on the loopback Hub (a reason instead where one fails)."""
     from streaming_hf.testing import HubServer
-    hub = HubServer(page_size=1000)
+    hub = HubServer(page_size=1000, latency=args.hub_latency)
     results: dict[str, list[str]] = {}
     try:
         hub.state.repo('datasets', 'bench/many').push(write_hub_files(args.hub_files))
@@ -327,6 +328,8 @@ def main() -> None:
     parser.add_argument('--workers', default='0,2', help='DataLoader workers, comma-separated')
     parser.add_argument('--hf-buffer', type=int, default=10_000, help="HF datasets' shuffle buffer")
     parser.add_argument('--hub-files', type=int, default=1000)
+    parser.add_argument('--hub-latency', type=float, default=0.0,
+                        help='seconds the loopback Hub waits before each answer (a network round trip)')
     parser.add_argument('--max-seconds', type=float, default=30.0,
                         help='stop an epoch after this long; its rate is what it read by then (0: no limit)')
     parser.add_argument('--data-dir', default=None, help='keep the data here (default: a temporary directory)')
@@ -387,8 +390,8 @@ def main() -> None:
                   f'{base / rate:.2f}x |', flush=True)
         if args.hub_files:
             results = hub_first_sample(args, root, peers)
-            print(f'\nFirst sample of {args.hub_files:,} files (100 rows each) on the loopback Hub (hf://), seconds '
-                  f'from construction, new process:\n')
+            print(f'\nFirst sample of {args.hub_files:,} files (100 rows each) on the loopback Hub (hf://, '
+                  f'{args.hub_latency * 1000:.0f} ms per answer), seconds from construction, new process:\n')
             print('| library | cold | warm |')
             print('| --- | ---: | ---: |')
             for impl, (cold, warm) in results.items():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -64,9 +65,11 @@ class Repo:
 class HubState:
     """What the servers serve and what they saw."""
 
-    def __init__(self, page_size: int = 50) -> None:
+    def __init__(self, page_size: int = 50, latency: float = 0.0) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.page_size = page_size
+        #: Seconds each answer waits before it is sent (a network's round trip; 0 on loopback).
+        self.latency = latency
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.cdn_authorization: list[str | None] = []
         #: The client address (host, port) of every request, in the order of ``requests``: one port per connection.
@@ -145,6 +148,8 @@ class _HubHandler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.requests.append((self.command, parts.path, dict(self.headers)))
             self.state.peers.append(self.client_address[:2])
+        if self.state.latency:
+            time.sleep(self.state.latency)
         segments = parts.path.strip('/').split('/')
         if segments[0] == 'api' and len(segments) == 4 and segments[1] in ('datasets', 'models'):
             segments += ['revision', 'main']  # the repository's info: at its default branch
@@ -279,16 +284,23 @@ class _CdnHandler(BaseHTTPRequestHandler):
             self.state.cdn_authorization.append(self.headers.get('Authorization'))
             self.state.requests.append((self.command, '/cdn' + urlsplit(self.path).path, dict(self.headers)))
             self.state.peers.append(self.client_address[:2])
+        if self.state.latency:
+            time.sleep(self.state.latency)
         kind, repo, commit, name = segments[1], f'{segments[2]}/{segments[3]}', segments[4], '/'.join(segments[5:])
         data = self.state.repos[(kind, repo)].commits[commit][name]
         send_bytes(self, data, None, f'"{hashlib.sha256(data).hexdigest()}"')
 
 
 class HubServer:
-    """The Hub on ``127.0.0.1`` and its CDN on ``127.0.0.2`` (another host), each on a free port."""
+    """The Hub on ``127.0.0.1`` and its CDN on ``127.0.0.2`` (another host), each on a free port.
 
-    def __init__(self, page_size: int = 50) -> None:
-        self.state = HubState(page_size)
+    Args:
+        page_size: Entries per page of the tree listing.
+        latency: Seconds every answer (Hub and CDN) waits before it is sent, to stand for a network's round trip.
+    """
+
+    def __init__(self, page_size: int = 50, latency: float = 0.0) -> None:
+        self.state = HubState(page_size, latency)
         cdn_handler = type('Cdn', (_CdnHandler,), {'state': self.state})
         self._cdn = ThreadingHTTPServer(('127.0.0.2', 0), cdn_handler)
         self.cdn_url = f'http://127.0.0.2:{self._cdn.server_address[1]}'
