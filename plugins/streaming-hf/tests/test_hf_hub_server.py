@@ -104,3 +104,17 @@ def test_without_hf_token_huggingface_hub_config_gives_the_token(hub: HubServer,
         get_backend(url).list(url, timeout=10)
     assert TOKEN not in str(err.value)
     assert get_backend(url, {'token': TOKEN}).list(url, timeout=10) == [url + 'train-00000-of-00001.parquet']
+
+
+def test_latency_delays_every_answer() -> None:
+    import time
+    import urllib.request
+    server = HubServer(latency=0.2)
+    try:
+        commit = server.state.repo('datasets', 'me/tiny').push({'a.txt': b'a'})
+        started = time.perf_counter()
+        with urllib.request.urlopen(f'{server.url}/api/datasets/me/tiny/revision/main', timeout=10) as answer:
+            assert json.loads(answer.read())['sha'] == commit
+        assert time.perf_counter() - started >= 0.2
+    finally:
+        server.close()
