@@ -261,3 +261,22 @@ def test_the_old_converter_group_warns(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             main(['convert', '--help'])
     assert main(['convert', 'oldconv']) in (0, None)
+
+
+def test_a_discovery_with_a_plugin_blocked_writes_no_manifest_a_later_process_would_trust(tmp_path):
+    # The blocked plugin overrides a name another plugin registers: a manifest written under the block would send a
+    # later, unblocked lookup to the other plugin without ever importing this one.
+    cache = str(tmp_path / 'cache')
+    site = _fake_dist(tmp_path, 'shadow-plugin', 'shadow', 'shadow_plugin_mod', '''
+        from streaming_core.hookspecs import hookimpl
+
+        @hookimpl
+        def register_hashes(registry):
+            registry.add('xxh64', lambda data: 'shadowed', override=True)
+    ''')
+    code = f"{_LOOKUP}import contextlib\nwith contextlib.suppress(Exception):\n    get_registry('hash').get('nope')\n"
+    blocked = _child(code, cache, site, env={BLOCK: 'shadow'})
+    assert 'shadow' not in blocked['loaded']
+    assert not os.path.exists(_manifest_path(cache))
+    unblocked = _child(f"{_LOOKUP}print(get_registry('hash').get('xxh64')(b''))\n", cache, site)
+    assert unblocked['out'] == ['shadowed']

@@ -341,7 +341,11 @@ class PluginHost:
         for info in new:
             self._check_declared(info, declared.get(info.name))
         self._complete = True
-        self._write_manifest()  # names of blocked or not autoloaded plugins are absent: their lookups load all
+        if not blocked and autoload:
+            # A manifest written with plugins blocked (or entry points skipped) would miss their names, and a later
+            # process without the block would trust it: a name both a blocked plugin and another one register
+            # would resolve to the other, silently. Only a discovery of everything installed writes it.
+            self._write_manifest()
 
     # The manifest.
     def _read_manifest(self) -> dict[str, Any] | None:
