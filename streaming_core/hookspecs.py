@@ -93,9 +93,10 @@ def register_codecs(registry: RegistryView) -> None:
 def register_compressors(registry: RegistryView) -> None:
     """Register compression families.
 
-    Register one :class:`~streaming_core.machinery.protocols.Compressor` per family name. The family name is also the
-    file extension of compressed shards (``shard.00000.mds.<family>``). Users select ``'<family>'`` or
-    ``'<family>:<level>'``; the level must be one of ``compressor.levels``.
+    Register one :class:`~streaming_core.machinery.protocols.Compressor` per family name. Users select
+    ``'<family>'`` or ``'<family>:<level>'``; the level must be one of ``compressor.levels``. The compressor's
+    ``extension`` names the compressed files writers produce (``shard.00000.mds.<extension>``; the first-party
+    families use their name); readers find those files by the names ``index.json`` lists, never by extension.
 
     Example::
 

@@ -280,3 +280,10 @@ def test_a_discovery_with_a_plugin_blocked_writes_no_manifest_a_later_process_wo
     assert not os.path.exists(_manifest_path(cache))
     unblocked = _child(f"{_LOOKUP}print(get_registry('hash').get('xxh64')(b''))\n", cache, site)
     assert unblocked['out'] == ['shadowed']
+
+
+def test_registering_an_installed_plugin_again_says_what_to_do():
+    import streaming_mds.plugin
+    with pytest.raises(ValueError, match=r"already registered as plugin 'mds' .* block it for the test"):
+        with registered_plugin(streaming_mds.plugin, name='mds-again'):
+            pass

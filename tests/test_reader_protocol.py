@@ -80,3 +80,15 @@ def test_the_core_reads_readers_only_through_the_protocol(tmp_path):
 def test_a_first_party_reader_has_every_declared_member(mds_dir, name):
     dataset = StreamingDataset(local=mds_dir(10), batch_size=2)
     assert hasattr(dataset.shards[0], name)
+
+
+def test_a_reader_subclass_without_entry_keys_is_told_to_set_them():
+    from streaming_core.plugin_api import ShardReaderBase
+
+    class LinesReader(ShardReaderBase):
+        format_name = 'lines'
+
+    entry = {'version': 2, 'format': 'lines', 'samples': 1, 'compression': None, 'hashes': [],
+             'raw_data': {'basename': 'a.lines', 'bytes': 2, 'hashes': {}}, 'zip_data': None}
+    with pytest.raises(TypeError, match=r'LinesReader .* sets no entry_keys: set the class attribute entry_keys'):
+        LinesReader(entry)

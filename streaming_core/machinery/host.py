@@ -468,6 +468,14 @@ class PluginHost:
             pm = self._manager()
             if name in self._infos:
                 raise ValueError(f'A plugin named {name!r} is already registered.')
+            already = next((info for key, info in self._infos.items()
+                            if pm.get_plugin(key) is plugin), None)
+            if already is not None:
+                raise ValueError(
+                    f'{getattr(plugin, "__name__", plugin)!r} is already registered as plugin {already.name!r} '
+                    f'({already.distribution}, installed or registered earlier): it cannot be registered again as '
+                    f'{name!r}. Test an installed plugin as it is, or block it for the test '
+                    f'(fresh_plugin_manager(blocked=({already.name!r},))).')
             info = PluginInfo(name, distribution, version, getattr(plugin, '__name__', type(plugin).__name__),
                               origin='in-process')
             self._register(pm, plugin, info)

@@ -124,6 +124,10 @@ class ShardReaderBase:
         if not isinstance(entry, Mapping):
             raise IndexFormatError(f'{where}: a shard entry must be a JSON object, got {type(entry).__name__}.')
         keys = set(entry)
+        if not self.entry_keys:
+            raise TypeError(f'{type(self).__qualname__} (a ShardReaderBase subclass for the {self.format_name!r} '
+                            f'format) sets no entry_keys: set the class attribute entry_keys to the exact keys of '
+                            f'its index entries (this entry has {sorted(keys)}).')
         if keys != set(self.entry_keys):
             extra = sorted(keys - self.entry_keys)
             missing = sorted(self.entry_keys - keys)
