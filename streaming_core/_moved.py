@@ -3,7 +3,7 @@
 ``import streaming_core.shards`` (and ``from streaming_core import shards``) returns the very module object of
 :mod:`streaming_core.reading.shard_manager`: the same functions, classes and globals, so ``isinstance`` checks and
 monkeypatching through an old path keep working. A moved package maps every submodule too
-(``streaming_core.convert.recipes`` is ``streaming_core.tools.convert.recipes``). The deprecation policy is in
+(``streaming_core.convert.runner`` is ``streaming_core.tools.convert.runner``). The deprecation policy is in
 ``docs/architecture.md``: an old path keeps working for at least two minor releases after the move, then warns for
 one more before it is removed.
 """

@@ -12,7 +12,7 @@ for plugins.
 Groups (see ``docs/plugins/api.md``):
 
 * **Hooks and registries**: :data:`hookimpl`, :class:`RegistryView` (what a hook receives), :func:`get_registry`
-  (look another plugin's name up), :class:`PluginHost`, :data:`KINDS`.
+  (look another plugin's name up), :class:`PluginHost` (with :class:`HostConfig`, :func:`using_host`), :data:`KINDS`.
 * **Protocols** (:mod:`streaming_core.machinery.protocols`): :class:`Codec`, :class:`Compressor`, :class:`Hasher`,
   :class:`StorageBackend`, :class:`ShardFormat`, :class:`ShardReader`, :class:`ShardView`, :class:`ShuffleAlgorithm`,
   :class:`BatchingMethod`, :class:`IndexBuilder` (with :class:`SourceFile`, what it is given) and the factory
@@ -66,6 +66,9 @@ _LAZY: dict[str, str] = {
     **{name: 'streaming_core.machinery.protocols' for name in _PROTOCOLS},
     'get_registry': 'streaming_core.machinery.host',
     'PluginHost': 'streaming_core.machinery.host',
+    'HostConfig': 'streaming_core.machinery.host',
+    'using_host': 'streaming_core.machinery.host',
+    'FormatOptionError': 'streaming_core.reading.derived_index',
     'Registry': 'streaming_core.machinery.name_registry',
     # Readers and writers.
     'ShardReaderBase': 'streaming_core.reading.shard_entry',
@@ -94,7 +97,7 @@ _LAZY: dict[str, str] = {
     'ListedObject': 'streaming_core.storage.facade',
     'ObjectStat': 'streaming_core.storage.facade',
     # Redaction.
-    'redact_url': 'streaming_core.util',
+    'redact_url': 'streaming_core.storage.redact',
     'redact_text': 'streaming_core.storage.redact',
     'register_secret': 'streaming_core.storage.redact',
     'install_log_redaction': 'streaming_core.storage.redact',
