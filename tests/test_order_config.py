@@ -111,6 +111,14 @@ def test_the_dataset_attributes_are_the_config(mds_dir):
     assert ids_of(again) == order
     copy = pickle.loads(pickle.dumps(dataset))
     assert copy.order_config == dataset.order_config
+    # Registered names are checked on assignment too, as the constructor checks them, not first at iteration.
+    with pytest.raises(UnknownNameError, match="'nope'"):
+        dataset.shuffle_algo = 'nope'
+    with pytest.raises(UnknownMethodError, match="'rand'"):
+        dataset.batching_method = 'rand'
+    assert dataset.shuffle_algo == 'py1e' and dataset.batching_method == 'random'
+    dataset.shuffle_algo = 'naive'
+    assert dataset.order_config.shuffle_algo == 'naive'
 
 
 def test_an_order_field_must_name_a_config_field():

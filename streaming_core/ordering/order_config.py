@@ -163,7 +163,10 @@ class OrderField:
         return getattr(obj.order_config, self.name)
 
     def __set__(self, obj: Any, value: Any) -> None:
-        obj.order_config = replace(obj.order_config, **{self.name: value})
+        config = replace(obj.order_config, **{self.name: value})
+        if self.name in ('shuffle_algo', 'batching_method'):
+            config.check_registered()  # a misspelt name fails here, as the argument would, not at iteration
+        obj.order_config = config
 
 
 def parse_epoch_size(epoch_size: int | str | None) -> int | None:
