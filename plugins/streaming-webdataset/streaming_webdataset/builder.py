@@ -16,6 +16,12 @@ A gzip-compressed tar (``.tar.gz``, ``.tgz``) is indexed whole-file (downloaded 
 described as a compressed shard (``compression: 'gz'``, see :mod:`streaming_webdataset.gzipped`), whose entry
 needs the decompressed size: the sidecar records it per row as ``uncompressed_size``; a row of a compressed tar
 without it (a wids index, or a sidecar written before it was recorded) is not enough, and that tar is walked.
+
+``columns=[...]`` (the stream's ``columns`` format option, handed to :meth:`WebDatasetIndexBuilder.configure`) keeps
+only those fields (``jpg``, ``cls``, ``seg.png``...; ``__key__`` and ``__url__`` always stay): each entry records
+the projection (``projection``) and lists only the kept fields it has, and the reader reads no other member. A
+field no tar has is refused when the index is built, naming the directory, the field and the fields there are; a
+sidecar row that does not record its tar's fields (a wids index) is then not enough, and that tar is walked.
 """
 
 from __future__ import annotations
@@ -24,17 +30,17 @@ import json
 import logging
 import mmap
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, columns_option
 from streaming_webdataset.gzipped import COMPRESSION, READ_CHUNK, gunzip, is_gzipped, plain_name
 from streaming_webdataset.reader import field_kind
 from streaming_webdataset.tarscan import WindowedReader, group_samples, iter_members
 
-__all__ = ['WebDatasetIndexBuilder', 'SIDECAR', 'WIDS_KIND', 'entry_for', 'scan_tar', 'sidecar_json',
-           'read_sidecar']
+__all__ = ['WebDatasetIndexBuilder', 'SIDECAR', 'WIDS_KIND', 'ALWAYS_KEPT', 'entry_for', 'scan_tar', 'sidecar_json',
+           'read_sidecar', 'project_entries']
 
 logger = logging.getLogger('streaming_webdataset')
 
@@ -43,6 +49,8 @@ SIDECAR = 'webdataset-index.json'
 #: The ``__kind__`` of a wids shard index.
 WIDS_KIND = 'wids-shard-index-v1'
 _THREADS = 8
+#: The items every sample has, whatever the projection (naming them in ``columns`` is allowed and changes nothing).
+ALWAYS_KEPT = ('__key__', '__url__')
 
 Read = Callable[[str, int, int], bytes]
 #: ``(sample count, [[field, kind], ...], decompressed size)`` of one tar.
@@ -162,21 +170,67 @@ def sidecar_json(entries: Sequence[dict[str, Any]], name: str) -> bytes:
     return (json.dumps(obj, indent=1) + '\n').encode('utf-8')
 
 
-def _from_row(row: dict[str, Any]) -> list[list[str]]:
+def _row_columns(row: dict[str, Any]) -> list[list[str]] | None:
+    """The ``[[field, kind], ...]`` a sidecar row records, or None when it records none (a wids index)."""
     columns = row.get('columns')
     if isinstance(columns, list) and all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c)
                                          for c in columns):
         return columns
-    return []
+    return None
+
+
+def project_entries(entries: Sequence[dict[str, Any]], columns: Sequence[str], where: str) -> None:
+    """Project ``entries`` (in place) to the fields ``columns``: each records ``projection`` (the fields asked for,
+    in order, without ``__key__``/``__url__``) and lists only the kept fields it has, in that order.
+
+    Raises:
+        IndexFormatError: a field no entry has, naming ``where``, the field and the fields there are.
+    """
+    present: dict[str, None] = {}
+    for entry in entries:
+        for field, _ in entry['columns']:
+            present.setdefault(field, None)
+    wanted = [name for name in columns if name not in ALWAYS_KEPT]
+    missing = [name for name in wanted if name not in present]
+    if missing:
+        raise IndexFormatError(f'columns={list(columns)!r}: no sample of the WebDataset tars in {where} has the field '
+                               f'{", ".join(repr(name) for name in missing)}; the fields there are '
+                               f'{list(present)} (and {", ".join(ALWAYS_KEPT)}, always kept). A field is a member\'s '
+                               f'extension (x.jpg is field jpg of sample x).')
+    for entry in entries:
+        kinds = dict((field, kind) for field, kind in entry['columns'])
+        entry['columns'] = [[name, kinds[name]] for name in wanted if name in kinds]
+        entry['projection'] = list(wanted)
 
 
 class WebDatasetIndexBuilder:
-    """Indexes ``*.tar`` files in WebDataset layout: one ``webdataset`` shard entry per tar."""
+    """Indexes ``*.tar`` files in WebDataset layout: one ``webdataset`` shard entry per tar.
 
-    name = 'webdataset'
+    Args:
+        columns: Keep only these fields (``None``: every field); see the module docstring.
+    """
+
     patterns = ('*.tar', '*.tar.gz', '*.tgz', SIDECAR)
     #: The file ``streaming index`` writes (see :meth:`sidecar`).
     sidecar_name = SIDECAR
+    #: The ``format_options`` this builder takes (``Stream(columns=[...])``).
+    option_names = ('columns',)
+
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        self.columns = columns_option({'columns': columns})
+
+    @property
+    def name(self) -> str:
+        """``webdataset``, or ``webdataset[columns=...]`` with a projection."""
+        return 'webdataset' if self.columns is None else f'webdataset[columns={",".join(self.columns)}]'
+
+    def configure(self, options: Mapping[str, Any]) -> WebDatasetIndexBuilder:
+        """The builder with a stream's format options (names among :attr:`option_names`; the core checks them).
+
+        Raises:
+            ValueError: ``columns`` is not a non-empty list of distinct names.
+        """
+        return WebDatasetIndexBuilder(columns_option(options))
 
     def _scan_all(self, tars: Sequence[Any], read: Read, where: str) -> list[Scan]:
         if len(tars) <= 1:
@@ -215,14 +269,20 @@ class WebDatasetIndexBuilder:
                     logger.info('%s/%s: %s does not record its uncompressed_size; indexing it whole-file (run '
                                 '"streaming index %s" to record it).', where, item.name, SIDECAR, where)
                     continue
-            known[item.name] = (row['nsamples'], _from_row(row), raw_size)
+            recorded = _row_columns(row)
+            if recorded is None and self.columns is not None:
+                continue  # a projection is checked against every tar's fields: walk it to learn them
+            known[item.name] = (row['nsamples'], recorded or [], raw_size)
         missing = [item for item in tars if item.name not in known]
         if sidecar and missing:
             logger.info('%s/%s does not cover %d tar(s); indexing them from their headers', where, SIDECAR,
                         len(missing))
         for item, result in zip(missing, self._scan_all(missing, read, where)):
             known[item.name] = result
-        return {'shards': [_entry(item, known[item.name]) for item in tars], 'version': 2}
+        entries = [_entry(item, known[item.name]) for item in tars]
+        if self.columns is not None:
+            project_entries(entries, self.columns, where)
+        return {'shards': entries, 'version': 2}
 
     def sidecar(self, files: Sequence[Any], read: Read, *, where: str) -> tuple[str, bytes]:
         """``(file name, bytes)`` of a fresh sidecar index of the tars among ``files`` (every tar walked, an

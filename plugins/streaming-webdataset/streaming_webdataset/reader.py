@@ -4,9 +4,12 @@
 A sample comes out as WebDataset users know it: ``__key__`` (the sample key), ``__url__`` (the tar's name relative
 to the dataset directory) and one item per member, keyed by its field (``jpg``, ``cls``, ``seg.png``...). Fields
 ending in ``.json``/``.jsn`` are parsed JSON, ``.txt``/``.text``/``.transcript`` are ``str`` (UTF-8),
-``.cls``/``.cls2``/``.class``/``.count``/``.index``/``.inx``/``.id`` are ``int`` (``None`` when not an integer), as
-WebDataset's default decoders give them; every other field is ``bytes``. :func:`decode_sample` decodes more (NumPy
-arrays, images) in a ``transform``.
+``.cls``/``.cls2``/``.class``/``.count``/``.index``/``.inx``/``.id`` are ``int``, as WebDataset's default decoders
+give them (a value that is not an integer is ``None`` here, where WebDataset 1.0.2 raises ``DecodingError``); every
+other field is ``bytes``. :func:`decode_sample` decodes more (NumPy arrays, images) in a ``transform``.
+
+An entry with a ``projection`` (``Stream(columns=[...])``, see :mod:`streaming_webdataset.builder`) keeps only those
+fields, in that order after ``__key__`` and ``__url__``: the other members' bytes are never read.
 """
 
 from __future__ import annotations
@@ -97,11 +100,16 @@ class WebDatasetReader(ShardReaderBase):
     """One ``webdataset`` index entry: one ``.tar`` file, its sample count and its fields (``[[field, kind]]``)."""
 
     format_name = 'webdataset'
-    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'raw_data', 'samples', 'size_limit',
-                            'version', 'zip_data'})
+    entry_keys = frozenset({'columns', 'compression', 'format', 'hashes', 'projection', 'raw_data', 'samples',
+                            'size_limit', 'version', 'zip_data'})
     part_names = ('data',)
     # Every sample takes at least one 512-byte tar header in the raw (plain) tar, compressed or not.
     min_bytes_per_sample = 512
+
+    def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
+        if isinstance(entry, Mapping) and 'projection' not in entry:  # no projection (and indexes derived before it)
+            entry = {**entry, 'projection': None}
+        super().__init__(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
         """Validate ``columns`` (``[[field, kind], ...]``, possibly empty when only counts are known) and the
@@ -121,6 +129,13 @@ class WebDatasetReader(ShardReaderBase):
                                    f'the kept derived index ("streaming cache clear", or derived-index.json in the '
                                    f'stream\'s state directory) or, with a sidecar, run "streaming index DIR" again.')
         self.columns: list[tuple[str, str]] = [(c[0], c[1]) for c in columns]
+        projection = entry['projection']
+        if projection is not None and (not isinstance(projection, list) or not all(
+                isinstance(name, str) and name for name in projection) or len(set(projection)) != len(projection)):
+            raise IndexFormatError(f'{where}: "projection" must be null or a list of distinct field names, got '
+                                   f'{projection!r}.')
+        #: The fields kept, in order (None: every field).
+        self.projection: tuple[str, ...] | None = tuple(projection) if projection is not None else None
 
     def open(self, paths: Sequence[str]) -> WebDatasetView:
         """Open the local tar and find its samples."""
@@ -142,6 +157,8 @@ class WebDatasetView:
         self.path = path
         raw, zipped = reader.parts[0]
         self._url = raw.basename if zipped is None else zipped.basename  # a .tar.gz: the name the user knows
+        self._projection = reader.projection
+        self._kept = frozenset(reader.projection) if reader.projection is not None else None
         shown = path
         if zipped is not None:
             shown = f'{path} (decompressed from {zipped.basename})'
@@ -177,8 +194,17 @@ class WebDatasetView:
         sample = self._samples[index]
         out: dict[str, Any] = {'__key__': sample.key, '__url__': self._url}
         mapping = self._map
-        for field, offset, size in sample.fields:
-            out[field] = decode_field(field, mapping[offset:offset + size], f'{self.path}: sample {sample.key!r}')
+        kept = self._kept
+        if kept is None:
+            for field, offset, size in sample.fields:
+                out[field] = decode_field(field, mapping[offset:offset + size], f'{self.path}: sample {sample.key!r}')
+            return out
+        spans = {field: (offset, size) for field, offset, size in sample.fields if field in kept}
+        for field in self._projection:  # type: ignore[union-attr]
+            span = spans.get(field)
+            if span is not None:
+                offset, size = span
+                out[field] = decode_field(field, mapping[offset:offset + size], f'{self.path}: sample {sample.key!r}')
         return out
 
     def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
