@@ -17,6 +17,7 @@ whole chunk.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -79,14 +80,23 @@ def arrow_table(mapping: Any, size: int, count: int, path: str, *, copy: bool = 
     return table, source.address, start, end
 
 
-def arrow_rows(mapping: Any, size: int, count: int, path: str) -> ArrowRows:
-    """The rows of a chunk's Arrow row footer, each built when it is read (see :class:`ArrowRows`).
+def arrow_rows(mapping: Any, size: int, count: int, path: str, columns: Sequence[str] | None = None) -> ArrowRows:
+    """The rows of a chunk's Arrow row footer, each built when it is read (see :class:`ArrowRows`); with
+    ``columns``, only those columns, in that order (the others are never converted).
 
     Raises:
-        ShardCorruptError: naming ``path``: no footer, an unreadable IPC file, or another row count than ``count``.
+        ShardCorruptError: naming ``path``: no footer, an unreadable IPC file, another row count than ``count``, or
+            a column of ``columns`` the footer lacks.
     """
     table, base, start, end = arrow_table(mapping, size, count, path)
-    return ArrowRows(mapping, table, base, start, end)
+    if columns is not None:
+        missing = [name for name in columns if name not in table.column_names]
+        if missing:
+            names = list(table.column_names)
+            table = None
+            raise ShardCorruptError(f'{path}: the Arrow row footer has no column {missing} (its columns are '
+                                    f'{names}), though the dataset\'s data_spec has those keys.')
+    return ArrowRows(mapping, table, base, start, end, columns)
 
 
 class ArrowRows:
@@ -103,12 +113,14 @@ class ArrowRows:
         base: The address of the buffer ``table`` was read from (``mapping[start]``).
         start: Where that buffer starts in ``mapping``.
         end: Where it ends.
+        columns: Only these columns, in this order (``None``: every column of ``table``).
     """
 
-    def __init__(self, mapping: Any, table: Any, base: int, start: int, end: int) -> None:
+    def __init__(self, mapping: Any, table: Any, base: int, start: int, end: int,
+                 columns: Sequence[str] | None = None) -> None:
         import pyarrow as pa
         self._map = mapping
-        self._names: list[str] = list(table.column_names)
+        self._names: list[str] = list(table.column_names) if columns is None else list(columns)
         self._count: int = table.num_rows
         self._columns: list[tuple[int, list[Any], list[int] | None]] = []
         for name in self._names:

@@ -12,19 +12,25 @@ as a plain chunk.
 Features litdata can write that this plugin does not read are refused by name, never misread: encryption, codecs
 other than zstd, Arrow IPC compression, item loaders other than the default ``PyTreeLoader`` (token and temporal
 loaders), and data formats :mod:`streaming_litdata.decode` does not decode.
+
+``columns=[...]`` (the stream's ``columns`` format option, handed to :meth:`LitdataIndexBuilder.configure`) keeps only
+those top-level keys of each item (items written as dicts): every entry records them (``columns``) and the reader
+decodes only their leaves. A key the items do not have is refused when the index is derived, naming the file, the
+key and the keys there are.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError
+from streaming_core.plugin_api import IndexFormatError, columns_option
+from streaming_litdata.decode import parse_spec, top_level_keys
 from streaming_litdata.sizes import WINDOW, Read, probe_sizes, window_for, zstd_bound
 
-__all__ = ['LitdataIndexBuilder', 'convert_index', 'in_file_compression', 'whole_file_suffix', 'is_litdata_index',
-           'INDEX_NAME']
+__all__ = ['LitdataIndexBuilder', 'convert_index', 'checked_columns', 'in_file_compression', 'whole_file_suffix',
+           'is_litdata_index', 'INDEX_NAME']
 
 #: The name of litdata's index file.
 INDEX_NAME = 'index.json'
@@ -132,8 +138,28 @@ def _has_size(read: Read | None, listed: dict[str, int], name: str, size: int) -
         return False
 
 
+def checked_columns(columns: Sequence[str], spec_text: Any, where: str) -> list[str]:
+    """``columns`` as a list, when each is a top-level key of the items ``spec_text`` (litdata's ``data_spec``)
+    describes.
+
+    Raises:
+        IndexFormatError: the items are not dicts, or a key they lack (naming it and the keys there are).
+    """
+    spec = parse_spec(spec_text if isinstance(spec_text, str) else None, where)
+    keys = top_level_keys(spec)
+    if keys is None:
+        kind = 'a single value' if spec is None or spec[0] is None else f'a {spec[0].rsplit(".", 1)[-1]}'
+        raise IndexFormatError(f'columns={list(columns)!r}: the items of {where} are not dicts (each is {kind}), so '
+                               f'they have no keys to keep. Remove `columns` for this stream.')
+    missing = [name for name in columns if name not in keys]
+    if missing:
+        raise IndexFormatError(f'columns={list(columns)!r}: the items of {where} have no key '
+                               f'{", ".join(repr(name) for name in missing)}; their keys are {keys}.')
+    return list(columns)
+
+
 def convert_index(data: bytes, where: str, read: Read | None = None, files: Sequence[Any] = (),
-                  window: int = WINDOW) -> dict[str, Any]:
+                  window: int = WINDOW, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """Our index (``{'shards': [...], 'version': 2}``) from the bytes of litdata's ``index.json``.
 
     Args:
@@ -144,10 +170,11 @@ def convert_index(data: bytes, where: str, read: Read | None = None, files: Sequ
         files: Listed files of the directory (``.name``, ``.size``): the sizes of compressed chunks among them are
             taken from here.
         window: The bisection window of the size probes (:func:`streaming_litdata.sizes.window_for`).
+        columns: Keep only these top-level keys of each item (see :func:`checked_columns`).
 
     Raises:
-        IndexFormatError: not a litdata index, a feature this plugin does not read (named), or a compressed chunk
-            that is missing or whose size cannot be learnt (no ``read``).
+        IndexFormatError: not a litdata index, a feature this plugin does not read (named), a compressed chunk
+            that is missing or whose size cannot be learnt (no ``read``), or a key of ``columns`` the items lack.
     """
     try:
         obj = json.loads(data)
@@ -170,6 +197,7 @@ def convert_index(data: bytes, where: str, read: Read | None = None, files: Sequ
             raise IndexFormatError(f'{where}: chunk {number} needs "filename", "chunk_size" and "chunk_bytes", got '
                                    f'{chunk!r}.')
         chunks.append((name, count, size))
+    kept = checked_columns(columns, config.get('data_spec'), where) if columns is not None else None
     suffix = whole_file_suffix(config)
     whole = {}
     if suffix is not None:
@@ -181,7 +209,7 @@ def convert_index(data: bytes, where: str, read: Read | None = None, files: Sequ
         shards.append({'format': 'litdata', 'version': 2, 'samples': count,
                        'compression': 'zstd' if zipped is not None else None, 'hashes': [], 'size_limit': None,
                        'zip_data': zipped, 'raw_data': raw, 'data_format': list(formats),
-                       'data_spec': config.get('data_spec'), 'in_file_compression': wrap})
+                       'data_spec': config.get('data_spec'), 'in_file_compression': wrap, 'columns': kept})
     return {'shards': shards, 'version': 2}
 
 
@@ -197,10 +225,30 @@ class LitdataIndexBuilder:
     whole-file zstd chunks are found with ranged reads (:mod:`streaming_litdata.sizes`: a few small reads per chunk,
     or one whole read where the storage has no ranged reads), once per node and ``index.json`` version (the derived
     index is kept); listed files, when ``files`` holds them, are used instead.
+
+    Args:
+        columns: Keep only these top-level keys of each item (``None``: whole items); see the module docstring.
     """
 
-    name = 'litdata'
     patterns: tuple[str, ...] = ()
+    #: The ``format_options`` this builder takes (``Stream(columns=[...])``).
+    option_names = ('columns',)
+
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        self.columns = columns_option({'columns': columns})
+
+    @property
+    def name(self) -> str:
+        """``litdata``, or ``litdata[columns=...]`` with a projection."""
+        return 'litdata' if self.columns is None else f'litdata[columns={",".join(self.columns)}]'
+
+    def configure(self, options: Mapping[str, Any]) -> LitdataIndexBuilder:
+        """The builder with a stream's format options (names among :attr:`option_names`; the core checks them).
+
+        Raises:
+            ValueError: ``columns`` is not a non-empty list of distinct names.
+        """
+        return LitdataIndexBuilder(columns_option(options))
 
     def claims_index(self, obj: Any) -> bool:
         """Whether the parsed ``index.json`` ``obj`` is litdata's (see :func:`is_litdata_index`)."""
@@ -216,4 +264,4 @@ class LitdataIndexBuilder:
         if not index:
             raise IndexFormatError(f'{where} has no litdata index.json.')
         return convert_index(read(INDEX_NAME, 0, index[0].size), f'{where}/{INDEX_NAME}', read, files,
-                             window_for(where))
+                             window_for(where), self.columns)

@@ -20,7 +20,8 @@ import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError
 
-__all__ = ['decoder', 'nested_loads', 'parse_spec', 'unflatten', 'SUPPORTED', 'Spec']
+__all__ = ['decoder', 'nested_loads', 'parse_spec', 'unflatten', 'top_level_keys', 'key_leaves', 'SUPPORTED',
+           'Spec']
 
 _U32 = struct.Struct('<I')
 _I64 = struct.Struct('<q')
@@ -230,6 +231,26 @@ def count_leaves(spec: Spec | None) -> int:
         return 1
     kind, _, children = spec
     return 1 if kind is None else sum(count_leaves(child) for child in children)
+
+
+def top_level_keys(spec: Spec | None) -> list[str] | None:
+    """The keys of the items a spec describes, in order, or None when they are not dicts."""
+    if spec is None or spec[0] not in ('builtins.dict', 'collections.OrderedDict') or not isinstance(spec[1], list):
+        return None
+    return [str(key) for key in spec[1]]
+
+
+def key_leaves(spec: Spec, keys: list[str]) -> list[tuple[str, int, int, Spec]]:
+    """``(key, first leaf, end leaf, the key's spec)`` of each of ``keys`` (top-level keys of a dict ``spec``, see
+    :func:`top_level_keys`): the leaves ``[first, end)`` of an item's flat leaf list make up that key's value."""
+    _, context, children = spec
+    spans: dict[str, tuple[int, int, Spec]] = {}
+    position = 0
+    for key, child in zip(context, children):
+        width = count_leaves(child)
+        spans[str(key)] = (position, position + width, child)
+        position += width
+    return [(key, *spans[key]) for key in keys]
 
 
 def unflatten(leaves: list[Any], spec: Spec | None) -> Any:

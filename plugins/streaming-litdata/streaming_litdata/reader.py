@@ -13,6 +13,10 @@ in zstd frames of ``frame_rows`` items, inflated one frame at a time (the last o
 item between the classic offsets is its own zstd frame. With ``compression_level='chunk'`` the whole ``.zstd.bin``
 file is one zstd frame: the index entry is a compressed shard (``compression='zstd'``), which the core decompresses
 into the classic chunk this reader opens.
+
+An entry with ``columns`` (``Stream(columns=[...])``, see :mod:`streaming_litdata.builder`) keeps only those
+top-level keys of each item, in that order: only their leaves are decoded (an item's bytes are still inflated whole
+when its chunk is compressed), and only their Arrow columns are converted.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase, map_file
 from streaming_litdata.arrow_rows import ARROW_MAGIC, ArrowRows, arrow_rows
-from streaming_litdata.decode import count_leaves, decoder, parse_spec, unflatten
+from streaming_litdata.decode import Spec, count_leaves, decoder, key_leaves, parse_spec, top_level_keys, unflatten
 from streaming_litdata.framed import FramedChunk, inflate_item, is_framed
 
 __all__ = ['LitdataReader', 'LitdataView', 'LitdataFormat', 'ARROW_MAGIC']
@@ -48,14 +52,16 @@ class LitdataReader(ShardReaderBase):
     """One ``litdata`` index entry: one chunk file, its item count and the dataset's ``data_format``/``data_spec``."""
 
     format_name = 'litdata'
-    entry_keys = frozenset({'compression', 'data_format', 'data_spec', 'format', 'hashes', 'in_file_compression',
-                            'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
+    entry_keys = frozenset({'columns', 'compression', 'data_format', 'data_spec', 'format', 'hashes',
+                            'in_file_compression', 'raw_data', 'samples', 'size_limit', 'version', 'zip_data'})
     part_names = ('data',)
     min_bytes_per_sample = 4  # one offset per item
 
     def __init__(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False, where: str = '') -> None:
-        if isinstance(entry, Mapping) and 'in_file_compression' not in entry:  # indexes derived before it existed
-            entry = {**entry, 'in_file_compression': None}
+        if isinstance(entry, Mapping):  # indexes derived before these keys existed
+            defaults = {key: None for key in ('in_file_compression', 'columns') if key not in entry}
+            if defaults:
+                entry = {**entry, **defaults}
         super().__init__(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     def parse(self, entry: Mapping[str, Any], where: str) -> None:
@@ -82,6 +88,21 @@ class LitdataReader(ShardReaderBase):
         if self._spec is not None and count_leaves(self._spec) != len(formats):
             raise IndexFormatError(f'{where}: "data_spec" has {count_leaves(self._spec)} leaves but "data_format" '
                                    f'names {len(formats)}.')
+        columns = entry['columns']
+        if columns is not None and (not isinstance(columns, list) or not columns or not all(
+                isinstance(name, str) for name in columns) or len(set(columns)) != len(columns)):
+            raise IndexFormatError(f'{where}: "columns" must be null or a list of distinct keys, got {columns!r}.')
+        #: The top-level keys kept, in order (None: whole items).
+        self.columns: list[str] | None = list(columns) if columns is not None else None
+        #: ``(key, first leaf, end leaf, spec)`` of each kept key.
+        self._keep: list[tuple[str, int, int, Spec]] | None = None
+        if columns is not None:
+            keys = top_level_keys(self._spec)
+            missing = [name for name in columns if keys is None or name not in keys]
+            if missing:
+                raise IndexFormatError(f'{where}: "columns" names {missing}, which are not top-level keys of its '
+                                       f'items ({keys}).')
+            self._keep = key_leaves(self._spec, list(columns))  # type: ignore[arg-type]
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -106,12 +127,26 @@ class LitdataReader(ShardReaderBase):
         sizes = struct.unpack_from(f'<{count}I', item, 0)
         if head + sum(sizes) > len(item):
             raise ShardCorruptError(f'{where}: an item of {len(item)} bytes declares {head + sum(sizes)}.')
+        if self._keep is not None:
+            return self._decode_kept(item, sizes, head)
         leaves = []
         position = head
         for size, decode in zip(sizes, self._decoders):
             leaves.append(decode(bytes(item[position:position + size])))
             position += size
         return unflatten(leaves, self._spec)
+
+    def _decode_kept(self, item: bytes | memoryview, sizes: tuple[int, ...], head: int) -> dict[str, Any]:
+        """The kept keys of an item (:attr:`columns`), decoding only their leaves."""
+        starts = [head]
+        for size in sizes:
+            starts.append(starts[-1] + size)
+        decoders = self._decoders
+        out: dict[str, Any] = {}
+        for key, first, end, spec in self._keep:  # type: ignore[union-attr]
+            leaves = [decoders[n](bytes(item[starts[n]:starts[n + 1]])) for n in range(first, end)]
+            out[key] = unflatten(leaves, spec)
+        return out
 
     def open(self, paths: Sequence[str]) -> LitdataView:
         """Open the local chunk and check it against the entry."""
@@ -152,7 +187,7 @@ class LitdataView:
                                     f'or corrupt).')
         self._offsets = offsets.tolist()
         if count and offsets[-1] == header and reader.data_format:  # items live only in a trailing Arrow file
-            self._rows = arrow_rows(self._map, size, count, path)
+            self._rows = arrow_rows(self._map, size, count, path, reader.columns)
 
     def __len__(self) -> int:
         return self._reader.samples
