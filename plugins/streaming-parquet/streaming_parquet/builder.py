@@ -38,7 +38,8 @@ FOOTER_PROBE = 64 << 10
 MAGIC = b'PAR1'
 #: Footers read at once. Each read is a round trip or two (the Hub answers a ``resolve`` with a redirect to its
 #: CDN), so on a real network the reads wait, not compute: with 20 ms per answer, 1,000 footers took 6.0 s 8 at a
-#: time and 2.3 s 32 at a time; on loopback, where the reads compute, 32 cost about 0.3 s more than 8.
+#: time, 3.3 s 16 at a time, 2.0-2.4 s 32 at a time; on loopback, where the reads compute, 8, 16 and 32 at a time
+#: were within the noise of a busy machine (0.8-1.8 s).
 _THREADS = 32
 #: The layout of the index this builder writes (part of the derived index's identity): 2 = one unit per row group
 #: (1 was one entry per file). An index kept under another layout is rebuilt, never read.
