@@ -105,7 +105,8 @@ class HfBackend(ProcessLocal):
 
     Args:
         endpoint: The Hub's URL (default: ``$HF_ENDPOINT``, else ``https://huggingface.co``).
-        token: A Hugging Face token (default: ``huggingface_hub.get_token()``: ``$HF_TOKEN`` or the login file).
+        token: A Hugging Face token (default: ``$HF_TOKEN``, else ``huggingface_hub.get_token()``: the login file...;
+            ``False``: send none).
     """
 
     def __init__(self, **options: Any) -> None:
@@ -130,6 +131,8 @@ class HfBackend(ProcessLocal):
     def _token_value(self) -> str | None:
         """The token to send: the option, else ``$HF_TOKEN`` (no import), else huggingface_hub's configuration;
         none of the implicit ones under ``HF_HUB_DISABLE_IMPLICIT_TOKEN``."""
+        if self._token is False:  # as huggingface_hub's token=False: send none
+            return None
         token = _clean_token(self._token)
         if token is None and not _truthy(os.environ.get('HF_HUB_DISABLE_IMPLICIT_TOKEN')):
             token = _clean_token(os.environ.get('HF_TOKEN')) or _saved_token()

@@ -104,6 +104,11 @@ def test_without_hf_token_huggingface_hub_config_gives_the_token(hub: HubServer,
         get_backend(url).list(url, timeout=10)
     assert TOKEN not in str(err.value)
     assert get_backend(url, {'token': TOKEN}).list(url, timeout=10) == [url + 'train-00000-of-00001.parquet']
+    # token=False (as in huggingface_hub): no token at all, HF_TOKEN or not.
+    monkeypatch.delenv('HF_HUB_DISABLE_IMPLICIT_TOKEN')
+    backend._LISTINGS.clear()
+    with pytest.raises(PermanentStorageError, match='no token was given'):
+        get_backend(url, {'token': False}).list(url, timeout=10)
 
 
 def test_latency_delays_every_answer() -> None:
