@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import numpy as np
+import pytest
 
 from streaming_core import StreamingDataset
 from tests.deps import require
@@ -42,3 +43,18 @@ def test_samples_equal_the_webdataset_librarys(tmp_path: Any) -> None:
         assert isinstance(mine['emb.npy'], bytes)
         np.testing.assert_array_equal(decode_sample(mine, ['npy'])['emb.npy'], their['emb.npy'])
         assert set(mine) == set(their) - {'__local_path__'}
+
+
+def test_an_integer_field_that_is_not_an_integer(tmp_path: Any) -> None:
+    """``.cls`` holding ``x1``: webdataset 1.0.2's ``.decode()`` raises ``DecodingError``; we give ``None``."""
+    require('webdataset')
+    import webdataset as wds
+    from wds_data import write_tar
+    from webdataset.autodecode import DecodingError
+    data = str(tmp_path / 'data')
+    write_tar(os.path.join(data, 'one.tar'), [('a.cls', b'x1'), ('a.txt', b'hi'), ('b.cls', b'4'), ('b.txt', b'ho')])
+    with pytest.raises(DecodingError):
+        list(wds.WebDataset(os.path.join(data, 'one.tar'), shardshuffle=False, empty_check=False).decode())
+    ours = StreamingDataset(local=data, batch_size=1)
+    assert ours[0]['cls'] is None and ours[0]['txt'] == 'hi'
+    assert ours[1]['cls'] == 4
