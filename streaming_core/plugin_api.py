@@ -69,6 +69,7 @@ _LAZY: dict[str, str] = {
     'HostConfig': 'streaming_core.machinery.host',
     'using_host': 'streaming_core.machinery.host',
     'FormatOptionError': 'streaming_core.reading.derived_index',
+    'UnknownColumnError': 'streaming_core.reading.format_options',
     'Registry': 'streaming_core.machinery.name_registry',
     # Readers and writers.
     'ShardReaderBase': 'streaming_core.reading.shard_entry',

@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError, columns_option
+from streaming_core.plugin_api import IndexFormatError, UnknownColumnError, columns_option
 from streaming_litdata.decode import parse_spec, top_level_keys
 from streaming_litdata.sizes import WINDOW, Read, probe_sizes, window_for, zstd_bound
 
@@ -149,12 +149,12 @@ def checked_columns(columns: Sequence[str], spec_text: Any, where: str) -> list[
     keys = top_level_keys(spec)
     if keys is None:
         kind = 'a single value' if spec is None or spec[0] is None else f'a {spec[0].rsplit(".", 1)[-1]}'
-        raise IndexFormatError(f'columns={list(columns)!r}: the items of {where} are not dicts (each is {kind}), so '
-                               f'they have no keys to keep. Remove `columns` for this stream.')
+        raise UnknownColumnError(f'columns={list(columns)!r}: the items of {where} are not dicts (each is {kind}), so '
+                                 f'they have no keys to keep. Remove `columns` for this stream.')
     missing = [name for name in columns if name not in keys]
     if missing:
-        raise IndexFormatError(f'columns={list(columns)!r}: the items of {where} have no key '
-                               f'{", ".join(repr(name) for name in missing)}; their keys are {keys}.')
+        raise UnknownColumnError(f'columns={list(columns)!r}: the items of {where} have no key '
+                                 f'{", ".join(repr(name) for name in missing)}; their keys are {keys}.')
     return list(columns)
 
 

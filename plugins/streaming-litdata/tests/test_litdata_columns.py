@@ -16,6 +16,7 @@ import pytest
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
 from streaming_core.errors import IndexFormatError
+from streaming_core.plugin_api import FormatOptionError
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
 if GOLDEN not in sys.path:
@@ -55,6 +56,7 @@ def test_unknown_key_fails_naming_it_and_the_keys(tmp_path: Any) -> None:
     data = _copy(tmp_path, 'rows')
     with pytest.raises(IndexFormatError) as err:
         StreamingDataset(local=data, batch_size=4, columns=['id', 'label'])
+    assert isinstance(err.value, FormatOptionError)  # what every format raises for an unknown column
     message = str(err.value)
     assert "no key 'label'" in message and "['id', 'text', 'labels']" in message and data in message
 

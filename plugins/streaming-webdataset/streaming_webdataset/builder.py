@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, columns_option
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, UnknownColumnError, columns_option
 from streaming_webdataset.gzipped import COMPRESSION, READ_CHUNK, gunzip, is_gzipped, plain_name
 from streaming_webdataset.reader import field_kind
 from streaming_webdataset.tarscan import WindowedReader, group_samples, iter_members
@@ -193,10 +193,10 @@ def project_entries(entries: Sequence[dict[str, Any]], columns: Sequence[str], w
     wanted = [name for name in columns if name not in ALWAYS_KEPT]
     missing = [name for name in wanted if name not in present]
     if missing:
-        raise IndexFormatError(f'columns={list(columns)!r}: no sample of the WebDataset tars in {where} has the field '
-                               f'{", ".join(repr(name) for name in missing)}; the fields there are '
-                               f'{list(present)} (and {", ".join(ALWAYS_KEPT)}, always kept). A field is a member\'s '
-                               f'extension (x.jpg is field jpg of sample x).')
+        raise UnknownColumnError(f'columns={list(columns)!r}: no sample of the WebDataset tars in {where} has the '
+                                 f'field {", ".join(repr(name) for name in missing)}; the fields there are '
+                                 f'{list(present)} (and {", ".join(ALWAYS_KEPT)}, always kept). A field is a '
+                                 f'member\'s extension (x.jpg is field jpg of sample x).')
     for entry in entries:
         kinds = dict((field, kind) for field, kind in entry['columns'])
         entry['columns'] = [[name, kinds[name]] for name in wanted if name in kinds]

@@ -17,6 +17,7 @@ from wds_data import members_of, read_with_tarfile, write_tar, write_tars
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
 from streaming_core.errors import IndexFormatError, ShardCorruptError
+from streaming_core.plugin_api import FormatOptionError
 from streaming_core.reading.derived_index import build_index
 
 KEPT = ('__key__', '__url__')
@@ -46,6 +47,7 @@ def test_unknown_field_fails_at_construction_naming_it_and_the_fields(tmp_path: 
     write_tars(data, tars=2, per_tar=5)
     with pytest.raises(IndexFormatError) as err:
         StreamingDataset(local=data, batch_size=5, columns=['cls', 'png'])
+    assert isinstance(err.value, FormatOptionError)  # what every format raises for an unknown column
     message = str(err.value)
     assert "'png'" in message and data in message
     assert "['jpg', 'cls', 'json', 'txt']" in message
