@@ -167,3 +167,14 @@ class SampleAccessError(StreamingError, RuntimeError):
 
 class WorkerDiedError(StreamingError, RuntimeError):
     """A DataLoader worker process died (killed, out of memory, crashed) while the loader waited on it."""
+
+
+class FormatOptionError(StreamingError, ValueError):
+    """A stream's ``format_options`` (or ``columns=``) name an option its format does not take, or have a value the
+    format refuses; the message names the option and the format."""
+
+
+class UnknownColumnError(FormatOptionError, IndexFormatError):
+    """``columns=`` names a column (field, key) the stream's data does not have. Both a :class:`FormatOptionError`
+    (what every format raises for it) and an :class:`IndexFormatError` (what formats indexed from their files raised
+    before)."""

@@ -56,7 +56,7 @@ _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLo
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
            'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'SampleSizeError',
-           'WorkerDiedError')
+           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 
@@ -68,8 +68,6 @@ _LAZY: dict[str, str] = {
     'PluginHost': 'streaming_core.machinery.host',
     'HostConfig': 'streaming_core.machinery.host',
     'using_host': 'streaming_core.machinery.host',
-    'FormatOptionError': 'streaming_core.reading.derived_index',
-    'UnknownColumnError': 'streaming_core.reading.format_options',
     'Registry': 'streaming_core.machinery.name_registry',
     # Readers and writers.
     'ShardReaderBase': 'streaming_core.reading.shard_entry',

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming_core.errors import (
+    FormatOptionError,
     IndexFormatError,
     IndexNotFoundError,
     StreamingError,
@@ -74,11 +75,6 @@ class NoDatasetError(DerivedIndexError, FileNotFoundError):
 class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
     """Nothing in the local directory of a stream without a remote: also a ``RuntimeError``, as the reference raises
     for a missing local ``index.json`` with no remote."""
-
-
-class FormatOptionError(StreamingError, ValueError):
-    """A stream's ``format_options`` (or ``columns=``) name an option its format does not take, or have a value the
-    format refuses; the message names the option and the format."""
 
 
 class ForeignIndexError(IndexFormatError):

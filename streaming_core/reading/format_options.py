@@ -22,19 +22,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import IndexFormatError
-from streaming_core.reading.derived_index import FormatOptionError
+from streaming_core.errors import FormatOptionError, UnknownColumnError
 from streaming_core.reading.shard_table import ShardTable
 
-__all__ = ['UnknownColumnError', 'merge_format_options', 'configure_format', 'ProjectedShardTable',
-           'apply_format_options', 'columns_option', 'checked_projection']
+__all__ = ['FormatOptionError', 'UnknownColumnError', 'merge_format_options', 'configure_format',
+           'ProjectedShardTable', 'apply_format_options', 'columns_option', 'checked_projection']
 
-
-
-class UnknownColumnError(FormatOptionError, IndexFormatError):
-    """``columns=`` names a column (field, key) the stream's data does not have. Both a
-    :class:`~streaming_core.reading.derived_index.FormatOptionError` (what every format raises for it) and an
-    ``IndexFormatError`` (what formats indexed from their files raised before)."""
 
 def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None,
                          where: str = 'Stream') -> dict[str, Any]:
