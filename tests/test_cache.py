@@ -153,3 +153,27 @@ def test_a_prefetchers_impatience_is_not_the_readers_error(tmp_path):
     prefetcher.join()
     assert failures, 'the prefetcher gave up first'
     assert manager.is_ready(1)
+
+
+def test_random_access_from_several_threads_under_a_small_cache_limit(tmp_path):
+    # A thread making room closes other views; a view another thread is reading a sample through must stay readable.
+    import random
+    import threading
+    remote = write_mds(str(tmp_path / 'remote'), 400, size_limit=1 << 10, sample_size=64)
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4, cache_limit='20kb')
+    errors = []
+
+    def read(seed):
+        ids = list(range(400))
+        random.Random(seed).shuffle(ids)
+        try:
+            for i in ids:
+                assert dataset[i] == sample(i, 64)
+        except Exception as err:  # noqa: BLE001 - reported below with its thread
+            errors.append(f'thread {seed}: {type(err).__name__}: {err}')
+    threads = [threading.Thread(target=read, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors[:3]

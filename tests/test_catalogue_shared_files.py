@@ -17,14 +17,18 @@ from tests.deps import require
 from tests.fixtures.data import write_mds
 
 
-def _reader(name: str, samples: int, size: int) -> Any:
+def _reader(name: str, samples: int, size: int, format_name: str) -> Any:
     return SimpleNamespace(samples=samples, parts=[(SimpleNamespace(basename=name, bytes=size), None)],
-                           max_size=size)
+                           max_size=size, format_name=format_name)
 
 
-def _catalogue(*per_stream: list[tuple[str, int]]) -> ShardCatalogue:
+def _catalogue(*per_stream: list[tuple[str, int]], format_name: str = 'parquet') -> ShardCatalogue:
+    # Readers given as lists (a stream's own get_shards): grouped only when their format declares units_share_files
+    # (Parquet does; MDS does not).
+    require('streaming_parquet')
     streams = [SimpleNamespace(name=f's{i}', index_path=lambda: 'index.json') for i in range(len(per_stream))]
-    readers = [[_reader(name, samples, 1000 + len(name)) for name, samples in units] for units in per_stream]
+    readers = [[_reader(name, samples, 1000 + len(name), format_name) for name, samples in units]
+               for units in per_stream]
     return ShardCatalogue(streams, readers)
 
 
@@ -40,6 +44,12 @@ def test_consecutive_units_of_one_file_are_grouped_per_stream() -> None:
 def test_units_of_one_file_must_follow_each_other() -> None:
     with pytest.raises(IndexFormatError, match=r"units 0 and 2 both name a\b.*must follow each other"):
         _ = _catalogue([('a', 3), ('b', 4), ('a', 5)]).file_of_shard
+
+
+def test_readers_of_a_format_without_shared_files_are_never_grouped() -> None:
+    # A custom stream's get_shards may list one MDS file twice (even apart): no grouping, no refusal.
+    catalogue = _catalogue([('a', 3), ('b', 4), ('a', 5), ('a', 1)], format_name='mds')
+    assert not catalogue.shares_files and catalogue.file_of_shard.tolist() == [0, 1, 2, 3]
 
 
 def test_one_file_per_unit_formats_are_not_grouped(tmp_path: Any) -> None:

@@ -407,9 +407,13 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
             if size < len(MAGIC) + 8 + _TRAILER:
                 raise BinaryIndexError(f'{path}: {size} bytes, too short for a binary index (truncated).')
             mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            (trailer,) = _U64.unpack_from(mm, size - _TRAILER)
-            vouched = _recorded(path, stat, trailer)
-            actual = trailer if vouched else _checksum(handle, size - _TRAILER)
+            try:
+                (trailer,) = _U64.unpack_from(mm, size - _TRAILER)
+                vouched = _recorded(path, stat, trailer)
+                actual = trailer if vouched else _checksum(handle, size - _TRAILER)
+            except BaseException:
+                mm.close()
+                raise
     except FileNotFoundError:
         raise BinaryIndexError(f'{path} does not exist.') from None
     except OSError as err:
@@ -435,9 +439,15 @@ def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[s
         for name, (dtype, offset, count) in header['arrays'].items():
             arrays[name] = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=data_start + offset)
     except BinaryIndexError:
+        arrays = {}
         mm.close()
         raise
     except (ValueError, KeyError, TypeError, struct.error) as err:
+        arrays = {}  # drop the views of the mapping so it can close
+        try:
+            mm.close()
+        except BufferError:  # a view escaped into the exception's frames: the mapping closes when they go
+            pass
         raise BinaryIndexError(f'{path}: unreadable header ({err}).') from err
     return header, arrays, mm
 

@@ -46,6 +46,22 @@ def _table_shares_files(table: ShardTable) -> bool:
     return any(getattr(formats.get(name), 'units_share_files', False) for name in names if isinstance(name, str))
 
 
+def _readers_share_files(readers: Sequence[ShardReader]) -> bool:
+    """Whether the format of some reader in a list (a stream's own ``get_shards``) declares that several of its
+    units may name one file; readers of other formats are never grouped, whatever their file names."""
+    from streaming_core.machinery.lookup import get_registry
+    formats = get_registry('format')
+    names = {getattr(reader, 'format_name', None) for reader in readers}
+    found = []
+    for name in names:
+        if isinstance(name, str):
+            try:
+                found.append(getattr(formats.get(name), 'units_share_files', False))
+            except Exception:  # noqa: BLE001 - a custom reader's format may not be registered: it shares nothing
+                found.append(False)
+    return any(found)
+
+
 def _same_file_as_previous(table: ShardTable) -> NDArray[np.bool_]:
     """Per unit of a table, whether its first file has the same name as the previous unit's (vectorised over the
     mapped arrays: only neighbours of equal name length and file size have their names compared)."""
@@ -205,7 +221,9 @@ class ShardCatalogue:
                     continue
                 same = _same_file_as_previous(source)
             else:
-                names = [reader.parts[0][0].basename for reader in source]
+                if not _readers_share_files(source):
+                    continue
+                names = [(reader.parts[0][0].basename, reader.parts[0][0].bytes) for reader in source]
                 same = np.array([i > 0 and name == names[i - 1] for i, name in enumerate(names)], dtype=bool)
             runs = _file_runs(same)
             self._check_runs(stream, source, runs)

@@ -24,6 +24,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -284,7 +285,7 @@ class ShardManager:
             try:
                 future.result(timeout=0.05 if on_wait is not None else max(deadline - time.monotonic(), 0.0))
                 return
-            except TimeoutError:
+            except (TimeoutError, FutureTimeoutError):  # one class from Python 3.11 on, two before
                 if future.done() or time.monotonic() >= deadline:  # the owner's own error, or no more patience
                     raise
                 if on_wait is not None and key in self._short_of_room:
@@ -402,7 +403,7 @@ class ShardManager:
             if view is None:
                 view = self.open(shard, make_room)
             if len(self._views) > self.max_open:
-                self.trim(spare=shard)
+                self.trim(spare=shard, unmap=False)  # random access may run in several threads
             return view[index]
         cold[shard] = None
         if len(cold) > 4 * self.max_open:
@@ -434,7 +435,7 @@ class ShardManager:
         (their pins keep files from eviction), or None without a cache limit."""
         if self.cache is None:
             return None
-        return lambda: self.trim(keep=0, spare=shard)
+        return lambda: self.trim(keep=0, spare=shard, unmap=False)
 
     def check_files(self, shard: int, paths: Sequence[str]) -> None:
         """Check a shard's local raw files against the index (once per process; called when it is first opened).
@@ -509,26 +510,29 @@ class ShardManager:
             self._holds.pop(shard, None)
         self.close(shard)
 
-    def close(self, shard: int) -> None:
-        """Close a shard's view and release its pin."""
+    def close(self, shard: int, unmap: bool = True) -> None:
+        """Close a shard's view and release its pin. With ``unmap=False`` the view is only dropped: another thread
+        may be reading a sample through it right now, and its memory map closes when the last reference goes (on
+        Linux a mapped file stays readable after eviction removes it)."""
         with self._views_lock:
             view = self._views.pop(shard, None)
         if view is None:
             return
-        view.close()
+        if unmap:
+            view.close()
         if self.evictable(shard) and self._pid == os.getpid():
             self._locks(shard).release(self._use_byte(shard))
 
-    def trim(self, keep: int | None = None, spare: int | None = None) -> None:
+    def trim(self, keep: int | None = None, spare: int | None = None, unmap: bool = True) -> None:
         """Close the oldest views beyond ``keep`` (default ``max_open``), never one an iterator holds nor ``spare``
-        (the one the caller is about to read)."""
+        (the one the caller is about to read); ``unmap``: see :meth:`close`."""
         limit = self.max_open if keep is None else keep
         with self._views_lock:
             excess = len(self._views) - limit
             victims = [shard for shard in self._views
                        if shard not in self._holds and shard != spare][:max(excess, 0)]
         for shard in victims:
-            self.close(shard)
+            self.close(shard, unmap=unmap)
 
     def close_all(self) -> None:
         """Close every view (releasing every pin)."""
