@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
+from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, UnknownColumnError
 from streaming_parquet.selection import describe_selection, select_names
 
-__all__ = ['ParquetIndexBuilder', 'read_footer', 'entries_for', 'image_columns', 'FOOTER_PROBE', 'MAGIC',
-           'INDEX_VERSION']
+__all__ = ['ParquetIndexBuilder', 'read_footer', 'entries_for', 'image_columns',
+           'require_pillow', 'FOOTER_PROBE', 'MAGIC', 'INDEX_VERSION']
 
 #: The bytes read from the end of each file first (most footers fit).
 FOOTER_PROBE = 64 << 10
@@ -44,6 +44,21 @@ _THREADS = 32
 #: The layout of the index this builder writes (part of the derived index's identity): 2 = one unit per row group
 #: (1 was one entry per file). An index kept under another layout is rebuilt, never read.
 INDEX_VERSION = 2
+
+
+def require_pillow() -> Any:
+    """``PIL.Image``, for ``decode_images=True``.
+
+    Raises:
+        ImportError: naming the extra to install, when pillow is missing.
+    """
+    try:
+        from PIL import Image
+    except ImportError as err:
+        raise ImportError(f"decode_images=True needs pillow, which is not installed ({err}): pip install "
+                          f"'streaming-parquet[images]' (or pip install pillow), or leave decode_images out to get "
+                          f"each image as its {{'bytes', 'path'}} dict.") from err
+    return Image
 
 
 def read_footer(name: str, size: int, read: Callable[[str, int, int], bytes], where: str) -> Any:
@@ -177,6 +192,7 @@ class ParquetIndexBuilder:
 
         Raises:
             ValueError: a malformed value (``columns`` not a list of distinct names, ``split`` not a string...).
+            ImportError: ``decode_images=True`` without pillow (naming the ``images`` extra).
         """
         options = dict(options)
         for key in ('split', 'config'):
@@ -184,6 +200,8 @@ class ParquetIndexBuilder:
                 raise ValueError(f'{key} must be a non-empty string, got {options[key]!r}.')
         if not isinstance(options.get('decode_images', False), bool):
             raise ValueError(f'decode_images must be True or False, got {options["decode_images"]!r}.')
+        if options.get('decode_images'):
+            require_pillow()  # missing pillow fails at construction, naming the extra
         return ParquetIndexBuilder(**options)
 
     @property
@@ -205,9 +223,9 @@ class ParquetIndexBuilder:
         kinds = dict((name, kind) for name, kind in first_columns)
         unknown = [name for name in self.columns if name not in kinds]
         if unknown:
-            raise IndexFormatError(f'columns={self.columns!r}: {where}/{first.name} has no column '
-                                   f'{", ".join(repr(n) for n in unknown)}; its columns are '
-                                   f'{[name for name, _ in first_columns]}.')
+            raise UnknownColumnError(f'columns={self.columns!r}: {where}/{first.name} has no column '
+                                     f'{", ".join(repr(n) for n in unknown)}; its columns are '
+                                     f'{[name for name, _ in first_columns]}.')
         return [[name, kinds[name]] for name in self.columns]
 
     def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
@@ -215,8 +233,9 @@ class ParquetIndexBuilder:
 
         Raises:
             FileSelectionError: ``split`` / ``data_files`` select no file.
-            IndexFormatError: the files' schemas differ (naming the file and the column), or ``columns`` names a
-                column the files lack (naming the file and its columns).
+            IndexFormatError: the files' schemas differ (naming the file and the column).
+            UnknownColumnError: ``columns`` names a column the files lack (naming the file and its columns); a
+                ``FormatOptionError`` and an ``IndexFormatError``.
             ShardCorruptError: a file is not a readable Parquet file (naming it).
         """
         files = list(files)

@@ -2,8 +2,10 @@
 (:class:`ParquetView`) that decodes its rows (or one slice of a huge row group) to columns once, then indexes.
 
 Values come back as users expect: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` for nulls, lists of
-numbers as NumPy arrays (a fresh writable array per sample), other lists as lists, structs as dicts (a Hugging Face
-image column stays its ``{'bytes', 'path'}`` dict unless the entry lists it under ``images``: then a PIL image).
+numbers as NumPy arrays (a fresh writable array per sample; a null in a float list is ``nan``, and a list of
+integers or booleans holding a null stays a ``list`` with ``None``), other lists as lists, structs as dicts (a
+Hugging Face image column stays its ``{'bytes', 'path'}`` dict unless the entry lists it under ``images``: then a
+PIL image).
 
 Only the entry's ``columns`` are read: pyarrow reads just those columns' chunks of the file (a projected index,
 ``ParquetStream(columns=...)``, never touches the others' bytes).
@@ -21,17 +23,40 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, ShardReaderBase
+from streaming_core.plugin_api import CodecError, IndexFormatError, ShardCorruptError, ShardReaderBase
 
-__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_cache', 'footers']
+__all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_budget',
+           'decoded_cache', 'footers']
 
 #: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
 SLICE_ROWS = 32768
+
+
+def decoded_budget(value: str | None) -> int:
+    """The decoded-slice budget from ``$STREAMING_PARQUET_DECODED_BYTES`` (``None``: the default, 512 MiB): a byte
+    count or size (``'2000000000'``, ``'512mb'``, ``'1.5gb'``), at least 0 (0 keeps only the newest slice).
+
+    Raises:
+        ValueError: naming the variable, its value and what is valid.
+    """
+    if value is None or not value.strip():
+        return 512 << 20
+    from streaming_core.util import bytes_to_int
+    try:
+        budget = bytes_to_int(value)
+    except ValueError:
+        budget = -1
+    if budget < 0:
+        raise ValueError(f'STREAMING_PARQUET_DECODED_BYTES={value!r} is not a byte size: give a count of bytes '
+                         f'>= 0 or a size such as 512mb or 1.5gb (or unset it for the default, 512mb).')
+    return budget
+
+
 #: Decoded rows kept per process, across every open file, in bytes (estimated: the Arrow size plus 64 bytes per
-#: value for the Python objects); ``$STREAMING_PARQUET_DECODED_BYTES`` overrides it. A shuffle reads a file's rows in
-#: random order, so each slice should be decoded once per epoch, not once per sample: the budget holds the slices
-#: the shuffle's window touches, the oldest decoded first out (at least the newest stays).
-DECODED_BYTES = int(os.environ.get('STREAMING_PARQUET_DECODED_BYTES', 512 << 20))
+#: value for the Python objects); ``$STREAMING_PARQUET_DECODED_BYTES`` overrides it (bytes, or ``'1gb'``...). A
+#: shuffle reads a file's rows in random order, so each slice should be decoded once per epoch, not once per sample:
+#: the budget holds the slices the shuffle's window touches, the oldest decoded first out (at least the newest stays).
+DECODED_BYTES = decoded_budget(os.environ.get('STREAMING_PARQUET_DECODED_BYTES'))
 
 
 class _DecodedCache:
@@ -192,7 +217,8 @@ def _image(value: Any, path: str, column: str) -> Any:
         raise ShardCorruptError(f'{path}: image column {column!r} holds no bytes (only the path '
                                 f'{value.get("path") if isinstance(value, dict) else value!r}); images must be '
                                 f'embedded to be decoded. Read it without decode_images to get the dict.')
-    from PIL import Image
+    from streaming_parquet.builder import require_pillow
+    Image = require_pillow()
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
@@ -203,13 +229,25 @@ def _image(value: Any, path: str, column: str) -> Any:
 
 
 def _column_values(array: Any) -> list[Any]:
-    """One decoded column of a slice as Python values (lists of numbers as NumPy arrays)."""
+    """One decoded column of a slice as Python values (lists of numbers as NumPy arrays).
+
+    A list of floats holding a null gives ``nan`` there (NumPy's missing float); a list of integers or booleans
+    holding a null stays a Python ``list`` with ``None`` there (an integer array has no missing value, and a float
+    array would change the type and lose integers above 2**53)."""
+    import pyarrow as pa
     if not _numeric_list(array.type):
         return array.to_pylist()
-    dtype = array.type.value_type.to_pandas_dtype()
+    value_type = array.type.value_type
+    dtype = value_type.to_pandas_dtype()
+    nulls = array.flatten().null_count > 0 and not pa.types.is_floating(value_type)
     out: list[Any] = []
     for value in array.to_pylist():
-        out.append(None if value is None else np.array(value, dtype=dtype))
+        if value is None:
+            out.append(None)
+        elif nulls and None in value:
+            out.append(value)
+        else:
+            out.append(np.array(value, dtype=dtype))
     return out
 
 
@@ -288,7 +326,15 @@ class ParquetView:
         except (pa.ArrowException, OSError) as err:
             raise ShardCorruptError(f'{self.path}: row group {group} cannot be decoded ({type(err).__name__}: '
                                     f'{err}); the file is corrupt.') from None
-        columns = [_column_values(table.column(name).combine_chunks()) for name in self._names]
+        columns = []
+        for name in self._names:
+            try:
+                columns.append(_column_values(table.column(name).combine_chunks()))
+            except Exception as err:  # a value pyarrow read but that cannot become a Python value
+                raise CodecError(f'{self.path}: row group {group}, column {name!r} '
+                                 f'({table.schema.field(name).type}): its values cannot be decoded '
+                                 f'({type(err).__name__}: {err}). Leave the column out with columns=, or rewrite '
+                                 f'it.') from err
         found = (part * self._slice_rows, columns)
         self._slices[(group, part)] = found
         decoded_cache.put((self._token, group, part),

@@ -6,7 +6,8 @@ order and using the first that matches any file:
 1. ``data/{split}-*.parquet`` and ``data/{split}.parquet`` (what ``push_to_hub`` writes:
    ``data/train-00000-of-00003.parquet``; for another configuration ``{config}/{split}-*.parquet``);
 2. ``{config}/{split}/*.parquet`` (the Hub's Parquet conversion, ``default/train/0000.parquet``) and
-   ``{split}/**`` (a directory named after the split), with ``config=`` restricting to one configuration;
+   ``{split}/**`` (a directory named after the split), with ``config=`` restricting to one configuration (without
+   it, files of several configurations are refused, naming them, as ``datasets`` refuses a missing config name);
 3. a directory whose name contains the split as a word (``my-train-set/**``, ``dir/2023_train/**``);
 4. a file whose name contains the split as a word (``train.parquet``, ``data/my_train_file-1.parquet``).
 
@@ -147,14 +148,28 @@ def select_names(names: Sequence[str], *, split: str | None = None, config: str 
         if not chosen:
             raise FileSelectionError(f'config={config!r}: no Parquet file under {prefix} ({_summary(names)}).')
         return chosen
-    for _, regex in _split_layouts(split, config):
+    for number, (_, regex) in enumerate(_split_layouts(split, config)):
         chosen = [name for name in names if regex.match(name)]
         if chosen:
+            if number == 1 and config is None:
+                _one_config(chosen, split)
             return chosen
     tried = '; '.join(text for text, _ in _split_layouts(split, config))
     raise FileSelectionError(f'split={split!r}{f" config={config!r}" if config else ""} selects none of the '
                              f'{len(names)} Parquet file(s) ({_summary(names)}); tried the Hugging Face layouts: '
                              f'{tried}. Pass data_files= glob patterns to choose the files yourself.')
+
+
+def _one_config(chosen: Sequence[str], split: str) -> None:
+    """Refuse a ``{config}/{split}/`` selection spanning several configurations (as ``datasets`` does: "Config
+    name is missing")."""
+    words = '|'.join(re.escape(word) for word in _keywords(split))
+    shape = re.compile(rf'([^/]+)/(?:partial-)?(?:{words})/[^/]*\Z')
+    configs = sorted({found.group(1) for found in map(shape.match, chosen) if found is not None})
+    if len(configs) > 1:
+        raise FileSelectionError(f'split={split!r} matches {{config}}/{split}/ in {len(configs)} configurations '
+                                 f'({", ".join(configs)}): pass config= one of them (e.g. config={configs[0]!r}); '
+                                 f'a stream reads one configuration.')
 
 
 def describe_selection(split: str | None, config: str | None, data_files: object) -> str:

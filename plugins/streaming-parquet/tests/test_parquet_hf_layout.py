@@ -36,8 +36,12 @@ def test_split_layouts_of_the_hub() -> None:
     assert select_names(names, split='train') == ['data/train-00000-of-00002.parquet',
                                                   'data/train-00001-of-00002.parquet']
     assert select_names(names, split='validation') == ['data/validation-00000-of-00001.parquet']
-    assert select_names(CONVERTED, split='train') == ['default/partial-train/0000.parquet',
-                                                      'other/train/0000.parquet', 'other/train/0001.parquet']
+    # Two configurations have a train split: one must be chosen, as `datasets` asks for a config name.
+    with pytest.raises(FileSelectionError, match=r"split='train' matches \{config\}/train/ in 2 configurations "
+                                                 r"\(default, other\): pass config= one of them"):
+        select_names(CONVERTED, split='train')
+    assert select_names(CONVERTED, split='train', config='default') == ['default/partial-train/0000.parquet']
+    assert select_names(CONVERTED, split='test') == ['default/test/0000.parquet']  # only one config has it
     assert select_names(CONVERTED, split='train', config='other') == ['other/train/0000.parquet',
                                                                      'other/train/0001.parquet']
     assert select_names(CONVERTED, config='default') == CONVERTED[:3]
