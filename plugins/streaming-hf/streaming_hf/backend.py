@@ -141,6 +141,21 @@ class HfBackend(ProcessLocal):
             self._secrets.add(token)
         return token
 
+    def _token_advice(self) -> str:
+        """The end of a 401's message: which token was (not) sent, and how to give one."""
+        if self._token_value():
+            return ('the token given was refused. Check the name, and use a token with access (storage_options='
+                    '{"token": ...}, HF_TOKEN or huggingface-cli login).')
+        if self._token is False:
+            return ('no token was given (the token option is False). Check the name, and give a token with access '
+                    'in storage_options={"token": ...}.')
+        if _truthy(os.environ.get('HF_HUB_DISABLE_IMPLICIT_TOKEN')):
+            return ('no token was given: HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so neither HF_TOKEN nor the saved '
+                    'login token is sent. Check the name, and pass the token in storage_options={"token": ...} (or '
+                    'unset HF_HUB_DISABLE_IMPLICIT_TOKEN).')
+        return ('no token was given (HF_TOKEN). Check the name, and set HF_TOKEN (or huggingface-cli login, or '
+                'storage_options={"token": ...}) to a token with access.')
+
     def _check_online(self, url: str) -> None:
         if _truthy(os.environ.get('HF_HUB_OFFLINE')):
             raise PermanentStorageError(f'{url}: HF_HUB_OFFLINE is set, so the Hugging Face Hub ({self.endpoint}) '
@@ -199,11 +214,8 @@ class HfBackend(ProcessLocal):
         status = err.status
         detail = f' ({code}{": " + message if message else ""})' if code or message else ''
         if status == 401:
-            has = 'the token given was refused' if self._token_value() else 'no token was given (HF_TOKEN)'
-            return PermanentStorageError(
-                f'{method} {url}: 401 Unauthorized{detail}: the repository does not exist, or it is private or '
-                f'gated and {has}. Check the name, and set HF_TOKEN (or huggingface-cli login) to a token with '
-                f'access.')
+            return PermanentStorageError(f'{method} {url}: 401 Unauthorized{detail}: the repository does not '
+                                         f'exist, or it is private or gated and {self._token_advice()}')
         if status == 403:
             return PermanentStorageError(
                 f'{method} {url}: 403 Forbidden{detail}: the token has no access to this repository. For a gated '

@@ -100,14 +100,16 @@ def test_without_hf_token_huggingface_hub_config_gives_the_token(hub: HubServer,
     monkeypatch.setenv('HF_TOKEN', TOKEN)
     from streaming_hf import backend
     backend._LISTINGS.clear()
-    with pytest.raises(PermanentStorageError, match='no token was given') as err:
+    with pytest.raises(PermanentStorageError, match='no token was given: HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so '
+                                                    'neither HF_TOKEN nor the saved login token is sent') as err:
         get_backend(url).list(url, timeout=10)
-    assert TOKEN not in str(err.value)
+    assert TOKEN not in str(err.value) and 'storage_options={"token": ...}' in str(err.value)
+    assert 'set HF_TOKEN' not in str(err.value)
     assert get_backend(url, {'token': TOKEN}).list(url, timeout=10) == [url + 'train-00000-of-00001.parquet']
     # token=False (as in huggingface_hub): no token at all, HF_TOKEN or not.
     monkeypatch.delenv('HF_HUB_DISABLE_IMPLICIT_TOKEN')
     backend._LISTINGS.clear()
-    with pytest.raises(PermanentStorageError, match='no token was given'):
+    with pytest.raises(PermanentStorageError, match=r'no token was given \(the token option is False\)'):
         get_backend(url, {'token': False}).list(url, timeout=10)
 
 
