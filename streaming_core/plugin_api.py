@@ -25,7 +25,7 @@ Groups (see ``docs/plugins/api.md``):
   option, :func:`columns_option` and :func:`checked_projection`.
 * **Storage backends**: :class:`StorageURL` (a URL parsed once), :class:`ClientCache` (per-process SDK clients),
   :class:`ProcessLocal` (per-process state dropped on pickling and after a fork), :func:`check_options`,
-  :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`, :func:`read_range` (ranged reads with retries),
+  :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`, :func:`bytes_to_int`, :func:`read_range` (ranged reads with retries),
   :func:`list_with_stats`, :class:`ListedObject`, :class:`ObjectStat`.
 * **Redaction**: :func:`redact_url`, :func:`redact_text`, :func:`register_secret`, :func:`install_log_redaction`.
 * **Compression**: :func:`decompress` (bounded by ``max_size``), :func:`compress`, :func:`parse_compression`,
@@ -90,6 +90,7 @@ _LAZY: dict[str, str] = {
     'check_options': 'streaming_core.storage.facade',
     'LOCAL_FILE_ERRORS': 'streaming_core.storage.facade',
     'get_list_arg': 'streaming_core.common.arguments',
+    'bytes_to_int': 'streaming_core.common.arguments',
     'read_range': 'streaming_core.storage.facade',
     'SourceFile': 'streaming_core.reading.derived_index',
     'list_with_stats': 'streaming_core.storage.facade',

@@ -41,7 +41,7 @@ def decoded_budget(value: str | None) -> int:
     """
     if value is None or not value.strip():
         return 512 << 20
-    from streaming_core.util import bytes_to_int
+    from streaming_core.plugin_api import bytes_to_int
     try:
         budget = bytes_to_int(value)
     except ValueError:
