@@ -20,7 +20,7 @@ import pytest
 
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
 from streaming_core.reading.derived_index import DerivedIndexError, ForeignIndexError
-from streaming_core.storage.facade import clear_backend_cache
+from tests.fixtures.s3 import moto_bucket
 from tests.fixtures.servers import RunningServer
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
@@ -153,19 +153,7 @@ BUCKET = 'streaming-litdata'
 
 @pytest.fixture
 def s3_env(moto_server: RunningServer, cloud_env: pytest.MonkeyPatch) -> Any:
-    import boto3
-    cloud_env.setenv('S3_ENDPOINT_URL', moto_server.url)
-    cloud_env.setenv('AWS_ACCESS_KEY_ID', 'testing')
-    cloud_env.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
-    cloud_env.setenv('AWS_DEFAULT_REGION', 'us-east-1')
-    clear_backend_cache()
-    client = boto3.client('s3', endpoint_url=moto_server.url, region_name='us-east-1')
-    try:
-        client.create_bucket(Bucket=BUCKET)
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    yield client
-    clear_backend_cache()
+    yield from moto_bucket(moto_server, cloud_env, BUCKET)
 
 
 @pytest.mark.slow

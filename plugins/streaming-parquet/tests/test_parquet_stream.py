@@ -16,8 +16,8 @@ from parquet_data import assert_row, row, write_parquet
 from streaming_core import Stream, StreamingDataLoader, StreamingDataset
 from streaming_core.common.paths import state_dir
 from streaming_core.reading.derived_index import DERIVED_INDEX_NAME, DERIVED_LISTING_NAME
-from streaming_core.storage.facade import clear_backend_cache
 from tests.fixtures.data import ids_of, write_mds
+from tests.fixtures.s3 import moto_bucket
 from tests.fixtures.servers import RunningServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -141,19 +141,7 @@ BUCKET = 'streaming-parquet'
 
 @pytest.fixture
 def s3_env(moto_server: RunningServer, cloud_env: pytest.MonkeyPatch) -> Any:
-    import boto3
-    cloud_env.setenv('S3_ENDPOINT_URL', moto_server.url)
-    cloud_env.setenv('AWS_ACCESS_KEY_ID', 'testing')
-    cloud_env.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
-    cloud_env.setenv('AWS_DEFAULT_REGION', 'us-east-1')
-    clear_backend_cache()
-    client = boto3.client('s3', endpoint_url=moto_server.url, region_name='us-east-1')
-    try:
-        client.create_bucket(Bucket=BUCKET)
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    yield client
-    clear_backend_cache()
+    yield from moto_bucket(moto_server, cloud_env, BUCKET)
 
 
 def _upload(client: Any, directory: str, prefix: str) -> None:
