@@ -11,11 +11,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from streaming_core.plugin_api import Codec, CodecError, UnknownNameError, get_registry
+from streaming_core import plugin_api
+from streaming_core.plugin_api import Codec, CodecError, UnknownNameError
 from streaming_mds.encodings import UnknownEncodingError
 
 __all__ = ['get_codec', 'clear_codec_cache', 'is_mds_encoding', 'get_mds_encodings', 'get_mds_encoded_size',
            'mds_encode', 'mds_decode', 'is_mds_encoding_safe']
+
+
+def _codecs() -> Any:
+    # Looked up when first used: importing streaming_mds then does not import the plugin host (issue 14's import
+    # row), and a test's injected host is honoured.
+    return plugin_api.get_registry('codec')
 
 
 def get_codec(encoding: str) -> Codec:
@@ -28,7 +35,7 @@ def get_codec(encoding: str) -> Codec:
     if not isinstance(encoding, str) or not encoding:
         raise CodecError(f'An MDS encoding must be a non-empty string such as "bytes" or "ndarray:uint8", got '
                          f'{encoding!r}.')
-    registry = get_registry('codec')
+    registry = _codecs()
     _ = encoding.partition(':')[0] in registry  # loads the plugin providing it, so the generation below is settled
     return _resolve(encoding, registry.generation)
 
@@ -37,7 +44,7 @@ def get_codec(encoding: str) -> Codec:
 def _resolve(encoding: str, generation: int) -> Codec:
     name, _, args = encoding.partition(':')
     try:
-        factory = get_registry('codec').get(name)
+        factory = _codecs().get(name)
     except UnknownNameError as err:
         hint = str(err).partition('\n')[2]  # the registry's headline says what ours says
         error = UnknownEncodingError('\n'.join(filter(None, [f'Unsupported MDS encoding {encoding!r}.', hint])))
@@ -77,7 +84,7 @@ def is_mds_encoding_safe(encoding: str) -> bool:
 
 def get_mds_encodings() -> set[str]:
     """The registered encoding names (the 28 builtin ones plus any a plugin adds)."""
-    return set(get_registry('codec').names())
+    return set(_codecs().names())
 
 
 def get_mds_encoded_size(encoding: str) -> int | None:
