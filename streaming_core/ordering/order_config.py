@@ -18,7 +18,6 @@ from typing import Any
 
 from streaming_core.common.arguments import number_abbrev_to_int
 from streaming_core.errors import UnknownMethodError, UnknownNameError
-from streaming_core.machinery.lookup import get_registry
 from streaming_core.ordering.partition import PARTITION_ALGOS
 
 __all__ = ['OrderConfig', 'OrderField', 'PLANNER_FIELDS', 'SAMPLING_METHODS', 'SPLIT_NODES_FACTOR',
@@ -116,6 +115,7 @@ class OrderConfig:
             UnknownMethodError: ``batching_method`` is not a registered batching method (a ``ValueError`` as
                 well, as the reference's check).
         """
+        from streaming_core.machinery.lookup import get_registry  # the plugin host, once a dataset is built
         get_registry('shuffle').get(self.shuffle_algo)
         try:
             get_registry('batching').get(self.batching_method)
@@ -191,6 +191,7 @@ def shuffle_declares(algorithm: Any, name: str) -> bool:
     ``splits_canonical_nodes`` and ``spreads_shards_within_block``. An undeclared property is False.
     """
     if isinstance(algorithm, str):
+        from streaming_core.machinery.lookup import get_registry
         algorithm = get_registry('shuffle').get(algorithm)
     return bool(getattr(algorithm, name, False))
 

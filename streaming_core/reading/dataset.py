@@ -7,7 +7,7 @@ import math
 import numbers
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +17,6 @@ from streaming_core.common.arguments import bytes_to_int
 from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
-from streaming_core.ordering.planner import EpochPlanner, apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
 from streaming_core.reading.dataset_arguments import build_streams, check_cache_limit, check_run_arguments, index_bytes
@@ -26,8 +25,11 @@ from streaming_core.reading.resharding import refuse_foreign_sharding
 from streaming_core.reading.shard_manager import ShardManager
 from streaming_core.reading.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.reading.spanner import Spanner
-from streaming_core.reading.state_dict import WorkerPosition, make_state, parse_state, worker_start
 from streaming_core.reading.stream import Stream, stream_class
+
+if TYPE_CHECKING:  # imported when first used: `import streaming_core` stays light (issue 14's import row)
+    from streaming_core.ordering.planner import EpochPlanner
+    from streaming_core.reading.state_dict import WorkerPosition
 
 __all__ = ['StreamingDataset']
 
@@ -166,6 +168,7 @@ class StreamingDataset(IterableDataset):
             check_cache_limit(self.cache_limit, self.streams, self.catalogue)
 
         # Weights.
+        from streaming_core.ordering.planner import apply_weights
         choose, proportion, repeat, total = apply_weights(
             [s.proportion for s in self.streams], [s.repeat for s in self.streams],
             [s.choose for s in self.streams], self.samples_per_stream.tolist(), parsed_epoch_size, self.shuffle_seed)
@@ -310,6 +313,7 @@ class StreamingDataset(IterableDataset):
             self.initial_physical_nodes = int(resume['initial_physical_nodes'])
 
     def _planner(self) -> EpochPlanner:
+        from streaming_core.ordering.planner import EpochPlanner
         return EpochPlanner(
             samples_per_shard=self.samples_per_shard, shards_per_stream=self.shards_per_stream,
             choose_per_stream=np.array([s.choose for s in self.streams], dtype=np.int64),
@@ -381,6 +385,7 @@ class StreamingDataset(IterableDataset):
         self._counted_at_end = None
         if position is not None:
             self._worker_resume = None
+            from streaming_core.reading.state_dict import worker_start
             epoch, offset, skip = worker_start(position, world, parallel, self._batch_size)
             # torchdata builds one iterator from a loaded state and, when that state says the loader had finished,
             # discards it and builds a fresh one: the resumed epoch counts as started only once it is read through.
@@ -432,6 +437,7 @@ class StreamingDataset(IterableDataset):
         with gc_paused():
             iterator = EpochIterator(self, ids[skip:], epoch, on_prefetched=ahead, read=self._sample_reader(),
                                      transform=self.transform)
+        from streaming_core.reading.state_dict import WorkerPosition
         self._position = WorkerPosition(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
                                         world.replicate(self.replication).num_ranks, iterator)
         if self._counted_at_end is not None:
@@ -495,6 +501,7 @@ class StreamingDataset(IterableDataset):
         if epoch >= 0 and sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
             epoch, sample_in_epoch = epoch + 1, 0
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
+        from streaming_core.reading.state_dict import make_state
         return make_state(epoch, sample_in_epoch, self.num_canonical_nodes, self.shuffle_seed, initial,
                           self.layout_identity)
 
@@ -511,6 +518,7 @@ class StreamingDataset(IterableDataset):
     def load_state_dict(self, obj: Mapping[str, Any]) -> None:
         """Resume from a state dict (ours, torchdata's per-worker one, or mosaicml-streaming's) at the next
         iteration, in every worker. A state whose ``sample_in_epoch`` covers its epoch resumes at the next epoch."""
+        from streaming_core.reading.state_dict import parse_state
         state = parse_state(obj, self.layout_identity)
         if 'worker_position' in state:
             self._worker_resume = state  # this process's own position (torchdata loads it in each worker)

@@ -25,19 +25,21 @@ import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
-from streaming_core.reading.cache_limit import CacheHooks, CacheState, cache_key
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
+
+if TYPE_CHECKING:  # imported with the first cache limit: datasets without one never load it
+    from streaming_core.reading.cache_limit import CacheState
 
 __all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'ShardCorruptPrepareError', 'prepare_error']
 
@@ -92,6 +94,7 @@ class ShardManager:
             parts.append(os.path.realpath(stream.local_dir))
             parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
             parts.append(catalogue.stream_layout(index))
+        from streaming_core.reading.cache_limit import cache_key
         self.key = cache_key(parts)
         self._init_process_state()
 
@@ -161,6 +164,7 @@ class ShardManager:
         if self.cache_limit is None:
             return None
         if self._cache is None:
+            from streaming_core.reading.cache_limit import CacheHooks, CacheState
             hooks = CacheHooks(scan=self._scan, evictable=self.evictable, try_lock_exclusive=self._try_lock_exclusive,
                                unlock=self._unlock_exclusive, remove=self._remove)
             timeout = max(s.wait_timeout for s in self.streams)

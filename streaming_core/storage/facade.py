@@ -22,7 +22,6 @@ from streaming_core.errors import (
     UnknownSchemeError,
     UploadError,
 )
-from streaming_core.machinery.lookup import get_registry
 from streaming_core.machinery.protocols import StorageBackend
 from streaming_core.storage.redact import redact_url
 from streaming_core.storage.retries import backoff_delays
@@ -135,6 +134,7 @@ def get_backend(url: str, options: Mapping[str, Any] | None = None) -> StorageBa
     backend = _backends.get(key)
     if backend is None:
         try:
+            from streaming_core.machinery.lookup import get_registry  # the plugin host, at the first URL
             factory = get_registry('storage').get(scheme)
         except UnknownSchemeError:
             raise
