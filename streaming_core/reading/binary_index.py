@@ -36,7 +36,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import xxhash
 from numpy.typing import NDArray
 
 from streaming_core.errors import IndexFormatError
@@ -207,6 +206,7 @@ def _add_template(rest: dict[str, Any], slots: list[list[Any]], shard: int, path
 
 def _serialize(handle: Any, header: dict[str, Any], columns: Mapping[str, Column]) -> None:
     """Write the file layout (see the module doc) to ``handle``, hashing as it goes."""
+    import xxhash  # when a checksum is computed: not on import, not on a vouched warm open
     hasher = xxhash.xxh3_64()
 
     def put(data: Any) -> None:
@@ -323,6 +323,7 @@ def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column
 def _checksum(handle: Any, length: int) -> int:
     """``xxh3_64`` of the first ``length`` bytes, read in chunks (through the mapping, every page would count in
     this process's resident memory; read, they stay in the node's page cache only)."""
+    import xxhash  # when a checksum is computed: not on import, not on a vouched warm open
     hasher = xxhash.xxh3_64()
     handle.seek(0)
     buf = bytearray(1 << 22)
