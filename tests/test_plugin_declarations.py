@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 from streaming_core.machinery.declarations import (
@@ -21,6 +19,7 @@ from streaming_core.machinery.declarations import (
     parse_entry_points,
     read_declarations,
 )
+from tests.fixtures.child_report import child_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,18 +35,7 @@ print(json.dumps({'loaded': sorted(host.loaded_plugins()), 'complete': host.comp
 
 
 def _child(code: str, cache: str, *paths: str) -> dict:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ('STREAMING_CORE_BLOCK_PLUGINS', 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD',
-                            'STREAMING_CORE_PLUGIN_MANIFEST')}
-    environ.update({'PYTHONPATH': os.pathsep.join([*paths, ROOT]), 'STREAMING_CORE_CACHE_DIR': cache})
-    script = 'import json, os\n' + textwrap.dedent(code) + REPORT
-    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=environ, timeout=300,
-                            cwd=ROOT)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    report = json.loads(lines[-1])
-    report['out'] = lines[:-1]
-    return report
+    return child_report('import json, os\n' + textwrap.dedent(code) + REPORT, cache, *paths)
 
 
 def _fake_dist(root, dist: str, entry: str, module: str, source: str, declared: list[str] | None) -> str:

@@ -26,6 +26,7 @@ from streaming_core.machinery import manifest as plugin_manifest
 from streaming_core.machinery.host import HostConfig, PluginHost, current_host, default_host, using_host
 from streaming_core.machinery.lookup import get_registry
 from streaming_core.testing import registered_plugin
+from tests.fixtures.child_report import child_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK = 'STREAMING_CORE_BLOCK_PLUGINS'
@@ -40,16 +41,7 @@ print(json.dumps({'loaded': sorted(host.loaded_plugins()), 'complete': host.comp
 
 
 def _child(code: str, cache: str, *paths: str, env: dict[str, str] | None = None) -> dict:
-    environ = {k: v for k, v in os.environ.items() if k not in (BLOCK, 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD')}
-    environ.update({'PYTHONPATH': os.pathsep.join([*paths, ROOT]), 'STREAMING_CORE_CACHE_DIR': cache, **(env or {})})
-    script = 'import json\n' + textwrap.dedent(code) + REPORT
-    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=environ, timeout=300,
-                            cwd=ROOT)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    report = json.loads(lines[-1])
-    report['out'] = lines[:-1]
-    return report
+    return child_report('import json\n' + textwrap.dedent(code) + REPORT, cache, *paths, env=env)
 
 
 _LOOKUP = 'from streaming_core.machinery.lookup import get_registry\n'

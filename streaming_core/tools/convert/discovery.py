@@ -1,17 +1,8 @@
 """Third-party ``streaming convert <name>`` subcommands: the ``converter`` kind of the plugin host.
 
 A plugin adds converters like any other implementation, with the ``register_converters`` hook
-(:func:`streaming_core.hookspecs.register_converters`)::
-
-    def add_cifar10(subparsers):
-        parser = subparsers.add_parser('cifar10', help='CIFAR-10 from its python tarball')
-        parser.add_argument('src')
-        parser.add_argument('out')
-        parser.set_defaults(run=lambda args: convert_cifar10(args.src, args.out))
-
-    @hookimpl
-    def register_converters(registry):
-        registry.add('cifar10', add_cifar10)
+(:func:`streaming_core.hookspecs.register_converters`, whose docstring has a complete example: a function adding
+an ``argparse`` subparser, registered under the subcommand's name).
 
 Converters are then listed by ``streaming plugins``, blocked with ``STREAMING_CORE_BLOCK_PLUGINS`` and checked like
 every other kind (a misspelt hook is an error naming the plugin).
