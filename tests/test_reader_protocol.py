@@ -19,8 +19,9 @@ from streaming_core.reading.catalogue import CatalogueReaders
 from streaming_core.reading.shard_manager import ShardManager
 from tests.fixtures.data import ids_of, sample, write_mds
 
-#: What the Protocol declares, plus the optional positioned read it documents.
-DECLARED = {'samples', 'parts', 'compression', 'where', 'max_size', 'open', 'read_sample'}
+#: What the Protocol declares, plus the optional members it documents (the positioned read, the format's name).
+OPTIONAL = {'read_sample', 'format_name'}
+DECLARED = {'samples', 'parts', 'compression', 'where', 'max_size', 'open', *OPTIONAL}
 #: Attributes set on readers from outside (none: the shard manager keeps its own per-shard state).
 KNOWN_ATTACHED: set[str] = set()
 
@@ -47,7 +48,8 @@ def test_the_protocol_declares_what_the_base_reader_provides():
     hints = typing.get_type_hints(ShardReader)
     assert {'samples', 'parts', 'compression', 'where'} <= set(hints)
     assert isinstance(ShardReader.__dict__['max_size'], property) and callable(ShardReader.open)
-    assert DECLARED - {'read_sample'} <= {*hints, *vars(ShardReader)}
+    assert DECLARED - OPTIONAL <= {*hints, *vars(ShardReader)}
+    assert all(name in (ShardReader.__doc__ or '') for name in OPTIONAL)  # documented there
 
 
 def test_the_core_types_readers_and_views_with_the_protocols():

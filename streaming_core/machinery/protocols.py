@@ -157,7 +157,9 @@ class ShardReader(Protocol):
         where: Where the entry comes from (index file and shard), for messages.
 
     A reader may also offer ``read_sample(paths, index) -> dict`` (one sample by a positioned read, without
-    opening the shard); the shard manager uses it for a shard's first random access.
+    opening the shard); the shard manager uses it for a shard's first random access. And ``format_name``, the name
+    of its shard format: for readers a stream lists itself (its own ``get_shards``), the catalogue groups units
+    naming one file only when that format declares ``units_share_files``; without it, no unit shares a file.
     """
 
     samples: int
