@@ -21,8 +21,8 @@ from streaming_core.cli import main
 from streaming_core.errors import IndexFormatError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.reading.shard_entry import ShardReaderBase
-from streaming_core.reading.stream import Stream
 from streaming_core.testing import registered_plugin
+from tests.fixtures.downloads import count_downloads
 
 CHUNK = 2
 
@@ -128,23 +128,11 @@ def _sizes(directory: str) -> dict[str, int]:
             if name.endswith('.lines')}
 
 
-def _count_downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    fetched: list[str] = []
-    real = Stream._download_file
-
-    def counting(self: Stream, from_basename: str, to_basename: str | None = None) -> str:
-        fetched.append(from_basename)
-        return real(self, from_basename, to_basename)
-
-    monkeypatch.setattr(Stream, '_download_file', counting)
-    return fetched
-
-
 def test_a_file_of_several_units_is_downloaded_counted_and_evicted_once(tmp_path: Any, plugin: Any,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     texts = _write(remote)  # 5 lines per file: units of 2, 2 and 1 lines
-    fetched = _count_downloads(monkeypatch)
+    fetched = count_downloads(monkeypatch)
     dataset = StreamingDataset(remote=remote, local=local, batch_size=1, shuffle=True, cache_limit=1 << 20)
     assert dataset.num_shards == 9 and dataset.samples_per_shard.tolist() == [2, 2, 1] * 3
     assert sorted(sample['text'] for sample in dataset) == sorted(texts)

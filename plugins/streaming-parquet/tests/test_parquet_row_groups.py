@@ -20,31 +20,18 @@ from streaming_core.reading.derived_index import (
     list_source,
     listing_identity,
 )
-from streaming_core.reading.stream import Stream
+from tests.fixtures.downloads import count_downloads
 
 
 def _sizes(directory: str) -> dict[str, int]:
     return {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
 
 
-def _count_downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every file the streams download (the real download still runs)."""
-    fetched: list[str] = []
-    real = Stream._download_file
-
-    def counting(self: Stream, from_basename: str, to_basename: str | None = None) -> str:
-        fetched.append(from_basename)
-        return real(self, from_basename, to_basename)
-
-    monkeypatch.setattr(Stream, '_download_file', counting)
-    return fetched
-
-
 def test_row_groups_are_units_of_one_file_downloaded_and_counted_once(tmp_path: Any,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     ids = write_parquet(remote, files=3, rows=70, row_group=30)  # row groups of 30, 30, 10 rows per file
-    fetched = _count_downloads(monkeypatch)
+    fetched = count_downloads(monkeypatch)
     dataset = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, shuffle_block_size=50,
                                cache_limit=1 << 20)
     assert len(dataset) == 210 and dataset.num_shards == 9
@@ -79,7 +66,7 @@ def test_a_file_is_evicted_only_when_none_of_its_units_is_in_use(tmp_path: Any,
     assert not os.path.exists(first)
     assert [manager.is_ready(unit) for unit in range(6)] == [False] * 3 + [False] * 3
     assert manager.cache.present[0] == 0 and dataset.cache_usage == 0
-    fetched = _count_downloads(monkeypatch)
+    fetched = count_downloads(monkeypatch)
     before = reader_module.decoded_cache.decodes
     sample = dataset[40]  # downloads the file again and decodes just its row group (unit 1)
     assert sample['id'] == 40 and fetched == ['part-00000.parquet']
@@ -94,7 +81,7 @@ def test_a_cache_of_one_and_a_half_files_evicts_while_units_are_read(tmp_path: A
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     ids = write_parquet(remote, files=3, rows=60, row_group=20)  # 3 units per file
     largest = max(_sizes(remote).values())
-    fetched = _count_downloads(monkeypatch)
+    fetched = count_downloads(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', UserWarning)  # below four times the largest file: meant here
         dataset = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, shuffle_seed=5,
