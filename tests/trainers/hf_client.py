@@ -85,6 +85,8 @@ def main(config: dict[str, Any]) -> None:
     trainer = cls(model=model, args=args, train_dataset=train, eval_dataset=val, data_collator=collate,
                   compute_metrics=compute_metrics, callbacks=[StepOf(model)])
     trainer.train(resume_from_checkpoint=config.get('ckpt'))
+    if torch.distributed.is_initialized():  # the Trainer leaves it open; gloo can abort at exit without this
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == '__main__':
