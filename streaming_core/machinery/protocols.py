@@ -224,7 +224,10 @@ class IndexBuilder(Protocol):
             file's path relative to the directory and its base name.
 
     Optional: ``index_version``, part of the derived index's identity: raise it when the builder's output changes
-    for the same files, so an index kept by an older version is rebuilt.
+    for the same files, so an index kept by an older version is rebuilt. ``sidecar(files, read, *, where) ->
+    (name, bytes)`` and ``sidecar_name``: a *sidecar index* that ``streaming index DIR`` writes beside the files
+    and ``build`` may use instead of reading every file (include ``sidecar_name`` in ``patterns`` so ``build`` is
+    given it); a directory holding only a sidecar is not detected as the format's.
     """
 
     name: str

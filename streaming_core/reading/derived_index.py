@@ -193,7 +193,8 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
     matches = []
     for entry in registry.entries():
         selected = builder_matches(entry.obj, files)
-        if selected:
+        sidecar = getattr(entry.obj, 'sidecar_name', None)  # a sidecar index alone is no data of the format
+        if any(item.name.rsplit('/', 1)[-1] != sidecar for item in selected):
             matches.append((entry.name, entry.obj, selected))
     if len(matches) == 1:
         return matches[0]

@@ -16,11 +16,16 @@ A builder may be configured (:class:`ParquetIndexBuilder` arguments, given as a 
 those columns (the reader then decodes only their column chunks), ``split`` / ``config`` / ``data_files`` select
 files by the Hugging Face conventions or glob patterns (:mod:`streaming_parquet.selection`), ``decode_images``
 records the Hugging Face image columns to decode to PIL images.
+
+A sidecar index, ``parquet-index.json`` beside the files (written by ``streaming index DIR``, see
+:mod:`streaming_parquet.sidecar`), gives every file's row groups and columns in one read: only the files it does not
+describe (added or replaced since) have their footers read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,9 +33,12 @@ from typing import Any
 
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, UnknownColumnError
 from streaming_parquet.selection import describe_selection, select_names
+from streaming_parquet.sidecar import SIDECAR, Summary, read_sidecar, sidecar_json, summary_of, usable_row
 
 __all__ = ['ParquetIndexBuilder', 'read_footer', 'entries_for', 'image_columns',
            'require_pillow', 'FOOTER_PROBE', 'MAGIC', 'INDEX_VERSION']
+
+logger = logging.getLogger('streaming_parquet')
 
 #: The bytes read from the end of each file first (most footers fit).
 FOOTER_PROBE = 64 << 10
@@ -97,23 +105,13 @@ def read_footer(name: str, size: int, read: Callable[[str, int, int], bytes], wh
                                 f'file is corrupt.') from None
 
 
-def _columns(metadata: Any) -> list[list[str]]:
-    schema = metadata.schema.to_arrow_schema()
-    return [[field.name, str(field.type)] for field in schema]
-
-
-def entries_for(name: str, size: int, metadata: Any) -> list[dict[str, Any]]:
-    """The ``parquet`` index entries of one file: one unit per non-empty row group, in file order."""
-    columns = _columns(metadata)
-    entries = []
-    for group in range(metadata.num_row_groups):
-        rows = int(metadata.row_group(group).num_rows)
-        if rows:
-            entries.append({'format': 'parquet', 'version': 2, 'samples': rows, 'compression': None, 'hashes': [],
-                            'size_limit': None, 'zip_data': None,
-                            'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
-                            'columns': columns, 'row_group': group})
-    return entries
+def entries_for(name: str, size: int, row_groups: Sequence[int], columns: list[list[str]]) -> list[dict[str, Any]]:
+    """The ``parquet`` index entries of one file (``row_groups``: every row group's row count, in file order): one
+    unit per non-empty row group."""
+    return [{'format': 'parquet', 'version': 2, 'samples': int(rows), 'compression': None, 'hashes': [],
+             'size_limit': None, 'zip_data': None, 'raw_data': {'basename': name, 'bytes': int(size), 'hashes': {}},
+             'columns': columns, 'row_group': group}
+            for group, rows in enumerate(row_groups) if rows]
 
 
 def _check_schema(first: Any, first_columns: list[list[str]], item: Any, columns: list[list[str]],
@@ -156,6 +154,11 @@ def image_columns(metadata: Any) -> list[str]:
     return found
 
 
+def _is_sidecar(item: Any) -> bool:
+    """Whether a listed file is a sidecar (the directory's own, or a subdirectory's, which is not data)."""
+    return bool(item.name.rsplit('/', 1)[-1] == SIDECAR)
+
+
 class ParquetIndexBuilder:
     """Indexes ``*.parquet`` files: one ``parquet`` unit per row group (see the module doc).
 
@@ -167,7 +170,9 @@ class ParquetIndexBuilder:
         decode_images: Decode the Hugging Face image columns (``{'bytes', 'path'}`` structs) to PIL images.
     """
 
-    patterns = ('*.parquet',)
+    patterns = ('*.parquet', SIDECAR)
+    #: The file ``streaming index`` writes (see :meth:`sidecar`).
+    sidecar_name = SIDECAR
     #: The index layout (see :data:`INDEX_VERSION`): the core makes it part of the derived index's identity.
     index_version = INDEX_VERSION
     #: The ``format_options`` this builder takes (``Stream(format_options=...)``, ``columns=``).
@@ -228,36 +233,65 @@ class ParquetIndexBuilder:
                                      f'{[name for name, _ in first_columns]}.')
         return [[name, kinds[name]] for name in self.columns]
 
+    def _summaries(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], where: str) -> list[Summary]:
+        """Every file's summary from its footer, :data:`_THREADS` files at a time."""
+        def one(item: Any) -> Summary:
+            return summary_of(read_footer(item.name, item.size, read, where))
+        if len(files) <= 1:
+            return [one(item) for item in files]
+        with ThreadPoolExecutor(max_workers=min(_THREADS, len(files))) as pool:
+            return list(pool.map(one, files))
+
     def build(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *, where: str) -> dict[str, Any]:
-        """Select the files, read every footer (:data:`_THREADS` at a time) and return the index.
+        """Select the files and return the index, from the sidecar index where it describes a file, else from the
+        file's footer (:data:`_THREADS` read at a time).
 
         Raises:
             FileSelectionError: ``split`` / ``data_files`` select no file.
-            IndexFormatError: the files' schemas differ (naming the file and the column).
+            IndexFormatError: the files' schemas differ (naming the file and the column), or a malformed sidecar.
             UnknownColumnError: ``columns`` names a column the files lack (naming the file and its columns); a
                 ``FormatOptionError`` and an ``IndexFormatError``.
             ShardCorruptError: a file is not a readable Parquet file (naming it).
         """
-        files = list(files)
+        sidecar = [item for item in files if item.name == SIDECAR]
+        files = [item for item in files if not _is_sidecar(item)]
         if self.split is not None or self.config is not None or self.data_files is not None:
             chosen = set(select_names([item.name for item in files], split=self.split, config=self.config,
                                       data_files=self.data_files))
             files = [item for item in files if item.name in chosen]
-        if len(files) == 1:
-            metas = [read_footer(files[0].name, files[0].size, read, where)]
-        else:
-            with ThreadPoolExecutor(max_workers=min(_THREADS, max(len(files), 1))) as pool:
-                metas = list(pool.map(lambda item: read_footer(item.name, item.size, read, where), files))
         if not files:
             return {'shards': [], 'version': 2}
-        layouts = [_columns(meta) for meta in metas]
-        columns = self._project(files[0], layouts[0], where)
-        for item, layout in zip(files[1:], layouts[1:]):
+        rows = read_sidecar(read(SIDECAR, 0, sidecar[0].size), f'{where}/{SIDECAR}') if sidecar else {}
+        known = {item.name: usable_row(rows.get(item.name), item) for item in files}
+        missing = [item for item in files if known[item.name] is None]
+        if sidecar and missing:
+            logger.info('%s/%s does not describe %d of %d file(s) (added or replaced since it was written); reading '
+                        'their footers. Run "streaming index %s" to refresh it.', where, SIDECAR, len(missing),
+                        len(files), where)
+        for item, summary in zip(missing, self._summaries(missing, read, where)):
+            known[item.name] = summary
+        summaries = [known[item.name] for item in files]
+        columns = self._project(files[0], summaries[0][1], where)
+        for item, (_, layout, _) in zip(files[1:], summaries[1:]):
             _check_schema(files[0], columns, item, layout, where, exact=self.columns is None)
-        images = [name for name in image_columns(metas[0]) if name in {c[0] for c in columns}]
-        entries = [entry for item, meta in zip(files, metas) for entry in entries_for(item.name, item.size, meta)]
-        for entry in entries:  # one column order for every file (the first file's, or the projection's)
-            entry['columns'] = columns
-            if self.decode_images and images:
+        images = [name for name in summaries[0][2] if name in {c[0] for c in columns}]
+        entries = [entry for item, (groups, _, _) in zip(files, summaries)
+                   for entry in entries_for(item.name, item.size, groups, columns)]
+        if self.decode_images and images:
+            for entry in entries:
                 entry['images'] = images
         return {'shards': entries, 'version': 2}
+
+    def sidecar(self, files: Sequence[Any], read: Callable[[str, int, int], bytes], *,
+                where: str) -> tuple[str, bytes]:
+        """``(file name, bytes)`` of a fresh sidecar index of every Parquet file among ``files`` (every footer read,
+        an existing sidecar ignored; no selection or projection applies), for ``streaming index``.
+
+        Raises:
+            IndexFormatError: no Parquet file among ``files``.
+            ShardCorruptError: a file is not a readable Parquet file (naming it).
+        """
+        files = [item for item in files if not _is_sidecar(item)]
+        if not files:
+            raise IndexFormatError(f'{where} has no .parquet file to index.')
+        return SIDECAR, sidecar_json(files, self._summaries(files, read, where))

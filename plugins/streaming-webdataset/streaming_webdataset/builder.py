@@ -246,7 +246,7 @@ class WebDatasetIndexBuilder:
             TarLayoutError: a tar not in WebDataset layout (naming it and the member).
             IndexFormatError: a malformed sidecar index.
         """
-        tars = [item for item in files if item.name != SIDECAR]
+        tars = [item for item in files if item.name.rsplit('/', 1)[-1] != SIDECAR]  # a subdirectory's is no tar
         sidecar = [item for item in files if item.name == SIDECAR]
         rows: dict[str, dict[str, Any]] = {}
         if sidecar:
@@ -291,7 +291,7 @@ class WebDatasetIndexBuilder:
         Raises:
             IndexFormatError: no tar among ``files``.
         """
-        tars = [item for item in files if item.name != SIDECAR]
+        tars = [item for item in files if item.name.rsplit('/', 1)[-1] != SIDECAR]  # a subdirectory's is no tar
         if not tars:
             raise IndexFormatError(f'{where} has no .tar, .tar.gz or .tgz file to index.')
         entries = [_entry(item, scan) for item, scan in zip(tars, self._scan_all(tars, read, where))]

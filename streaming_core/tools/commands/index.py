@@ -1,12 +1,13 @@
 """``streaming index DIR``: write the sidecar index of a directory whose files index themselves.
 
-Some formats that index themselves (WebDataset tars) must read much of every file to count its samples; their index
-builders can also write a *sidecar index* beside the data, which later readers use instead of reading the files
-(any node, any job). An index builder offers one by having ``sidecar(files, read, *, where) -> (name, bytes)``: the
+Some formats that index themselves must read much of every file to count its samples (WebDataset tars), or read
+every file's footer (Parquet: one or two requests per file, slow on stores with high latency); their index builders
+can also write a *sidecar index* beside the data, which later readers use instead of reading the files (any node,
+any job). An index builder offers one by having ``sidecar(files, read, *, where) -> (name, bytes)``: the
 file name relative to the directory and its content, computed from the files themselves (an existing sidecar is
 ignored). This command lists the directory, picks the builder as streams do (``--format`` or detection), builds the
-sidecar and writes it next to the files (uploaded for a remote directory). Formats without a sidecar (Parquet reads
-only footers) are refused by name.
+sidecar and writes it next to the files (uploaded for a remote directory). Formats without a sidecar are refused
+by name.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ __all__ = ['add_parser', 'run', 'write_sidecar']
 def add_parser(subparsers: Any) -> None:
     """Register the subcommand."""
     parser = subparsers.add_parser(
-        'index', help='write the sidecar index of a directory of files that index themselves (WebDataset tars)',
+        'index', help='write the sidecar index of a directory of files that index themselves (WebDataset, Parquet)',
         description='Read the files of DIR (local or remote) once and write the sidecar index of their format next '
-                    'to them (webdataset-index.json for WebDataset tars), so streams skip reading every file to '
-                    'count its samples. Run it again after adding or replacing files: a sidecar that does not '
+                    'to them (webdataset-index.json for WebDataset tars, parquet-index.json for Parquet files), so '
+                    'streams skip reading every file to count its samples. Run it again after adding or replacing files: a sidecar that does not '
                     'cover a file is ignored for that file.')
     parser.add_argument('dataset', metavar='DIR', help='a directory of data files, or a remote URL of one')
     parser.add_argument('--format', default=None, metavar='NAME',
