@@ -21,8 +21,11 @@ else ``huggingface_hub.get_token()`` (the rest of its configuration: ``HF_TOKEN_
 ``huggingface-cli login``...; looked up once per process); ``HF_HUB_DISABLE_IMPLICIT_TOKEN=1`` sends no token but
 the option's. It is registered as a secret so it is masked in logs, and it never appears in errors or reprs.
 ``HF_HUB_OFFLINE=1`` makes every request fail at once with a message saying so. A 401 or 403 (a private or gated
-repository, a bad token) is a permanent error saying what to do; nothing is uploaded (the Hub's commit API is not
-implemented: upload with ``huggingface_hub`` instead).
+repository, a bad token) is a permanent error saying what to do.
+
+Uploads (``upload``) commit one file each to a branch through ``huggingface_hub``'s client: the preupload, LFS batch
+and commit APIs, over plain HTTP (:mod:`streaming_hf.upload`). A commit drops this process's pin of the branch, so
+the process then reads what it wrote.
 """
 
 from __future__ import annotations
@@ -314,10 +317,15 @@ class HfBackend(ProcessLocal):
         return True
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
-        """Not supported: the Hub takes files through commits (``huggingface_hub.HfApi.upload_folder``)."""
-        raise PermanentStorageError(f'Uploading to {url} is not supported by streaming-hf: write the dataset locally '
-                                    f'(out=a local directory), then upload it with huggingface_hub '
-                                    f'(HfApi().upload_folder(repo_id=..., repo_type="dataset", folder_path=...)).')
+        """Commit the local file ``path`` to ``url``'s path on its branch (:mod:`streaming_hf.upload`)."""
+        from streaming_hf.upload import upload
+        upload(self, path, url, timeout=timeout)
+
+    def forget_pin(self, where: HfURL) -> None:
+        """Drop this process's pin of ``where``'s branch (after a commit to it): the next access resolves it again."""
+        key = (self.endpoint, where.kind, where.repo, where.revision or 'main')
+        _PINS.pop(key, None)
+        os.environ.pop(PIN_ENV_PREFIX + hashlib.blake2s('\0'.join(key).encode(), digest_size=10).hexdigest(), None)
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """The URLs of the files whose URL starts with ``url``, sorted."""

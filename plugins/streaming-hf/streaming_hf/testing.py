@@ -12,6 +12,21 @@ API paths that ``huggingface_hub`` (and streaming-hf) use.
   with ``Range`` support, ``X-Repo-Commit`` and ``ETag``; LFS files (``*.parquet``) answer ``302`` to a second
   server on another loopback address (the "CDN"), which records whether an ``Authorization`` header reached it.
 
+Uploads, the requests ``huggingface_hub``'s ``HfApi.upload_file`` / ``create_commit`` send over plain HTTP (no Xet):
+
+* ``POST /api/{datasets|models}/{owner}/{name}/preupload/{branch}``: each file's ``uploadMode`` (``lfs`` for a
+  ``*.parquet`` name, a file of ``lfs_threshold`` bytes or more, or a binary one: a NUL byte in its sample; else
+  ``regular``) and the ``oid`` of the file already at that path;
+* ``POST /{datasets/}{owner}/{name}.git/info/lfs/objects/batch``: the LFS batch API (``transfer: basic``): an
+  ``upload`` action (a ``PUT`` to the CDN, without the token) and a ``verify`` action, or no action for an object
+  already stored; ``POST .../objects/verify`` checks it arrived;
+* ``POST /api/{datasets|models}/{owner}/{name}/commit/{branch}`` (NDJSON: a ``header``, then ``file`` with base64
+  content, ``lfsFile`` with the sha256 ``oid`` of a stored object, ``deletedFile``): one new commit on the branch,
+  made atomically; a ``parentCommit`` that is not the branch's head is refused (412).
+
+Writing needs a token in the repository's ``writers`` (none: 401; another token: 403). Only branches (``main`` and
+those made by :meth:`Repo.push`) take commits; a tag or a commit id is answered 404 ``RevisionNotFound``.
+
 Repositories hold commits (``{commit: {path: bytes}}``) and refs (``main``, tags) naming commits, so a test can push
 a new commit while a dataset reads the old one. A repository may be private (needs ``Authorization: Bearer
 <token>``: else 401 ``RepoNotFound``, as the Hub answers) or gated (403 ``GatedRepo`` without a token it accepts).
@@ -29,6 +44,7 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
@@ -43,30 +59,50 @@ __all__ = ['HubServer', 'HubState', 'Repo']
 
 @dataclass
 class Repo:
-    """One repository: commits, refs and access rules."""
+    """One repository: commits, refs and access rules.
+
+    Attributes:
+        writers: The tokens allowed to commit (none by default: only :meth:`push` writes).
+        branches: The refs that take commits (``main`` and every ref :meth:`push` moved); other refs are tags.
+        lfs: ``(path, sha256)`` of the files committed as LFS files (besides every ``*.parquet``).
+    """
 
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
     private: bool = False
     gated: bool = False
     tokens: tuple[str, ...] = ()
+    writers: tuple[str, ...] = ()
+    branches: set[str] = field(default_factory=lambda: {'main'})
+    lfs: set[tuple[str, str]] = field(default_factory=set)
 
-    def push(self, files: dict[str, bytes], ref: str = 'main') -> str:
-        """Add a commit holding ``files`` (merged over ``ref``'s files; ``b''``-less deletes not modelled)."""
+    def push(self, files: dict[str, bytes], ref: str = 'main', delete: tuple[str, ...] = ()) -> str:
+        """Add a commit holding ``files`` merged over ``ref``'s files, without the paths in ``delete``."""
         base = dict(self.commits.get(self.refs.get(ref, ''), {}))
         base.update(files)
+        for name in delete:
+            base.pop(name, None)
         commit = hashlib.sha1(json.dumps(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in base.items()))
                               .encode() + str(len(self.commits)).encode()).hexdigest()
         self.commits[commit] = base
         self.refs[ref] = commit
+        self.branches.add(ref)
         return commit
+
+    def is_lfs(self, name: str, data: bytes) -> bool:
+        """Whether the file ``name`` holding ``data`` is stored with LFS (listed with its sha256, served by the CDN)."""
+        return name.endswith('.parquet') or (name, hashlib.sha256(data).hexdigest()) in self.lfs
 
 
 class HubState:
     """What the servers serve and what they saw."""
 
-    def __init__(self, page_size: int = 50, latency: float = 0.0) -> None:
+    def __init__(self, page_size: int = 50, latency: float = 0.0, lfs_threshold: int = 10 * 1024 * 1024) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
+        #: Files of this many bytes or more are uploaded with LFS (the Hub's limit for regular files: 10 MB).
+        self.lfs_threshold = lfs_threshold
+        #: The LFS objects received: ``sha256 -> bytes``.
+        self.lfs_objects: dict[str, bytes] = {}
         self.page_size = page_size
         #: Seconds each answer waits before it is sent (a network's round trip; 0 on loopback).
         self.latency = latency
@@ -167,7 +203,7 @@ class _HubHandler(BaseHTTPRequestHandler):
                             'gated': 'auto' if repo.gated else False,
                             'disabled': False, 'siblings': [{'rfilename': n} for n in sorted(repo.commits[commit])]})
             elif verb == 'tree':
-                self._tree(repo.commits[commit], unquote('/'.join(segments[6:])), parts.query)
+                self._tree(repo, repo.commits[commit], unquote('/'.join(segments[6:])), parts.query)
             else:
                 self._error(404, 'NotFound', f'unknown API {verb}')
             return
@@ -187,7 +223,7 @@ class _HubHandler(BaseHTTPRequestHandler):
             if data is None:
                 self._error(404, 'EntryNotFound', f'{name} does not exist on "{commit}"')
                 return
-            if name.endswith('.parquet'):  # an LFS file: to the CDN, which has no use for the token
+            if repo.is_lfs(name, data):  # an LFS file: to the CDN, which has no use for the token
                 self.send_response(302)
                 where = f'{kind}/{_repo_of(segments)}/{commit}/{quote(name)}'
                 self.send_header('Location', f'{self.cdn_base}/cdn/{where}')
@@ -201,7 +237,142 @@ class _HubHandler(BaseHTTPRequestHandler):
             return
         self._error(404, 'NotFound', 'no such route')
 
-    def _tree(self, files: dict[str, bytes], path: str, query: str) -> None:
+    # Uploads.
+    def do_POST(self) -> None:
+        parts = urlsplit(self.path)
+        with self.state.lock:
+            self.state.requests.append((self.command, parts.path, dict(self.headers)))
+            self.state.peers.append(self.client_address[:2])
+        body = read_body(self)
+        if self.state.latency:
+            time.sleep(self.state.latency)
+        segments = [unquote(s) for s in parts.path.strip('/').split('/')]
+        if segments[:2] == ['api', 'validate-yaml']:  # create_commit checks a README.md's metadata first
+            self._json({'errors': [], 'warnings': []})
+            return
+        if segments[0] == 'api' and len(segments) == 6 and segments[1] in ('datasets', 'models') \
+                and segments[4] in ('preupload', 'commit'):
+            repo = self._writable(segments[1], f'{segments[2]}/{segments[3]}')
+            if repo is None or not self._branch(repo, segments[5]):
+                return
+            handle = self._preupload if segments[4] == 'preupload' else self._commit_files
+            handle(repo, segments[1], f'{segments[2]}/{segments[3]}', segments[5], body)
+            return
+        kind = 'datasets' if segments[0] == 'datasets' else 'models'
+        rest = segments[1:] if kind == 'datasets' else segments
+        if len(rest) == 6 and rest[1].endswith('.git') and rest[2:5] == ['info', 'lfs', 'objects']:
+            repo_id = f'{rest[0]}/{rest[1][:-len(".git")]}'
+            repo = self._writable(kind, repo_id)
+            if repo is None:
+                return
+            if rest[5] == 'batch':
+                self._lfs_batch(kind, repo_id, json.loads(body or b'{}'))
+                return
+            if rest[5] == 'verify':
+                oid = json.loads(body or b'{}').get('oid')
+                if oid in self.state.lfs_objects:
+                    self._json({'message': 'ok'})
+                else:
+                    self._error(404, 'NotFound', f'LFS object {oid} was not uploaded')
+                return
+        self._error(404, 'NotFound', 'no such route')
+
+    def _writable(self, kind: str, repo_id: str) -> Repo | None:
+        """The repository if the request may write to it; else the Hub's 401/403 answer is sent and ``None``."""
+        repo = self.state.repos.get((kind, repo_id))
+        if not self._access(repo):
+            return None
+        assert repo is not None
+        token = (self.headers.get('Authorization') or '').removeprefix('Bearer ').strip()
+        if not token:
+            self._error(401, 'Unauthorized', 'You must be authenticated to write to this repository.')
+            return None
+        if token not in repo.writers:
+            self._error(403, 'Forbidden', 'You don\'t have the rights to write to this repository.')
+            return None
+        return repo
+
+    def _branch(self, repo: Repo, rev: str) -> bool:
+        """Whether ``rev`` is a branch (commits go to branches only); else a 404 ``RevisionNotFound`` is sent."""
+        if rev in repo.branches and rev in repo.refs:
+            return True
+        what = 'a tag' if rev in repo.refs else 'a commit' if rev in repo.commits else 'not found'
+        self._error(404, 'RevisionNotFound', f'Invalid rev id: {rev} is not a branch ({what})')
+        return False
+
+    def _preupload(self, repo: Repo, kind: str, repo_id: str, rev: str, body: bytes) -> None:
+        files = repo.commits.get(repo.refs[rev], {})
+        answers = []
+        for item in json.loads(body or b'{}').get('files', []):
+            path, size = item['path'], int(item['size'])
+            sample = base64.b64decode(item.get('sample', ''))
+            lfs = path.endswith('.parquet') or size >= self.state.lfs_threshold or b'\0' in sample
+            present = files.get(path)
+            oid = None
+            if present is not None:
+                oid = hashlib.sha256(present).hexdigest() if repo.is_lfs(path, present) else _blob_oid(present)
+            answers.append({'path': path, 'uploadMode': 'lfs' if lfs else 'regular', 'shouldIgnore': False,
+                            'oid': oid})
+        self._json({'files': answers, 'commitOid': repo.refs[rev]})
+
+    def _lfs_batch(self, kind: str, repo_id: str, payload: dict[str, Any]) -> None:
+        if payload.get('operation') != 'upload' or 'basic' not in payload.get('transfers', ['basic']):
+            self._error(400, 'BadRequest', 'only the upload operation with the basic transfer is served')
+            return
+        hub = f'http://{self.headers.get("Host")}'
+        prefix = 'datasets/' if kind == 'datasets' else ''
+        objects = []
+        for item in payload.get('objects', []):
+            oid, size = str(item['oid']), int(item['size'])
+            entry: dict[str, Any] = {'oid': oid, 'size': size, 'authenticated': True}
+            if oid not in self.state.lfs_objects:
+                entry['actions'] = {
+                    'upload': {'href': f'{self.cdn_base}/lfs/{oid}?size={size}', 'header': {}},
+                    'verify': {'href': f'{hub}/{prefix}{repo_id}.git/info/lfs/objects/verify', 'header': {}}}
+            objects.append(entry)
+        body = json.dumps({'transfer': 'basic', 'objects': objects, 'hash_algo': 'sha256'}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/vnd.git-lfs+json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _commit_files(self, repo: Repo, kind: str, repo_id: str, rev: str, body: bytes) -> None:
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        header = next((line['value'] for line in lines if line.get('key') == 'header'), {})
+        files: dict[str, bytes] = {}
+        lfs: set[tuple[str, str]] = set()
+        delete = []
+        for line in lines:
+            key, value = line.get('key'), line.get('value', {})
+            if key == 'file':
+                files[value['path']] = base64.b64decode(value['content'])
+            elif key == 'lfsFile':
+                data = self.state.lfs_objects.get(value['oid'])
+                if data is None:
+                    self._error(400, 'BadRequest', f'LFS object {value["oid"]} of {value["path"]} was not uploaded')
+                    return
+                files[value['path']] = data
+                lfs.add((value['path'], value['oid']))
+            elif key == 'deletedFile':
+                delete.append(value['path'])
+            elif key != 'header':
+                self._error(400, 'BadRequest', f'unsupported commit operation {key!r}')
+                return
+        with self.state.lock:  # one commit at a time: each sees the previous one's files
+            parent = header.get('parentCommit')
+            if parent and not repo.refs[rev].startswith(parent):
+                self._error(412, 'PreconditionFailed', f'{rev} has moved on from the parent commit {parent}')
+                return
+            repo.lfs |= lfs
+            repo.lfs -= {(path, hashlib.sha256(data).hexdigest()) for path, data in files.items()
+                         if (path, hashlib.sha256(data).hexdigest()) not in lfs}
+            commit = repo.push(files, rev, tuple(delete))
+        prefix = 'datasets/' if kind == 'datasets' else ''
+        self._json({'success': True, 'commitOid': commit, 'pullRequestUrl': None, 'hookOutput': '',
+                    'commitUrl': f'http://{self.headers.get("Host")}/{prefix}{repo_id}/commit/{commit}'})
+
+    def _tree(self, repo: Repo, files: dict[str, bytes], path: str, query: str) -> None:
         params = parse_qs(query)
         recursive = params.get('recursive', ['false'])[0] == 'true'
         prefix = path.strip('/') + '/' if path.strip('/') else ''
@@ -221,7 +392,7 @@ class _HubHandler(BaseHTTPRequestHandler):
                 parent = parent.rsplit('/', 1)[0] if '/' in parent else ''
             data = files[name]
             entry: dict[str, Any] = {'type': 'file', 'oid': _blob_oid(data), 'size': len(data), 'path': name}
-            if name.endswith('.parquet'):
+            if repo.is_lfs(name, data):
                 entry['lfs'] = {'oid': hashlib.sha256(data).hexdigest(), 'size': len(data), 'pointerSize': 134}
             entries.append(entry)
         entries += [{'type': 'directory', 'oid': '0' * 40, 'size': 0, 'path': d} for d in sorted(dirs)]
@@ -237,6 +408,21 @@ class _HubHandler(BaseHTTPRequestHandler):
 def _repo_of(segments: list[str]) -> str:
     """``owner/name`` of a resolve path's segments."""
     return f'{segments[0]}/{segments[1]}'
+
+
+def read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request's body (``Content-Length`` or chunked)."""
+    if (handler.headers.get('Transfer-Encoding') or '').lower() == 'chunked':
+        chunks = []
+        while True:
+            size = int(handler.rfile.readline().split(b';')[0].strip() or b'0', 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b'\r\n', b'\n', b''):
+                    pass
+                return b''.join(chunks)
+            chunks.append(handler.rfile.read(size))
+            handler.rfile.readline()
+    return handler.rfile.read(int(handler.headers.get('Content-Length') or 0))
 
 
 def send_bytes(handler: BaseHTTPRequestHandler, data: bytes, commit: str | None, etag: str) -> None:
@@ -290,6 +476,23 @@ class _CdnHandler(BaseHTTPRequestHandler):
         data = self.state.repos[(kind, repo)].commits[commit][name]
         send_bytes(self, data, None, f'"{hashlib.sha256(data).hexdigest()}"')
 
+    def do_PUT(self) -> None:
+        """An LFS upload (``/lfs/{sha256}``): stored when the body's sha256 is the one named."""
+        parts = urlsplit(self.path)
+        with self.state.lock:
+            self.state.cdn_authorization.append(self.headers.get('Authorization'))
+            self.state.requests.append((self.command, '/cdn' + parts.path, dict(self.headers)))
+            self.state.peers.append(self.client_address[:2])
+        data = read_body(self)
+        oid = parts.path.rsplit('/', 1)[-1]
+        status = 200 if hashlib.sha256(data).hexdigest() == oid else 400
+        if status == 200:
+            with self.state.lock:
+                self.state.lfs_objects[oid] = data
+        self.send_response(status)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+
 
 class HubServer:
     """The Hub on ``127.0.0.1`` and its CDN on ``127.0.0.2`` (another host), each on a free port.
@@ -297,10 +500,11 @@ class HubServer:
     Args:
         page_size: Entries per page of the tree listing.
         latency: Seconds every answer (Hub and CDN) waits before it is sent, to stand for a network's round trip.
+        lfs_threshold: Uploaded files of this many bytes or more go through LFS.
     """
 
-    def __init__(self, page_size: int = 50, latency: float = 0.0) -> None:
-        self.state = HubState(page_size, latency)
+    def __init__(self, page_size: int = 50, latency: float = 0.0, lfs_threshold: int = 10 * 1024 * 1024) -> None:
+        self.state = HubState(page_size, latency, lfs_threshold)
         cdn_handler = type('Cdn', (_CdnHandler,), {'state': self.state})
         self._cdn = ThreadingHTTPServer(('127.0.0.2', 0), cdn_handler)
         self.cdn_url = f'http://127.0.0.2:{self._cdn.server_address[1]}'

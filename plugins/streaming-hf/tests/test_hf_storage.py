@@ -83,8 +83,8 @@ def test_list_read_range_download_exists(hub: HubServer, tmp_path: Any) -> None:
     # Every file request names the commit, resolved once.
     assert hub.state.count('GET', '/revision/main') == 1
     assert hub.state.count('GET', f'/resolve/{commit}/') >= 3 and hub.state.count('GET', '/resolve/main/') == 0
-    with pytest.raises(PermanentStorageError, match='not supported by streaming-hf.*upload_folder'):
-        backend.upload(str(tmp_path / 'x'), url, timeout=10)
+    with pytest.raises(PermanentStorageError, match='401 Unauthorized.*Writing needs a token with write access'):
+        backend.upload(str(tmp_path / 'x'), url, timeout=10)  # no token: refused (test_hf_upload.py writes)
 
 
 @pytest.mark.slow
