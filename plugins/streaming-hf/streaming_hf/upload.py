@@ -24,6 +24,7 @@ errors and broken connections raise :class:`StorageError` (retried by the core).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,16 @@ __all__ = ['upload']
 #: One lock per ``(endpoint, kind, repo, branch)``: commits of this process go one after another.
 _COMMIT_LOCKS: dict[tuple[str, str, str, str], threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child starts with fresh locks (one held by another thread at the fork would never be released)."""
+    global _LOCKS_LOCK
+    _LOCKS_LOCK = threading.Lock()
+    _COMMIT_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 #: huggingface_hub's warnings about what this module does on purpose: a file object sent over HTTP rather than Xet,
 #: and an upload of a file already there (a retry) making no commit.
 _EXPECTED = ('not supported by Xet Storage', 'Skipping to prevent empty commit')
@@ -133,8 +144,8 @@ def _error(err: BaseException, backend: HfBackend, where: HfURL, url: str, branc
     if status == 404 and code == 'RevisionNotFound':
         return PermanentStorageError(
             f'{shown}: {branch!r} is not a branch of {hub}{detail}: commits go to branches, not to tags or missing '
-            f'revisions. Write to an existing branch, or create it first (HfApi().create_branch({where.repo!r}, '
-            f'branch={branch!r}, repo_type={where.repo_type!r})).')
+            f'revisions. Write to an existing branch (hf://{hub}@<branch>/..., or no @ for main), or create one '
+            f'first (HfApi().create_branch({where.repo!r}, branch=..., repo_type={where.repo_type!r})).')
     if status == 404:
         return PermanentStorageError(
             f'{shown}: 404 Not Found{detail}: no repository {hub} on {backend.endpoint}. Create it first '
