@@ -83,6 +83,26 @@ def test_the_first_lookup_imports_only_the_declaring_plugins(tmp_path):
     assert infos['complete'] and len(infos['state']) == 1, 'listing discovers everything and writes the manifest'
 
 
+def test_listing_one_kind_imports_only_the_plugins_of_that_kind(tmp_path):
+    """Detecting a directory's format lists every index builder: only the plugins declaring one are imported, and
+    the listing is the one a full discovery gives (before and after the manifest exists)."""
+    cache = str(tmp_path / 'cache')
+    site = _fake_dist(tmp_path, 'decl-plugin', 'decl', 'decl_plugin_mod', _HASHES,
+                      ['hash.decl-hash', 'hash.decl-hash2'])
+    listing = (f"{_LOOKUP}print(json.dumps([[e.name, e.plugin] for e in get_registry('index_builder').entries()]))\n"
+               "print(json.dumps([e.name for e in get_registry('hash').entries()]))\n")
+    lazy = _child(listing, cache, site)
+    assert not lazy['complete'] and 'streaming_s3' not in lazy['modules'] and 'streaming_hf' not in lazy['modules']
+    builders, hashes = json.loads(lazy['out'][0]), json.loads(lazy['out'][1])
+    assert {'parquet', 'webdataset'} <= {name for name, _ in builders}
+    assert {'decl-hash', 'decl-hash2', 'sha1', 'xxh64'} <= set(hashes)
+    full = _child('from streaming_core.machinery.discovery import plugin_infos\nplugin_infos()\n' + listing,
+                  cache, site)
+    assert full['complete'] and full['out'] == lazy['out'] and set(lazy['loaded']) < set(full['loaded'])
+    trusted = _child(listing, cache, site)  # the manifest the full discovery wrote
+    assert not trusted['complete'] and trusted['out'] == lazy['out'] and trusted['loaded'] == lazy['loaded']
+
+
 def test_a_declaration_that_differs_from_the_registrations_is_an_error_naming_the_plugin(tmp_path):
     cache = str(tmp_path / 'cache')
     site = _fake_dist(tmp_path, 'liar-plugin', 'liar', 'liar_plugin_mod', _HASHES, ['hash.decl-hash', 'hash.ghost'])

@@ -26,11 +26,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import functools
 import importlib
 import os
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pluggy
@@ -40,91 +40,14 @@ from streaming_core.errors import PluginLoadError
 from streaming_core.machinery import declarations as plugin_declarations
 from streaming_core.machinery import forking as plugin_forking
 from streaming_core.machinery import manifest as plugin_manifest
+from streaming_core.machinery.host_config import BLOCK_ENV, BUILTINS, DISABLE_ENV, MANIFEST_ENV, HostConfig, PluginInfo
 from streaming_core.machinery.name_registry import KINDS, Registry, RegistryView
 
 if TYPE_CHECKING:
     import importlib.metadata as md
 
-__all__ = ['BUILTINS', 'DISABLE_ENV', 'BLOCK_ENV', 'HostConfig', 'PluginInfo', 'PluginHost', 'default_host',
-           'set_default_host', 'using_host', 'current_host', 'get_registry']
-
-DISABLE_ENV = 'STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD'
-BLOCK_ENV = 'STREAMING_CORE_BLOCK_PLUGINS'
-#: Set to 0 to ignore the plugin manifest (every first lookup then runs the full discovery).
-MANIFEST_ENV = 'STREAMING_CORE_PLUGIN_MANIFEST'
-
-#: Builtin plugin modules, registered exactly like entry points.
-BUILTINS: dict[str, str] = {
-    'builtin.local': 'streaming_core.builtin.local',
-    'builtin.http': 'streaming_core.builtin.http',
-    'builtin.compression': 'streaming_core.builtin.compression',
-    'builtin.hashes': 'streaming_core.builtin.hashes',
-    'builtin.naive': 'streaming_core.builtin.naive',
-    'builtin.random': 'streaming_core.builtin.random_batching',
-    'builtin.streams': 'streaming_core.builtin.streams',
-}
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or '').strip().lower() not in ('', '0', 'false', 'no', 'off')
-
-
-@dataclass(frozen=True)
-class HostConfig:
-    """What a host is built from (and all a pickled host carries).
-
-    Attributes:
-        builtins: ``(plugin name, module)`` of the builtin plugins.
-        autoload: Load entry points; None reads ``STREAMING_CORE_DISABLE_PLUGIN_AUTOLOAD`` at each discovery.
-        blocked: Plugin names to skip; None reads ``STREAMING_CORE_BLOCK_PLUGINS`` at each discovery.
-        manifest: Use (and write) the plugin manifest for lazy loading; None reads ``STREAMING_CORE_PLUGIN_MANIFEST``
-            (default on).
-        manifest_path: Where the manifest lives (default :func:`~streaming_core.machinery.manifest.manifest_path`).
-    """
-
-    builtins: tuple[tuple[str, str], ...] = tuple(BUILTINS.items())
-    autoload: bool | None = None
-    blocked: tuple[str, ...] | None = None
-    manifest: bool | None = None
-    manifest_path: str | None = None
-
-    def effective_autoload(self) -> bool:
-        """Whether entry points are loaded now."""
-        return self.autoload if self.autoload is not None else not _truthy(os.environ.get(DISABLE_ENV))
-
-    def effective_blocked(self) -> set[str]:
-        """The plugin names skipped now."""
-        if self.blocked is not None:
-            return set(self.blocked)
-        return {name.strip() for name in os.environ.get(BLOCK_ENV, '').split(',') if name.strip()}
-
-    def effective_manifest(self) -> bool:
-        """Whether the manifest is used now."""
-        if self.manifest is not None:
-            return self.manifest
-        return os.environ.get(MANIFEST_ENV, '1').strip().lower() not in ('0', 'false', 'no', 'off')
-
-
-@dataclass
-class PluginInfo:
-    """What ``streaming plugins`` reports for one plugin.
-
-    Attributes:
-        name: The plugin (entry point) name.
-        distribution: The distribution that provides it.
-        version: That distribution's version.
-        module: The module (or entry point value) it was loaded from.
-        registered: ``{kind: [names]}`` it registered.
-        origin: ``'builtin'``, ``'entry_point'`` or ``'in-process'``.
-    """
-
-    name: str
-    distribution: str
-    version: str
-    module: str
-    registered: dict[str, list[str]] = field(default_factory=dict)
-    origin: str = 'entry_point'
-
+__all__ = ['BUILTINS', 'DISABLE_ENV', 'BLOCK_ENV', 'MANIFEST_ENV', 'HostConfig', 'PluginInfo', 'PluginHost',
+           'default_host', 'set_default_host', 'using_host', 'current_host', 'get_registry']
 
 def _load_object(value: str) -> Any:
     """Import an entry point value ``module[:attr.path]`` without :mod:`importlib.metadata`."""
@@ -175,7 +98,8 @@ class PluginHost:
         self._manifest_state = 'unread'  # 'unread', 'trusted', 'declared', 'absent' or 'distrusted'
         self._manifest_key = ''
         self.registries: dict[str, Registry] = {
-            kind: Registry(kind, loader=self.ensure_loaded, name_loader=self._name_loader(kind), busy=self._busy)
+            kind: Registry(kind, loader=self.ensure_loaded, name_loader=self._name_loader(kind), busy=self._busy,
+                           kind_loader=functools.partial(self.load_kind, kind))
             for kind in KINDS}
         _hosts.add(self)
 
@@ -281,6 +205,43 @@ class PluginHost:
                 self._loading = None
             if name not in self.registries[kind]._entries:
                 self._distrust()
+
+    def load_kind(self, kind: str) -> bool:
+        """Load every plugin the manifest says registers names of ``kind`` (for a listing of that registry, such as
+        the index builders a directory's files are matched against). True when those are then all loaded and
+        registered what the manifest says; False (the caller runs the full discovery) without a trusted manifest,
+        or when a plugin fails to load or registers less than claimed (the manifest is then distrusted)."""
+        if self._complete:
+            return True
+        with self._lock:
+            if self._complete or self._loading == threading.get_ident():
+                return self._complete
+            manifest = self._read_manifest()
+            if manifest is None:
+                return False
+            named = manifest['names'].get(kind, {})
+            plugins = set(named.values()) | {plugin for plugin, source in manifest['plugins'].items()
+                                             if kind in (source.get('declared') or {})}
+            blocked, autoload = self.config.effective_blocked(), self.config.effective_autoload()
+            self._loading = threading.get_ident()
+            try:
+                for plugin in sorted(plugins - blocked - set(self._infos)):
+                    source = manifest['plugins'].get(plugin)
+                    if source is None or (source.get('origin') != 'builtin' and not autoload):
+                        continue
+                    try:
+                        self._load_one(plugin, source)
+                    except Exception:
+                        self._forget(plugin)
+                        self._distrust()
+                        return False
+            finally:
+                self._loading = None
+            registered = self.registries[kind]._entries
+            if any(name not in registered for name, plugin in named.items() if plugin in self._infos):
+                self._distrust()
+                return False
+            return True
 
     def _manager(self) -> pluggy.PluginManager:
         if self._pm is None:

@@ -76,16 +76,20 @@ class Registry:
             ``loader``.
         busy: True while another thread loads plugins into this registry: a lookup then goes through
             ``name_loader`` (which waits) even for a name already registered.
+        kind_loader: Called before :meth:`entries` to load only the plugins that register names of this kind; True
+            when that is all of them, else ``loader`` runs. Same rules as ``loader``.
     """
 
     def __init__(self, kind: str, loader: Callable[[], None] | None = None,
-                 name_loader: Callable[[str], None] | None = None, busy: Callable[[], bool] | None = None) -> None:
+                 name_loader: Callable[[str], None] | None = None, busy: Callable[[], bool] | None = None,
+                 kind_loader: Callable[[], bool] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f'Unknown registry kind {kind!r}; expected one of {sorted(KINDS)}.')
         self.kind = kind
         self._entries: dict[str, Entry] = {}
         self._loader = loader
         self._name_loader = name_loader
+        self._kind_loader = kind_loader
         self._busy = busy
         self._lock = threading.RLock()
         #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
@@ -173,8 +177,9 @@ class Registry:
             return sorted(name for name, entry in self._entries.items() if entry.plugin == plugin)
 
     def entries(self) -> Iterator[Entry]:
-        """All entries, sorted by name."""
-        self._ensure_loaded()
+        """All entries, sorted by name (loading only the plugins of this kind when the manifest says which)."""
+        if self._kind_loader is None or not self._kind_loader():
+            self._ensure_loaded()
         return iter(sorted(self._entries.values(), key=lambda e: e.name))
 
     def describe_miss(self, name: str) -> str:

@@ -30,8 +30,8 @@ def add_parser(subparsers: Any) -> None:
         'index', help='write the sidecar index of a directory of files that index themselves (WebDataset, Parquet)',
         description='Read the files of DIR (local or remote) once and write the sidecar index of their format next '
                     'to them (webdataset-index.json for WebDataset tars, parquet-index.json for Parquet files), so '
-                    'streams skip reading every file to count its samples. Run it again after adding or replacing files: a sidecar that does not '
-                    'cover a file is ignored for that file.')
+                    'streams skip reading every file to count its samples. Run it again after adding or replacing '
+                    'files: a sidecar that does not cover a file is ignored for that file.')
     parser.add_argument('dataset', metavar='DIR', help='a directory of data files, or a remote URL of one')
     parser.add_argument('--format', default=None, metavar='NAME',
                         help='the index builder to use (default: detected from the files)')
