@@ -1,12 +1,15 @@
 """One worker's pass over its samples for one epoch: a prefetch thread ahead, a lean loop yielding samples.
 
-The sample ids are mapped to ``(shard, index)`` once, vectorised, and cut into *runs*: a run is a stretch of a
-shard's uses with no gap longer than the keep window (unbounded without a cache limit, ``predownload`` samples
-with one). A background thread walks the runs in order of their first use and prepares each shard while the run
-starts within ``predownload`` samples of the training loop; it sleeps on a condition variable, never polling in a
-tight loop. Without a cache limit it also opens the shard ahead; with one it only downloads it, so shards not
+The sample ids are mapped to ``(shard, index)`` vectorised, chunk by chunk as the loop and the prefetcher reach them
+(:mod:`~streaming_core.reading.epoch_positions`: a worker's first sample waits for a small first chunk, never for
+its whole share), and cut into *runs*: a run is a stretch of a shard's uses with no gap longer than the keep window
+(unbounded without a cache limit, ``predownload`` samples with one), stitched across chunks. A background thread
+walks the runs in order of their first use and prepares each shard while the run starts within ``predownload``
+samples of the training loop; it sleeps on a condition variable, never polling in a tight loop, and builds the next
+chunks when it has nothing to prepare, so the runs' ends are soon final (a shard is released only once its run's
+end is final). Without a cache limit it also opens the shard ahead; with one it only downloads it, so shards not
 being read stay evictable and no process can hoard the cache. The loop reads from open memory-mapped shards (per
-sample: two list lookups, a dict lookup and the decode) and closes (unpins) a shard once its run is behind it.
+sample: a dict lookup and the decode) and closes (unpins) a shard once its run is behind it.
 When the cache is full, the loop releases every pin but the one it needs, so a tight cache thrashes but never
 deadlocks: each reading process needs room for one shard.
 
@@ -16,7 +19,6 @@ the cause.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import gc
 import heapq
@@ -30,19 +32,20 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, WaitTimeoutError
 from streaming_core.machinery.protocols import ShardView
+from streaming_core.reading.epoch_positions import STRETCH_MIN, Chunk, EpochPositions, shard_runs
 
 if TYPE_CHECKING:
     from streaming_core.reading.dataset import StreamingDataset
 
-__all__ = ['EpochIterator', 'shard_runs', 'gc_paused', 'PREFETCH_PATIENCE']
+__all__ = ['EpochIterator', 'shard_runs', 'gc_paused', 'PREFETCH_PATIENCE', 'STRETCH_MIN']
 
 logger = logging.getLogger('streaming_core.reading.iteration')
 
-#: Average samples per same-shard stretch from which the loop reads stretch by stretch.
-STRETCH_MIN = 32
-
 #: How long the prefetcher waits for cache space before leaving a shard to the loop (seconds).
 PREFETCH_PATIENCE = 5.0
+
+#: ``_ready`` once the prefetcher has stopped: every run, known or not yet built, is past waiting for it.
+_EVERY_RUN = 1 << 62
 
 
 @contextlib.contextmanager
@@ -56,37 +59,6 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def shard_runs(shards: NDArray[np.int64], gap: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64],
-                                                                    NDArray[np.int64]]:
-    """Cut each shard's uses into runs with no gap above ``gap`` positions (None: one run per shard).
-
-    Returns ``(shard, start, end)`` per run, sorted by start; ``end`` is the run's last position.
-    """
-    if len(shards) == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    order = np.argsort(shards, kind='stable')
-    sorted_shards = shards[order]
-    positions = order.astype(np.int64)
-    new_shard = np.empty(len(order), dtype=bool)
-    new_shard[0] = True
-    new_shard[1:] = sorted_shards[1:] != sorted_shards[:-1]
-    if gap is None:
-        starts_mask = new_shard
-    else:
-        gaps = np.empty(len(order), dtype=np.int64)
-        gaps[0] = 0
-        gaps[1:] = positions[1:] - positions[:-1]
-        starts_mask = new_shard | (gaps > gap)
-    start_idx = np.flatnonzero(starts_mask)
-    end_idx = np.append(start_idx[1:] - 1, len(order) - 1)
-    run_shards = sorted_shards[start_idx]
-    run_starts = positions[start_idx]
-    run_ends = positions[end_idx]
-    by_start = np.argsort(run_starts, kind='stable')
-    return run_shards[by_start], run_starts[by_start], run_ends[by_start]
 
 
 class EpochIterator:
@@ -117,26 +89,13 @@ class EpochIterator:
         self.epoch = epoch
         self.count = len(sample_ids)
         self.predownload = max(int(dataset.predownload), 1)
-        shards, indices = dataset.catalogue.locate_many(sample_ids)
-        self._ids = None if read is None else sample_ids.tolist()
-        self._shards = shards.tolist()
-        self._indices = indices.tolist()
         # Long stretches of one shard (unshuffled or py1s-like orders) are read by the view's own tight loop, in
         # pieces of a quarter of the predownload window so the prefetcher keeps seeing progress.
-        cuts = np.flatnonzero(np.diff(shards)) + 1 if len(shards) else np.zeros(0, dtype=np.int64)
-        self._stretches = None
-        if self.count and self.count >= STRETCH_MIN * (len(cuts) + 1):
-            piece = max(self.predownload // 4, STRETCH_MIN)
-            self._stretches = [(first, min(first + piece, end))
-                               for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), self.count])
-                               for first in range(start, end, piece)]
         gap = self.predownload if self.manager.cache_limit is not None else None
-        run_shards, run_starts, run_ends = shard_runs(shards, gap)
-        self._runs = list(zip(run_shards.tolist(), run_starts.tolist(), run_ends.tolist()))
-        self._run_starts = run_starts.tolist()  # unique (one shard per position), sorted: a run's ordinal is a bisect
-        by_shard = np.lexsort((run_starts, run_shards))  # runs grouped by shard, each group by start
-        self._by_shard = (run_shards[by_shard], run_starts[by_shard], run_ends[by_shard])
-        self._cond = threading.Condition()
+        self._positions = EpochPositions(dataset.catalogue, sample_ids, gap, ids_as_rows=read is not None,
+                                         piece=max(self.predownload // 4, STRETCH_MIN))
+        self._current: Chunk | None = None  # the chunk the loop is in
+        self._cond = threading.Condition()  # guards the positions' tables too (both threads build chunks)
         self._consumer_pos = 0
         self._ready = 0                        # runs [0, _ready) have been handled by the prefetcher
         self._errors: dict[int, BaseException] = {}
@@ -149,6 +108,8 @@ class EpochIterator:
         # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
         # shards not being read stay evictable and no process can hoard the cache.
         self._open_ahead = self.manager.cache_limit is None
+        if self.count:
+            self._build_next()  # the first (small) chunk: all the first sample needs
 
     @property
     def yielded(self) -> int:
@@ -170,24 +131,72 @@ class EpochIterator:
             self._pressure = True
             self._cond.notify_all()
 
+    def _build_next(self) -> None:
+        """Build the next chunk of positions (under the condition's lock); a run it extends that this iterator holds
+        open stays held to the run's new end."""
+        shards, previous, new = self._positions.build_next()
+        if self._open_until and len(shards):
+            held = np.fromiter(self._open_until, dtype=np.int64, count=len(self._open_until))
+            for i in np.flatnonzero(np.isin(shards, held)).tolist():
+                if self._open_until.get(int(shards[i])) == int(previous[i]):
+                    self._hold(int(shards[i]), int(new[i]))
+
+    def _chunk(self, c: int) -> Chunk:
+        """Chunk ``c`` of the positions for the loop (built here if the prefetcher has not); the one before is
+        dropped."""
+        with self._cond:
+            while self._positions.num_built <= c:
+                self._build_next()
+            if c:
+                self._positions.drop(c - 1)
+            self._current = self._positions.chunk(c)
+        return self._current
+
+    def _next_run(self, k: int) -> tuple[int, int] | bool | None:
+        """Under the lock: wait until run ``k`` starts within ``predownload`` of the loop and return its ``(shard,
+        start)``; None when stopped or when every run is handled. Rather than wait, build the next chunk (the run
+        not known yet, or idle time: so the runs' ends are soon final) and return True: call again."""
+        positions = self._positions
+        while not self._stop:
+            window = self._consumer_pos + self.predownload
+            if k < positions.num_runs:
+                shard, start, _ = positions.run(k)
+                if start <= window:
+                    return shard, start
+            elif positions.complete:
+                return None
+            # Build when a run in the window may not be known yet, or (idle time) once the loop is past its first
+            # samples: never between the loop and its first sample.
+            if not positions.complete and (positions.converted <= window or self._consumer_pos > 0):
+                self._build_next()
+                return True
+            self._cond.wait(0.05)
+        return None
+
     def _prefetch(self) -> None:
+        positions = self._positions
+        k = 0
         try:
-            for k, (shard, start, end) in enumerate(self._runs):
+            while True:
                 with self._cond:
-                    while not self._stop and start > self._consumer_pos + self.predownload:
-                        self._cond.wait(0.05)
-                    if self._stop:
+                    found = self._next_run(k)
+                    if found is None:
                         return
+                    if found is True:
+                        time.sleep(0)  # between two chunk builds, let the loop take the lock
+                        continue
+                    shard = found[0]
                     if self._open_ahead and shard in self._open_until:  # still open from an earlier run: extend it
-                        self._hold(shard, end)
-                        self._ready = k + 1
+                        self._hold(shard, positions.run_end(k))
+                        k += 1
+                        self._ready = k
                         self._cond.notify_all()
                         continue
                 try:
                     if self._open_ahead:
                         self.manager.open(shard)
                         with self._cond:
-                            self._hold(shard, end)
+                            self._hold(shard, positions.run_end(k))
                     else:
                         self.manager.prepare(shard, on_wait=self._on_cache_pressure, patience=PREFETCH_PATIENCE)
                 except CacheLimitError:
@@ -196,29 +205,23 @@ class EpochIterator:
                     with self._cond:
                         self._errors[shard] = err
                 with self._cond:
-                    self._ready = k + 1
+                    k += 1
+                    self._ready = k
                     self._cond.notify_all()
         finally:
             with self._cond:
-                self._ready = len(self._runs)
+                self._ready = _EVERY_RUN  # the loop never waits for this thread again
                 self._cond.notify_all()
                 stopped = self._stop
             if not stopped and self._on_prefetched is not None:
                 threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
 
-    def _run_of(self, shard: int, pos: int) -> tuple[int, int]:
-        """The ``(start, end)`` of the shard's run that covers position ``pos`` (slow path only)."""
-        shards, starts, ends = self._by_shard
-        lo = int(np.searchsorted(shards, shard, 'left'))
-        hi = int(np.searchsorted(shards, shard, 'right'))
-        k = lo + int(np.searchsorted(starts[lo:hi], pos, 'right')) - 1
-        return int(starts[k]), int(ends[k])
-
     def _wait_for(self, shard: int, pos: int) -> ShardView:
         """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
         self._release_behind(pos)
-        start, end = self._run_of(shard, pos)
-        ordinal = bisect.bisect_left(self._run_starts, start)
+        current = self._current
+        assert current is not None and current.lo <= pos < current.hi
+        ordinal = int(current.runs[pos - current.lo])  # runs are numbered in order of start, as the prefetcher walks
         deadline = time.monotonic() + self.wait_timeout
         release = []
         with self._cond:
@@ -251,7 +254,7 @@ class EpochIterator:
             return self._wait_for(shard, pos)
         view = self.manager.open(shard, on_wait=lambda: self._release_all_except(shard))
         with self._cond:
-            self._hold(shard, end)
+            self._hold(shard, self._positions.run_end(ordinal))  # its end now (later chunks may have extended it)
         return view
 
     def _release_all_except(self, shard: int) -> None:
@@ -268,7 +271,11 @@ class EpochIterator:
         done = []
         with self._cond:
             self._consumer_pos = pos
-            while self._heap and self._heap[0][0] < pos:
+            if self._positions.gap is not None:
+                while self._positions.converted < min(pos + self._positions.gap, self.count):
+                    self._build_next()  # usually done by the prefetcher already
+            final = self._positions.ends_final_before(pos)  # else a later chunk may extend a run: keep it open
+            while final and self._heap and self._heap[0][0] < pos:
                 end, shard = heapq.heappop(self._heap)
                 if self._open_until.get(shard) == end:
                     del self._open_until[shard]
@@ -301,52 +308,52 @@ class EpochIterator:
 
     def _samples(self) -> Iterator[Any]:
         """The hot loop (one generator: no ``yield from`` layers between it and the training loop, except a view's
-        own tight loop over a long stretch of one shard)."""
-        shards, indices, ids = self._shards, self._indices, self._ids
+        own tight loop over a long stretch of one shard), chunk by chunk."""
         views = self.manager.open_views
         step = max(self.predownload // 4, 1)
         checkpoint = step
         read, transform = self._read, self._transform
         self._thread.start()
         try:
-            if ids is None and self._stretches is not None:
-                for start, end in self._stretches:
-                    shard = shards[start]
+            for c in range(self._positions.num_chunks):
+                chunk = self._chunk(c)
+                lo, shards, rows = chunk.lo, chunk.shards, chunk.rows  # rows: the sample ids on the read= path
+                if read is None and chunk.stretches is not None:
+                    for start, end in chunk.stretches:
+                        shard = shards[start - lo]
+                        view = views.get(shard)
+                        if view is None:
+                            view = self._wait_for(shard, start)
+                        positions = iter(rows[start - lo:end - lo])  # consumed one per sample handed out: `yielded`
+                        self._cursor = (end, positions)
+                        many = getattr(view, 'samples', None)
+                        samples = map(view.__getitem__, positions) if many is None else many(positions)
+                        yield from (samples if transform is None else map(transform, samples))
+                        if end > checkpoint:
+                            self._release_behind(end)
+                            checkpoint = end + step
+                    continue
+                positions = iter(range(lo, chunk.hi))
+                self._cursor = (chunk.hi, positions)
+                for pos, shard, row in zip(positions, shards, rows):  # positions first: one taken per sample
                     view = views.get(shard)
                     if view is None:
-                        view = self._wait_for(shard, start)
-                    positions = iter(indices[start:end])  # consumed one per sample handed out: see `yielded`
-                    self._cursor = (end, positions)
-                    many = getattr(view, 'samples', None)
-                    samples = map(view.__getitem__, positions) if many is None else many(positions)
-                    yield from (samples if transform is None else map(transform, samples))
-                    if end > checkpoint:
-                        self._release_behind(end)
-                        checkpoint = end + step
-                return
-            positions = iter(range(self.count))
-            self._cursor = (self.count, positions)
-            for pos in positions:
-                shard = shards[pos]
-                view = views.get(shard)
-                if view is None:
-                    view = self._wait_for(shard, pos)
-                if ids is not None:
-                    yield read(ids[pos])
-                elif transform is None:
-                    yield view[indices[pos]]
-                else:
-                    yield transform(view[indices[pos]])
-                if pos >= checkpoint:
-                    self._release_behind(pos)
-                    checkpoint = pos + step
+                        view = self._wait_for(shard, pos)
+                    if read is not None:
+                        yield read(row)
+                    elif transform is None:
+                        yield view[row]
+                    else:
+                        yield transform(view[row])
+                    if pos >= checkpoint:
+                        self._release_behind(pos)
+                        checkpoint = pos + step
         finally:
             self._finish()
 
     def _samples_replacing_bad(self) -> Iterator[Any]:
         """``on_bad_sample='replace'``: a sample that fails to decode is logged and replaced by the nearest good sample
         of this worker, so every rank still takes the same number of steps."""
-        shards, indices, ids = self._shards, self._indices, self._ids
         step = max(self.predownload // 4, 1)
         checkpoint = step
         last_good: Any = None
@@ -354,39 +361,40 @@ class EpochIterator:
         error: BaseException | None = None
         read, transform = self._read, self._transform
         self._thread.start()
-        positions = iter(range(self.count))
-        self._cursor = (self.count, positions)
         try:
-            for pos in positions:
-                shard = shards[pos]
-                view = self.manager.open_views.get(shard)
-                if view is None:
-                    view = self._wait_for(shard, pos)
-                try:
-                    if ids is not None:
-                        sample = read(ids[pos])
-                    elif transform is None:
-                        sample = view[indices[pos]]
+            for c in range(self._positions.num_chunks):
+                chunk = self._chunk(c)
+                positions = iter(range(chunk.lo, chunk.hi))
+                self._cursor = (chunk.hi, positions)
+                for pos, shard, row in zip(positions, chunk.shards, chunk.rows):
+                    view = self.manager.open_views.get(shard)
+                    if view is None:
+                        view = self._wait_for(shard, pos)
+                    try:
+                        if read is not None:
+                            sample = read(row)
+                        elif transform is None:
+                            sample = view[row]
+                        else:
+                            sample = transform(view[row])
+                    except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
+                        error = err
+                        logger.warning('Replacing bad sample %d of shard %s (%s: %s)', row,
+                                       self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
+                        if last_good is None:
+                            pending += 1
+                            self._extra = -pending  # handed out = positions consumed + _extra
+                        else:
+                            yield last_good
                     else:
-                        sample = transform(view[indices[pos]])
-                except Exception as err:  # decode failure of one sample; shard-level failures raise in _wait_for
-                    error = err
-                    logger.warning('Replacing bad sample %d of shard %s (%s: %s)', indices[pos],
-                                   self.manager.readers[shard].parts[0][0].basename, type(err).__name__, err)
-                    if last_good is None:
-                        pending += 1
-                        self._extra = -pending  # handed out = positions consumed + _extra
-                    else:
-                        yield last_good
-                else:
-                    for repeat in range(pending + 1):
-                        self._extra = repeat - pending
-                        yield sample
-                    pending = 0
-                    last_good = sample
-                if pos >= checkpoint:
-                    self._release_behind(pos)
-                    checkpoint = pos + step
+                        for repeat in range(pending + 1):
+                            self._extra = repeat - pending
+                            yield sample
+                        pending = 0
+                        last_good = sample
+                    if pos >= checkpoint:
+                        self._release_behind(pos)
+                        checkpoint = pos + step
             if pending:
                 raise RuntimeError(f'Every sample of this worker failed to decode in epoch {self.epoch}; nothing '
                                    f'can replace them.') from error
