@@ -167,8 +167,8 @@ class EpochPositions:
             self.build_next()
 
     # ----------------------------------------------------------------------------------------------------------
-    def build_next(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        """Build the next chunk; returns the runs it extended as ``(shard, previous end, new end)`` arrays."""
+    def build_next(self) -> None:
+        """Build the next chunk (the runs it continues get their new ends, its new runs the next numbers)."""
         c = len(self._chunks)
         lo, hi = self.bounds[c], self.bounds[c + 1]
         ids = self._ids[lo:hi]
@@ -203,7 +203,6 @@ class EpochPositions:
         kept = kept[np.argsort(r_start[kept], kind='stable')]  # new runs, numbered in order of start
         gid[kept] = self.num_runs + np.arange(len(kept), dtype=np.int64)
         extended = prev[merge]
-        previous_ends = self._run_end[extended]
         self._append_runs(r_shard[kept], r_start[kept], r_end[kept])
         self._run_end[extended] = r_end[merge]
         last = np.append(new_shard[start_idx][1:], True)  # each shard's last run here
@@ -220,7 +219,6 @@ class EpochPositions:
         self._chunks.append(Chunk(lo, hi, shards.tolist(), ids.tolist() if self._ids_as_rows else rows.tolist(),
                                   stretches, runs))
         self.converted = hi
-        return r_shard[merge], previous_ends, r_end[merge]
 
     def _append_runs(self, shard: NDArray[np.int64], start: NDArray[np.int64], end: NDArray[np.int64]) -> None:
         need = self.num_runs + len(shard)

@@ -101,8 +101,8 @@ class EpochIterator:
         self._errors: dict[int, BaseException] = {}
         self._stop = False
         self._pressure = False
-        self._heap: list[tuple[int, int]] = []  # (run end, shard) of shards this iterator holds open
-        self._open_until: dict[int, int] = {}   # shard -> end of the run it is held open for
+        self._heap: list[tuple[int, int, int]] = []  # (run end when held, shard, run) of shards held open
+        self._open_until: dict[int, int] = {}   # shard -> the run it is held open for (runs count up by start)
         self._thread: threading.Thread | None = None
         self.wait_timeout = max(s.wait_timeout for s in dataset.streams) * 2
         # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
@@ -118,13 +118,14 @@ class EpochIterator:
         return end - positions.__length_hint__() + self._extra
 
     # ----------------------------------------------------------------------------------------------------------
-    def _hold(self, shard: int, end: int) -> None:
-        """Record (under the condition's lock) that the shard stays open until position ``end``."""
+    def _hold(self, shard: int, run: int) -> None:
+        """Record (under the condition's lock) that the shard stays open until the end of its run ``run`` (the end
+        known now; a later chunk may extend it: :meth:`_release_behind` checks the final end)."""
         if shard not in self._open_until:
             self.manager.hold(shard)
-        if self._open_until.get(shard, -1) < end:
-            self._open_until[shard] = end
-            heapq.heappush(self._heap, (end, shard))
+        if self._open_until.get(shard, -1) < run:
+            self._open_until[shard] = run
+            heapq.heappush(self._heap, (self._positions.run_end(run), shard, run))
 
     def _on_cache_pressure(self) -> None:
         with self._cond:
@@ -132,14 +133,8 @@ class EpochIterator:
             self._cond.notify_all()
 
     def _build_next(self) -> None:
-        """Build the next chunk of positions (under the condition's lock); a run it extends that this iterator holds
-        open stays held to the run's new end."""
-        shards, previous, new = self._positions.build_next()
-        if self._open_until and len(shards):
-            held = np.fromiter(self._open_until, dtype=np.int64, count=len(self._open_until))
-            for i in np.flatnonzero(np.isin(shards, held)).tolist():
-                if self._open_until.get(int(shards[i])) == int(previous[i]):
-                    self._hold(int(shards[i]), int(new[i]))
+        """Build the next chunk of positions (under the condition's lock)."""
+        self._positions.build_next()
 
     def _chunk(self, c: int) -> Chunk:
         """Chunk ``c`` of the positions for the loop (built here if the prefetcher has not); the one before is
@@ -174,7 +169,6 @@ class EpochIterator:
         return None
 
     def _prefetch(self) -> None:
-        positions = self._positions
         k = 0
         try:
             while True:
@@ -182,21 +176,21 @@ class EpochIterator:
                     found = self._next_run(k)
                     if found is None:
                         return
-                    if found is True:
-                        time.sleep(0)  # between two chunk builds, let the loop take the lock
-                        continue
-                    shard = found[0]
-                    if self._open_ahead and shard in self._open_until:  # still open from an earlier run: extend it
-                        self._hold(shard, positions.run_end(k))
+                    if found is not True and self._open_ahead and found[0] in self._open_until:
+                        self._hold(found[0], k)  # still open from an earlier run: extend it
                         k += 1
                         self._ready = k
                         self._cond.notify_all()
                         continue
+                if found is True:
+                    time.sleep(0)  # between two chunk builds, let the loop take the lock
+                    continue
+                shard = found[0]
                 try:
                     if self._open_ahead:
                         self.manager.open(shard)
                         with self._cond:
-                            self._hold(shard, positions.run_end(k))
+                            self._hold(shard, k)
                     else:
                         self.manager.prepare(shard, on_wait=self._on_cache_pressure, patience=PREFETCH_PATIENCE)
                 except CacheLimitError:
@@ -254,7 +248,7 @@ class EpochIterator:
             return self._wait_for(shard, pos)
         view = self.manager.open(shard, on_wait=lambda: self._release_all_except(shard))
         with self._cond:
-            self._hold(shard, self._positions.run_end(ordinal))  # its end now (later chunks may have extended it)
+            self._hold(shard, ordinal)
         return view
 
     def _release_all_except(self, shard: int) -> None:
@@ -276,10 +270,15 @@ class EpochIterator:
                     self._build_next()  # usually done by the prefetcher already
             final = self._positions.ends_final_before(pos)  # else a later chunk may extend a run: keep it open
             while final and self._heap and self._heap[0][0] < pos:
-                end, shard = heapq.heappop(self._heap)
-                if self._open_until.get(shard) == end:
-                    del self._open_until[shard]
-                    done.append(shard)
+                end, shard, run = heapq.heappop(self._heap)
+                if self._open_until.get(shard) != run:
+                    continue  # held for a later run of the shard, or released already
+                final_end = self._positions.run_end(run)
+                if final_end != end:  # extended by a chunk built after it was held
+                    heapq.heappush(self._heap, (final_end, shard, run))
+                    continue
+                del self._open_until[shard]
+                done.append(shard)
             self._cond.notify_all()
         for shard in done:
             self.manager.release(shard)
