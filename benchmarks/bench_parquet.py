@@ -29,7 +29,8 @@ everywhere.
 
 ``--hub-files N`` (default 1,000; 0 skips): N small Parquet files in ``data/`` of a repository on the loopback Hub
 (``streaming_hf.testing.HubServer``, started here); each library, in a new process with ``HF_ENDPOINT`` pointing at
-it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches);
+it, times construction to the first sample, cold (empty caches) then warm (a second process on the same caches),
+``--hub-rounds`` times (medians, default 3);
 ``--hub-latency S`` makes the server wait S seconds before each answer, standing for a network's round trip.
 What each library does before its first sample differs: we list the repository and read
 every file's footer (ranged reads) to derive the index the shuffles and resumption need; litdata indexes every
@@ -201,8 +202,10 @@ def task_first_sample(spec: dict[str, Any]) -> dict[str, Any]:
     """Construction to the first sample of the Hub repository ``bench/many`` (``HF_ENDPOINT`` is set)."""
     impl, url = spec['impl'], 'hf://datasets/bench/many/data'
     if impl.startswith('ours'):
-        # Imported before the clock, as the peers' imports (datasets, litdata) import theirs, huggingface_hub
-        # included: our hf:// backend imports huggingface_hub lazily for its token lookup (about 0.16 s).
+        # Imported before the clock, as the peers' imports (datasets, litdata) import theirs, huggingface_hub and
+        # pyarrow included: our hf:// backend imports huggingface_hub lazily for its token lookup (about 0.16 s), our
+        # Parquet reader pyarrow.parquet when it opens the first file.
+        import pyarrow.parquet  # noqa: F401
         from huggingface_hub import get_token  # noqa: F401
 
         import streaming_hf  # noqa: F401
@@ -305,16 +308,19 @@ def hub_first_sample(args: argparse.Namespace, root: str, peers: bool) -> dict[s
             if impl == 'ours, with a sidecar':
                 hub.state.repo('datasets', 'bench/many').push({'data/parquet-index.json': hub_sidecar(contents, root)})
             cache = os.path.join(root, f'hub-{impl.replace(" ", "-").replace(",", "")}')
-            for state in (cache, env['HF_HOME'], env['STREAMING_CORE_CACHE_DIR']):  # cold: nothing from a past run
-                shutil.rmtree(state, ignore_errors=True)
-            results[impl] = []
-            for _ in ('cold', 'warm'):
-                try:
-                    seconds = run({'task': 'first', 'impl': impl, 'cache': cache}, env)['seconds']
-                    results[impl].append(f'{seconds:.2f}')
-                except (RuntimeError, subprocess.TimeoutExpired) as err:
-                    last = [line for line in str(err).splitlines() if line.strip()][-1]
-                    results[impl].append(f'failed: {last[:160]}')
+            times: dict[str, list[float]] = {'cold': [], 'warm': []}
+            failed: dict[str, str] = {}
+            for _ in range(args.hub_rounds):
+                for state in (cache, env['HF_HOME'], env['STREAMING_CORE_CACHE_DIR']):  # cold: nothing kept
+                    shutil.rmtree(state, ignore_errors=True)
+                for when in ('cold', 'warm'):
+                    try:
+                        times[when].append(run({'task': 'first', 'impl': impl, 'cache': cache}, env)['seconds'])
+                    except (RuntimeError, subprocess.TimeoutExpired) as err:
+                        last = [line for line in str(err).splitlines() if line.strip()][-1]
+                        failed[when] = f'failed: {last[:160]}'
+            results[impl] = [f'{statistics.median(times[when]):.2f}' if times[when] else failed[when]
+                             for when in ('cold', 'warm')]
     finally:
         hub.close()
     return results
@@ -346,6 +352,7 @@ def main() -> None:
     parser.add_argument('--workers', default='0,2', help='DataLoader workers, comma-separated')
     parser.add_argument('--hf-buffer', type=int, default=10_000, help="HF datasets' shuffle buffer")
     parser.add_argument('--hub-files', type=int, default=1000)
+    parser.add_argument('--hub-rounds', type=int, default=3, help='cold + warm runs per library (medians)')
     parser.add_argument('--hub-latency', type=float, default=0.0,
                         help='seconds the loopback Hub waits before each answer (a network round trip)')
     parser.add_argument('--max-seconds', type=float, default=30.0,
@@ -361,7 +368,7 @@ def main() -> None:
     if os.environ.get('PYTHONDONTWRITEBYTECODE') or os.environ.get('PYTHONPYCACHEPREFIX') != PYCACHE:
         _reexec_with_bytecode()
     if args.quick:
-        args.rows, args.rounds, args.hub_files = 50_000, 1, min(args.hub_files, 200)
+        args.rows, args.rounds, args.hub_files, args.hub_rounds = 50_000, 1, min(args.hub_files, 200), 1
     args.workers = [int(w) for w in args.workers.split(',')]
     peers = os.path.exists(HF_PYTHON)
     print(f'bench_parquet: {" ".join(sys.argv[1:]) or "(defaults)"}: {args.rows} rows in {args.files} files, '
@@ -409,7 +416,8 @@ def main() -> None:
         if args.hub_files:
             results = hub_first_sample(args, root, peers)
             print(f'\nFirst sample of {args.hub_files:,} files (100 rows each) on the loopback Hub (hf://, '
-                  f'{args.hub_latency * 1000:.0f} ms per answer), seconds from construction, new process:\n')
+                  f'{args.hub_latency * 1000:.0f} ms per answer), seconds from construction, new process, medians of '
+                  f'{args.hub_rounds} round(s):\n')
             print('| library | cold | warm |')
             print('| --- | ---: | ---: |')
             for impl, (cold, warm) in results.items():
