@@ -210,8 +210,8 @@ class EpochPositions:
         runs = np.empty(n, dtype=np.int64)
         runs[order] = np.repeat(gid, end_idx - start_idx + 1)
         stretches = None
-        cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1
-        if n >= STRETCH_MIN * (len(cuts) + 1):
+        cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1  # long same-shard stretches: read by the view's loop
+        if not self._ids_as_rows and n >= STRETCH_MIN * (len(cuts) + 1):  # the read= path reads one by one
             edges = [lo, *(cuts + lo).tolist(), hi]
             stretches = [(first, min(first + self._piece, end))
                          for start, end in zip(edges[:-1], edges[1:])
