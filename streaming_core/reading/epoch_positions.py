@@ -112,7 +112,7 @@ class EpochPositions:
                                    CHUNK if largest is None else largest)
         self._chunks: list[Chunk | None] = []
         self.converted = 0  # positions located and converted so far (the frontier)
-        self._last_run: NDArray[np.int64] | None = None  # per shard: its latest run, -1 for none yet
+        self._last_run: NDArray[np.int64] | None = None  # per shard: 1 + its latest run, 0 for none yet
         self.num_runs = 0
         self._run_shard = np.zeros(0, dtype=np.int64)
         self._run_start = np.zeros(0, dtype=np.int64)
@@ -168,15 +168,19 @@ class EpochPositions:
 
     # ----------------------------------------------------------------------------------------------------------
     def build_next(self) -> None:
-        """Build the next chunk (the runs it continues get their new ends, its new runs the next numbers)."""
+        """Build the next chunk (the runs it continues get their new ends, its new runs the next numbers); nothing
+        once every chunk is built."""
         c = len(self._chunks)
+        if c == self.num_chunks:
+            return
         lo, hi = self.bounds[c], self.bounds[c + 1]
         ids = self._ids[lo:hi]
         shards, rows = self._catalogue.locate_many(ids)
         shards = np.asarray(shards, dtype=np.int64)
         n = hi - lo
         if self._last_run is None:
-            self._last_run = np.full(self._catalogue.num_shards, -1, dtype=np.int64)
+            # Zeros (not a fill): the pages of shards this share never uses are never touched.
+            self._last_run = np.zeros(self._catalogue.num_shards, dtype=np.int64)
         # Runs within the chunk, in shard order (as shard_runs), with each position's run.
         order = np.argsort(shards, kind='stable')
         sorted_shards = shards[order]
@@ -193,7 +197,7 @@ class EpochPositions:
         r_start = order[start_idx] + lo
         r_end = order[end_idx] + lo
         # A shard's first run here continues its latest earlier run when that one ended within the gap.
-        prev = self._last_run[r_shard]
+        prev = self._last_run[r_shard] - 1
         merge = new_shard[start_idx] & (prev >= 0)
         if self.gap is not None and self.num_runs:
             merge &= (r_start - self._run_end[np.maximum(prev, 0)]) <= self.gap
@@ -206,7 +210,7 @@ class EpochPositions:
         self._append_runs(r_shard[kept], r_start[kept], r_end[kept])
         self._run_end[extended] = r_end[merge]
         last = np.append(new_shard[start_idx][1:], True)  # each shard's last run here
-        self._last_run[r_shard[last]] = gid[last]
+        self._last_run[r_shard[last]] = gid[last] + 1
         runs = np.empty(n, dtype=np.int64)
         runs[order] = np.repeat(gid, end_idx - start_idx + 1)
         stretches = None

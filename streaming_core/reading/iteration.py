@@ -109,7 +109,7 @@ class EpochIterator:
         # shards not being read stay evictable and no process can hoard the cache.
         self._open_ahead = self.manager.cache_limit is None
         if self.count:
-            self._build_next()  # the first (small) chunk: all the first sample needs
+            self._positions.build_next()  # the first (small) chunk: all the first sample needs
 
     @property
     def yielded(self) -> int:
@@ -132,19 +132,13 @@ class EpochIterator:
             self._pressure = True
             self._cond.notify_all()
 
-    def _build_next(self) -> None:
-        """Build the next chunk of positions (under the condition's lock)."""
-        self._positions.build_next()
-
     def _chunk(self, c: int) -> Chunk:
         """Chunk ``c`` of the positions for the loop (built here if the prefetcher has not); the one before is
         dropped."""
         with self._cond:
-            while self._positions.num_built <= c:
-                self._build_next()
+            self._current = self._positions.chunk(c)  # built here if need be
             if c:
                 self._positions.drop(c - 1)
-            self._current = self._positions.chunk(c)
         return self._current
 
     def _next_run(self, k: int) -> tuple[int, int] | bool | None:
@@ -163,7 +157,7 @@ class EpochIterator:
             # Build when a run in the window may not be known yet, or (idle time) once the loop is past its first
             # samples: never between the loop and its first sample.
             if not positions.complete and (positions.converted <= window or self._consumer_pos > 0):
-                self._build_next()
+                self._positions.build_next()
                 return True
             self._cond.wait(0.05)
         return None
@@ -266,8 +260,7 @@ class EpochIterator:
         with self._cond:
             self._consumer_pos = pos
             if self._positions.gap is not None:
-                while self._positions.converted < min(pos + self._positions.gap, self.count):
-                    self._build_next()  # usually done by the prefetcher already
+                self._positions.build_to(pos + self._positions.gap)  # usually done by the prefetcher already
             final = self._positions.ends_final_before(pos)  # else a later chunk may extend a run: keep it open
             while final and self._heap and self._heap[0][0] < pos:
                 end, shard, run = heapq.heappop(self._heap)
