@@ -15,10 +15,16 @@ views of their own, but everything about the file is keyed on the first unit nam
 its preparation (downloaded once per node), its local check, its "in use" and "prepare" lock bytes (each open view
 of any of its units holds a shared reference on the file's "in use" byte), its cache accounting and its eviction
 (which needs every unit of the file unpinned, and makes all of them not ready).
+
+A process keeps at most :func:`open_view_cap` views open (each holds a file descriptor and a memory map, and both are
+limited per process: ``ulimit -n``, often 1024, and ``vm.max_map_count``). Past it, opening a view closes the views
+opened longest ago, held ones included (an iterator holds every shard of a shuffled epoch until its last use): a
+closed view is opened again when it is next read.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -41,9 +47,29 @@ from streaming_core.storage.redact import redact_url
 if TYPE_CHECKING:  # imported with the first cache limit: datasets without one never load it
     from streaming_core.reading.cache_limit import CacheState
 
-__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'ShardCorruptPrepareError', 'prepare_error']
+__all__ = ['ShardManager', 'ShardPrepareError', 'ShardHashMismatchError', 'ShardCorruptPrepareError', 'prepare_error',
+           'open_view_cap']
 
 logger = logging.getLogger('streaming_core.reading.shard_manager')
+
+
+def open_view_cap() -> int:
+    """How many shard views a process keeps open: half its soft ``RLIMIT_NOFILE`` (the rest for everything else:
+    sockets, DataLoader queues, shared-memory tensors) and a quarter of ``vm.max_map_count``, at least 64."""
+    files = 1024
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        files = 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    maps = 65530
+    try:
+        with open('/proc/sys/vm/max_map_count') as handle:
+            maps = int(handle.read().strip())
+    except (OSError, ValueError):
+        pass
+    return max(64, min(files // 2, maps // 4))
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:
@@ -122,7 +148,8 @@ class ShardManager:
     # ----------------------------------------------------------------------------------------------------------
     def _init_process_state(self) -> None:
         self._pid = os.getpid()
-        self._views: dict[int, ShardView] = {}
+        self._views: dict[int, ShardView] = {}  # in the order they were opened (the oldest closed first past the cap)
+        self._view_cap = open_view_cap()
         self._cold: dict[int, None] = {}  # shards touched once by random access (insertion-ordered, bounded)
         self._holds: dict[int, int] = {}  # shard -> iterators of this process reading it (never trimmed)
         self._views_lock = threading.RLock()
@@ -136,7 +163,7 @@ class ShardManager:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_short_of_room',
-                     '_cache', '_pid', '_checked', '_paths'):
+                     '_cache', '_pid', '_checked', '_paths', '_view_cap'):
             state.pop(name, None)
         return state
 
@@ -361,6 +388,10 @@ class ShardManager:
                     self._locks(shard).release(self._use_byte(shard))
                 return existing
             self._views[shard] = view
+            over = len(self._views) - self._view_cap
+            oldest = list(itertools.islice((s for s in self._views if s != shard), over)) if over > 0 else []
+        for other in oldest:  # held or not: reopened when read again; another thread may be reading it now
+            self.close(other, unmap=False)
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
             cache.touch(self.file_of(shard))
