@@ -96,7 +96,8 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
         _hold(locks, key)
         return plan
     byte = int(key[:8], 16) % _LOCK_BYTES
-    locks.acquire(byte, True, PLAN_LOCK_TIMEOUT, 'another process computing this epoch plan')
+    # Plans take milliseconds to seconds and every worker of the node waits for the one computing it: look often.
+    locks.acquire(byte, True, PLAN_LOCK_TIMEOUT, 'another process computing this epoch plan', max_delay=0.004)
     try:
         plan = _load(path)
         if plan is None:

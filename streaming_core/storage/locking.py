@@ -79,23 +79,25 @@ class RangeLocks:
             return True
 
     def acquire(self, byte: int, exclusive: bool, timeout: float, what: str = '',
-                on_wait: Callable[[], None] | None = None) -> None:
-        """Take the lock on ``byte``, waiting (with growing sleeps) up to ``timeout`` seconds; ``on_wait`` is called
-        while waiting (a reader uses it to release what it holds, so the holder can make progress).
+                on_wait: Callable[[], None] | None = None, max_delay: float = 0.05) -> None:
+        """Take the lock on ``byte``, waiting (with sleeps growing from 1 ms to ``max_delay``) up to ``timeout``
+        seconds; ``on_wait`` is called while waiting (a reader uses it to release what it holds, so the holder can
+        make progress). A waiter notices a release at most ``max_delay`` late.
 
         Raises:
             WaitTimeoutError: naming ``what`` when the lock could not be taken in time.
         """
         deadline = time.monotonic() + timeout
-        delay = 0.001
+        delay = slept = 0.001
         while not self.try_acquire(byte, exclusive):
             if time.monotonic() >= deadline:
                 raise WaitTimeoutError(f'Timed out after {timeout:.0f} s waiting for {what or "a lock"} '
                                        f'({self.path}, byte {byte}); another process holds it.')
-            if on_wait is not None and delay >= 0.05:
+            if on_wait is not None and slept >= 0.06:  # a wait that is not a moment's
                 on_wait()
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            slept += delay
+            delay = min(delay * 2, max_delay)
 
     def release(self, byte: int) -> None:
         """Release one hold of the lock on ``byte``."""
