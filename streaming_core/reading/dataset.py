@@ -415,7 +415,7 @@ class StreamingDataset(IterableDataset):
         epoch, offset, skip = self._start_epoch(world, parallel)
         plan = node_plan(self._planner(), parallel, epoch, offset, parallel.node)
         ids = np.asarray(plan[parallel.rank_of_node, parallel.worker]).reshape(-1)
-        return epoch, offset, skip, ids[ids >= 0].astype(np.int64, copy=True)
+        return epoch, offset, skip, ids[ids >= 0].astype(np.int64, copy=False)  # the mask already copied
 
     def _sample_reader(self) -> Callable[[int], Any] | None:
         """What iteration calls per sample id: None (read the shard view directly) unless a subclass or the instance
