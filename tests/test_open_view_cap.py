@@ -62,3 +62,26 @@ def test_a_shuffled_epoch_over_more_shards_than_descriptors(tmp_path) -> None:
     assert report['cap'] == 64 and report['peak'] < LIMIT
     assert report['ids'] == expected and sorted(expected) == list(range(4800))
     assert report['workers'] == expected_workers
+
+
+@pytest.mark.parametrize('cache_limit', [None, '10mb'])
+def test_the_cap_closes_the_oldest_views_but_never_unpins_a_held_one(tmp_path, cache_limit) -> None:
+    """Past the cap the oldest views close, held ones included, except a held view pinned against eviction (a
+    remote stream under a cache limit): closing it would make a file the iterator still reads evictable."""
+    remote = write_mds(str(tmp_path / 'remote'), 60, size_limit=400, sample_size=16)
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4, cache_limit=cache_limit)
+    manager = dataset.shard_manager
+    manager._check_pid()
+    manager._view_cap = 2
+    manager.hold(0)
+    manager.open(0)
+    manager.open(1)
+    manager.open(2)  # over the cap: the oldest not protected goes
+    manager.open(3)
+    if cache_limit is None:
+        assert list(manager.open_views) == [2, 3]
+    else:
+        assert manager.evictable(0) and list(manager.open_views) == [0, 3]  # 0 stays open, pinned
+    assert manager.view(1)[0]['id'] is not None  # a closed view is opened again when read
+    manager.release(0)
+    manager.close_all()

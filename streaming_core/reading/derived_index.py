@@ -177,13 +177,17 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
         except UnknownNameError as err:
             raise UnknownNameError(f'format={fmt!r} for {where}: {err}') from None
         selected = builder_matches(builder, files)
+        sidecar = getattr(builder, 'sidecar_name', None)
+        if all(item.name.rsplit('/', 1)[-1] == sidecar for item in selected):
+            selected = []  # a sidecar index alone is no data of the format
         if not selected and not tuple(builder.patterns):
             raise DerivedIndexError(f'{where} has no index.json; the {fmt!r} index builder (format={fmt!r}) reads '
                                     f'only a directory\'s own index.json (of its format). Point `remote`/`local` at '
                                     f'the directory holding it.')
         if not selected:
             found = f'found {len(files)} other file(s): {_summary(files)}' if files else 'it is empty'
-            raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(builder.patterns)} file for '
+            wanted = [pattern for pattern in builder.patterns if pattern != sidecar]
+            raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(wanted)} file for '
                                     f'format={fmt!r} ({found}). Point `remote`/`local` at the directory holding the '
                                     f'files.')
         return fmt, builder, selected

@@ -164,11 +164,13 @@ class EpochIterator:
 
     def _prefetch(self) -> None:
         k = 0
+        finished = False
         try:
             while True:
                 with self._cond:
                     found = self._next_run(k)
                     if found is None:
+                        finished = True
                         return
                     if found is not True and self._open_ahead and found[0] in self._open_until:
                         self._hold(found[0], k)  # still open from an earlier run: extend it
@@ -196,12 +198,14 @@ class EpochIterator:
                     k += 1
                     self._ready = k
                     self._cond.notify_all()
+        except Exception as err:  # building a chunk failed: the loop builds it itself and meets the error there
+            logger.debug('the prefetcher of epoch %d stopped: %s: %s', self.epoch, type(err).__name__, err)
         finally:
             with self._cond:
                 self._ready = _EVERY_RUN  # the loop never waits for this thread again
                 self._cond.notify_all()
                 stopped = self._stop
-            if not stopped and self._on_prefetched is not None:
+            if finished and not stopped and self._on_prefetched is not None:
                 threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
 
     def _wait_for(self, shard: int, pos: int) -> ShardView:
@@ -259,7 +263,7 @@ class EpochIterator:
         done = []
         with self._cond:
             self._consumer_pos = pos
-            if self._positions.gap is not None:
+            if self._positions.gap is not None and self._heap and self._heap[0][0] < pos:  # something to release
                 self._positions.build_to(pos + self._positions.gap)  # usually done by the prefetcher already
             final = self._positions.ends_final_before(pos)  # else a later chunk may extend a run: keep it open
             while final and self._heap and self._heap[0][0] < pos:

@@ -18,8 +18,8 @@ of any of its units holds a shared reference on the file's "in use" byte), its c
 
 A process keeps at most :func:`open_view_cap` views open (each holds a file descriptor and a memory map, and both are
 limited per process: ``ulimit -n``, often 1024, and ``vm.max_map_count``). Past it, opening a view closes the views
-opened longest ago, held ones included (an iterator holds every shard of a shuffled epoch until its last use): a
-closed view is opened again when it is next read.
+opened longest ago, held ones included (an iterator holds every shard of a shuffled epoch until its last use) unless
+they are pinned against eviction: a closed view is opened again when it is next read.
 """
 
 from __future__ import annotations
@@ -389,13 +389,19 @@ class ShardManager:
                 return existing
             self._views[shard] = view
             over = len(self._views) - self._view_cap
-            oldest = list(itertools.islice((s for s in self._views if s != shard), over)) if over > 0 else []
-        for other in oldest:  # held or not: reopened when read again; another thread may be reading it now
+            oldest = list(itertools.islice((s for s in self._views if s != shard and self._closable(s)), over)) \
+                if over > 0 else []
+        for other in oldest:  # reopened when read again; another thread may be reading it now
             self.close(other, unmap=False)
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
             cache.touch(self.file_of(shard))
         return view
+
+    def _closable(self, shard: int) -> bool:
+        """Whether the view cap may close this view: not when an iterator holds it pinned against eviction (its
+        file would become evictable; with a cache limit, iterators hold only their keep window's shards)."""
+        return shard not in self._holds or not self.evictable(shard)
 
     def _pin(self, shard: int) -> bool:
         if not self.evictable(shard):

@@ -15,7 +15,7 @@ from parquet_data import assert_row, write_parquet
 from streaming_core import StreamingDataset
 from streaming_core.cli import main
 from streaming_core.plugin_api import IndexFormatError, ShardCorruptError
-from streaming_core.reading.derived_index import SourceFile, build_index, list_source
+from streaming_core.reading.derived_index import DerivedIndexError, SourceFile, build_index, list_source
 from streaming_parquet.builder import ParquetIndexBuilder
 from streaming_parquet.sidecar import KIND, SIDECAR, usable_row
 from tests.fixtures.s3 import moto_bucket
@@ -129,8 +129,10 @@ def test_a_subdirectory_sidecar_is_not_data(tmp_path: Any) -> None:
     only = tmp_path / 'only'
     only.mkdir()
     (only / SIDECAR).write_bytes((root / 'train' / SIDECAR).read_bytes())
-    with pytest.raises(Exception, match='none of its 1 file'):
+    with pytest.raises(DerivedIndexError, match='none of its 1 file'):
         StreamingDataset(local=str(only), batch_size=1)
+    with pytest.raises(DerivedIndexError, match=r'has no index\.json and no \*\.parquet file for format=.parquet.'):
+        StreamingDataset(local=str(only), batch_size=1, format='parquet')
 
 
 BUCKET = 'sidecar-bucket'
