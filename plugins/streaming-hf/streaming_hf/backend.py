@@ -8,7 +8,7 @@ Requests (the paths ``huggingface_hub`` uses, against ``HF_ENDPOINT``, default `
   (spawned DataLoader workers) use the same commit.
 * ``GET /api/{datasets|models}/{repo}/tree/{commit}/{path}?recursive=true``: the listing, following the ``Link:
   <...>; rel="next"`` pages; sizes, and as etags the file's LFS sha256 (or its git blob id). A commit's tree never
-  changes, so it is listed once per process (forked children inherit the listing).
+  changes, so it is listed once per node (:mod:`streaming_hf.listings`: every other process reads that copy).
 * ``GET/HEAD /{datasets/}{repo}/resolve/{commit}/{path}``: downloads, existence checks and ranged reads (``Range:
   bytes=a-b``). Redirects (the Hub sends LFS files to its CDN) are followed, and the token is sent to the Hub's own
   host only, never to another host.
@@ -49,6 +49,7 @@ from streaming_core.plugin_api import (
     check_options,
     register_secret,
 )
+from streaming_hf.listings import load_listing, save_listing
 from streaming_hf.transport import ConnectionPool
 from streaming_hf.url import HfURL, parse_hf_url
 
@@ -340,7 +341,13 @@ class HfBackend(ProcessLocal):
         key = (self.endpoint, where.kind, where.repo, commit, directory)
         files = _LISTINGS.get(key)
         if files is None:
-            files = self._tree(where, url, commit, directory, timeout)
+            token = self._token_value()
+            who = hashlib.blake2s((token or '').encode(), digest_size=8).hexdigest() if token else 'anonymous'
+            shared = (*key, who)  # a process with another token (or none) lists for itself: its access is checked
+            files = load_listing(shared)  # another process of the node listed this commit already
+            if files is None:
+                files = self._tree(where, url, commit, directory, timeout)
+                save_listing(shared, files)
             _LISTINGS[key] = files
         found = [(where.with_path(name), {'size': size, 'etag': etag, 'mtime': None})
                  for name, size, etag in files if name.startswith(text)]

@@ -1,0 +1,82 @@
+"""A repository is listed once per node: a commit's tree listing is kept under the cache root, so other processes
+(a fresh interpreter here) read it instead of listing again; a process with another token, or none, lists for itself
+(its access is checked); a damaged copy is listed again and rewritten; the token never appears in the copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from streaming_core.plugin_api import PermanentStorageError
+from streaming_core.storage.facade import clear_backend_cache, get_backend
+from streaming_hf import backend
+from streaming_hf.testing import HubServer
+
+TOKEN = 'hf_listingSECRETtoken42'
+URL = 'hf://datasets/me/listed/data/'
+NAMES = [URL + f'part-{i}.bin' for i in range(3)]
+
+CHILD = '''
+import json, os
+from streaming_core.storage.facade import get_backend
+print(json.dumps(get_backend({url!r}).list({url!r}, timeout=10)))
+'''
+
+
+def _new_process_state() -> None:
+    """Forget what this process knows (pins, listings, clients), as a new process would not know it."""
+    backend._PINS.clear()
+    backend._LISTINGS.clear()
+    for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
+        os.environ.pop(name)
+    clear_backend_cache()
+
+
+def _copies() -> list[str]:
+    from streaming_core.plugin_api import cache_root
+    directory = os.path.join(cache_root(), 'hf-listings')
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def test_one_listing_per_node(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.state.repo('datasets', 'me/listed', private=True, tokens=(TOKEN,)).push(
+        {f'data/part-{i}.bin': bytes([i]) * 10 for i in range(3)})
+    monkeypatch.setenv('HF_TOKEN', TOKEN)
+    assert get_backend(URL).list(URL, timeout=10) == NAMES
+    assert hub.state.count('GET', '/tree/') == 1
+    (copy,) = _copies()
+    with open(copy) as handle:
+        assert TOKEN not in handle.read()
+    # Another process of the node, with the same token: the listing is read from the node's copy.
+    child = subprocess.run([sys.executable, '-c', CHILD.format(url=URL)], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ), check=True)
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == NAMES
+    assert hub.state.count('GET', '/tree/') == 1
+    # Without the token: listed again, so the missing access is reported at once.
+    _new_process_state()
+    monkeypatch.delenv('HF_TOKEN')
+    with pytest.raises(PermanentStorageError, match='401'):
+        get_backend(URL).list(URL, timeout=10)
+    # A damaged copy is listed again and rewritten.
+    monkeypatch.setenv('HF_TOKEN', TOKEN)
+    for damage in (b'{"key": [', b'{"key": ["x"], "files": []}'):
+        with open(copy, 'wb') as handle:
+            handle.write(damage)
+        _new_process_state()
+        before = hub.state.count('GET', '/tree/')
+        assert get_backend(URL).list(URL, timeout=10) == NAMES
+        assert hub.state.count('GET', '/tree/') == before + 1
+    _new_process_state()
+    before = hub.state.count('GET', '/tree/')
+    assert get_backend(URL).list(URL, timeout=10) == NAMES and hub.state.count('GET', '/tree/') == before
+
+
+def test_no_copy_when_turned_off(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.state.repo('datasets', 'me/listed').push({'data/part-0.bin': b'x'})
+    monkeypatch.setenv('STREAMING_HF_LISTINGS', '0')
+    assert get_backend(URL).list(URL, timeout=10) == [URL + 'part-0.bin']
+    assert _copies() == []
