@@ -38,7 +38,9 @@ __all__ = ['CacheState', 'CacheHooks', 'cache_key']
 logger = logging.getLogger('streaming_core.reading.cache_limit')
 
 _MAGIC = 0x5343434143484531  # 'SCCACHE1'
-_HEADER = 4  # magic, num_shards, dirty, reserved word
+_HEADER = 4  # magic, num_shards, dirty, the last time (ns) a process waiting for room for a while tried again
+#: A process waiting this long for room tells the node (idle readers then give up their pins: see ``short_of_room``).
+SHORT_OF_ROOM_AFTER = 1.0
 
 
 @dataclass
@@ -138,6 +140,11 @@ class CacheState:
         """Bytes present plus bytes reserved by in-flight downloads, node-wide."""
         return int(self.present.sum() + self.reserved.sum())
 
+    def short_of_room(self) -> bool:
+        """Whether a process of the node has waited for room for a while and is still trying (within 0.5 s)."""
+        stamp = int(self._header[3])
+        return stamp > 0 and 0 <= time.time_ns() - stamp < 500_000_000
+
     def touch(self, shard: int) -> None:
         """Record an access (no lock: one aligned 8-byte store)."""
         self.access[shard] = time.time_ns()
@@ -171,6 +178,8 @@ class CacheState:
             if on_wait is not None:
                 on_wait()
             now = time.monotonic()
+            if now - started >= SHORT_OF_ROOM_AFTER:
+                self._header[3] = time.time_ns()  # one aligned store: no lock
             if not warned and now - started >= WAIT_WARNING_AFTER:
                 warned = True
                 warnings.warn(

@@ -47,6 +47,10 @@ PREFETCH_PATIENCE = 5.0
 #: ``_ready`` once the prefetcher has stopped: every run, known or not yet built, is past waiting for it.
 _EVERY_RUN = 1 << 62
 
+#: Seconds without progress after which the loop counts as idle (its DataLoader worker waits for the main process):
+#: its pins are then given up when another reader of the node is short of cache room (see ``_relieve``).
+IDLE_AFTER = 1.0
+
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
@@ -108,6 +112,7 @@ class EpochIterator:
         # Without a cache limit the prefetcher also opens (pins) shards ahead; with one it only downloads them, so
         # shards not being read stay evictable and no process can hoard the cache.
         self._open_ahead = self.manager.cache_limit is None
+        self._progress = time.monotonic()  # the loop's last sign of life (see _relieve)
         if self.count:
             self._positions.build_next()  # the first (small) chunk: all the first sample needs
 
@@ -159,6 +164,7 @@ class EpochIterator:
             if not positions.complete and (positions.converted <= window or self._consumer_pos > 0):
                 self._positions.build_next()
                 return True
+            self._relieve()
             self._cond.wait(0.05)
         return None
 
@@ -207,6 +213,29 @@ class EpochIterator:
                 stopped = self._stop
             if finished and not stopped and self._on_prefetched is not None:
                 threading.Thread(target=self._on_prefetched, name='streaming-core-plan-ahead', daemon=True).start()
+        if finished and not self._open_ahead:  # every run handled: stay, to give up the loop's pins when idle
+            with self._cond:
+                while not self._stop:
+                    self._relieve()
+                    self._cond.wait(0.1)
+
+    def _relieve(self) -> None:
+        """Under the lock, in the prefetch thread: when the loop has been idle for :data:`IDLE_AFTER` (a DataLoader
+        worker waiting for the main process, suspended in this generator) and another reader of the node has waited
+        a while for cache room, give up every pin the loop holds. A suspended loop cannot do it itself, and the node
+        would wait for it until the cache's timeout. Views are dropped, not unmapped (the loop may be in the middle of
+        one); a released shard is opened again, downloaded again if it was evicted, when the loop next reads it."""
+        if self._open_ahead or not self._open_until or time.monotonic() - self._progress < IDLE_AFTER:
+            return
+        cache = self.manager.cache
+        if cache is None or not cache.short_of_room():
+            return
+        released = list(self._open_until)
+        self._open_until.clear()
+        for shard in released:
+            self.manager.release(shard, unmap=False)
+        logger.debug('epoch %d: idle, gave up %d pinned shard(s) to a reader short of cache room', self.epoch,
+                     len(released))
 
     def _wait_for(self, shard: int, pos: int) -> ShardView:
         """Slow path: the shard is not open. Wait for the prefetcher (bounded), or open it here."""
@@ -263,6 +292,7 @@ class EpochIterator:
         done = []
         with self._cond:
             self._consumer_pos = pos
+            self._progress = time.monotonic()
             if self._positions.gap is not None and self._heap and self._heap[0][0] < pos:  # something to release
                 self._positions.build_to(pos + self._positions.gap)  # usually done by the prefetcher already
             final = self._positions.ends_final_before(pos)  # else a later chunk may extend a run: keep it open

@@ -541,15 +541,15 @@ class ShardManager:
         with self._views_lock:
             self._holds[shard] = self._holds.get(shard, 0) + 1
 
-    def release(self, shard: int) -> None:
-        """An iterator is done with the shard: close it once no iterator holds it."""
+    def release(self, shard: int, unmap: bool = True) -> None:
+        """An iterator is done with the shard: close it once no iterator holds it (``unmap``: see :meth:`close`)."""
         with self._views_lock:
             count = self._holds.get(shard, 0) - 1
             if count > 0:
                 self._holds[shard] = count
                 return
             self._holds.pop(shard, None)
-        self.close(shard)
+        self.close(shard, unmap=unmap)
 
     def close(self, shard: int, unmap: bool = True) -> None:
         """Close a shard's view and release its pin. With ``unmap=False`` the view is only dropped: another thread

@@ -1,0 +1,91 @@
+"""An idle reader gives up its pins when another reader of the node is short of cache room.
+
+A DataLoader worker waiting for the main process is suspended inside the dataset's generator, holding pins on the
+shards of its keep window; it cannot release them itself. Before this, another process that needed room waited until
+the cache's timeout and failed with ``CacheLimitError`` (seen in a loaded CI run of the exactly-once test). Here
+process A reads a few samples and stops (its generator suspended, its pins held) while process B, on the same cache
+with room for about as much as A holds, reads a whole epoch: B finishes quickly, then A finishes its epoch, and both
+read every sample exactly once, in the order of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from streaming_core import StreamingDataset
+from tests.fixtures.data import write_mds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+READER = '''
+import json, os, sys, time
+from streaming_core import StreamingDataset
+remote, local, limit, out, pause, go = sys.argv[1:7]
+dataset = StreamingDataset(remote=remote, local=local, cache_limit=int(limit), batch_size=4, shuffle=True,
+                           shuffle_seed=9, predownload=64, download_timeout=5, download_retry=0)
+samples = iter(dataset)
+ids = []
+started = time.monotonic()
+for sample in samples:
+    ids.append(int(sample['id']))
+    if pause != '-' and len(ids) == 42:  # its keep window then pins all the room (8 shards of 991 bytes)
+        open(pause, 'w').close()                    # suspended here, holding its pins
+        while not os.path.exists(go):
+            time.sleep(0.05)
+with open(out, 'w') as handle:
+    json.dump({'ids': ids, 'seconds': time.monotonic() - started}, handle)
+'''
+
+
+def _start(script: str, *args: str, cache_root: str) -> subprocess.Popen:
+    env = dict(os.environ, STREAMING_CORE_CACHE_DIR=cache_root, PYTHONPATH=ROOT)
+    return subprocess.Popen([sys.executable, '-c', script, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait(path: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            raise AssertionError(f'reader exited {proc.returncode}: {proc.stderr.read()[-3000:]}')
+        assert time.monotonic() < deadline, f'{path} did not appear in {timeout} s'
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_an_idle_reader_gives_its_pins_to_a_reader_short_of_room(tmp_path) -> None:
+    remote = write_mds(str(tmp_path / 'remote'), 480, size_limit=1 << 10, sample_size=64)  # ~40 shards of ~1 KB
+    probe = StreamingDataset(remote=remote, local=str(tmp_path / 'probe'), batch_size=4, shuffle=True,
+                             shuffle_seed=9)
+    expected = [int(s['id']) for s in probe]
+    largest = max(r.max_size for r in probe.shard_manager.readers)
+    limit = probe._index_bytes + 8 * largest               # room for 8 shards on the node
+    script = textwrap.dedent(READER)
+    cache_root, local = str(tmp_path / 'root'), str(tmp_path / 'cache')
+    paused, go = str(tmp_path / 'paused'), str(tmp_path / 'go')
+    a = _start(script, remote, local, str(limit), str(tmp_path / 'a.json'), paused, go, cache_root=cache_root)
+    try:
+        _wait(paused, a, 120)
+        b = _start(script, remote, local, str(limit), str(tmp_path / 'b.json'), '-', '-', cache_root=cache_root)
+        _, b_err = b.communicate(timeout=120)
+        assert b.returncode == 0, b_err[-3000:]
+        open(go, 'w').close()
+        _, a_err = a.communicate(timeout=120)
+        assert a.returncode == 0, a_err[-3000:]
+    finally:
+        for proc in (a,):
+            if proc.poll() is None:
+                proc.kill()
+    with open(tmp_path / 'a.json') as handle:
+        first = json.load(handle)
+    with open(tmp_path / 'b.json') as handle:
+        second = json.load(handle)
+    assert first['ids'] == expected and second['ids'] == expected
+    assert second['seconds'] < 20, f'the reader short of room waited {second["seconds"]:.0f} s for the idle one'
