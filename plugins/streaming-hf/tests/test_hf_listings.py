@@ -12,9 +12,8 @@ import sys
 import pytest
 
 from streaming_core.plugin_api import PermanentStorageError
-from streaming_core.storage.facade import clear_backend_cache, get_backend
-from streaming_hf import backend
-from streaming_hf.testing import HubServer
+from streaming_core.storage.facade import get_backend
+from streaming_hf.testing import HubServer, forget_process_state
 
 TOKEN = 'hf_listingSECRETtoken42'
 URL = 'hf://datasets/me/listed/data/'
@@ -25,15 +24,6 @@ import json, os
 from streaming_core.storage.facade import get_backend
 print(json.dumps(get_backend({url!r}).list({url!r}, timeout=10)))
 '''
-
-
-def _new_process_state() -> None:
-    """Forget what this process knows (pins, listings, clients), as a new process would not know it."""
-    backend._PINS.clear()
-    backend._LISTINGS.clear()
-    for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
-        os.environ.pop(name)
-    clear_backend_cache()
 
 
 def _copies() -> list[str]:
@@ -57,7 +47,7 @@ def test_one_listing_per_node(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -
     assert json.loads(child.stdout.strip().splitlines()[-1]) == NAMES
     assert hub.state.count('GET', '/tree/') == 1
     # Without the token: listed again, so the missing access is reported at once.
-    _new_process_state()
+    forget_process_state()
     monkeypatch.delenv('HF_TOKEN')
     with pytest.raises(PermanentStorageError, match='401'):
         get_backend(URL).list(URL, timeout=10)
@@ -66,11 +56,11 @@ def test_one_listing_per_node(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -
     for damage in (b'{"key": [', b'{"key": ["x"], "files": []}'):
         with open(copy, 'wb') as handle:
             handle.write(damage)
-        _new_process_state()
+        forget_process_state()
         before = hub.state.count('GET', '/tree/')
         assert get_backend(URL).list(URL, timeout=10) == NAMES
         assert hub.state.count('GET', '/tree/') == before + 1
-    _new_process_state()
+    forget_process_state()
     before = hub.state.count('GET', '/tree/')
     assert get_backend(URL).list(URL, timeout=10) == NAMES and hub.state.count('GET', '/tree/') == before
 

@@ -19,7 +19,7 @@ from streaming_core import StreamingDataset
 from streaming_core.plugin_api import PermanentStorageError
 from streaming_core.storage.facade import get_backend, upload_file
 from streaming_hf import backend as hf_backend
-from streaming_hf.testing import HubServer, Repo
+from streaming_hf.testing import HubServer, Repo, forget_process_state
 from tests.deps import require
 
 TOKEN = 'hf_writerTOKENvalue456'
@@ -32,16 +32,6 @@ def _repo(hub: HubServer, repo_id: str = 'owner/name') -> Repo:
     repo = hub.state.repo('datasets', repo_id, writers=(TOKEN,))
     repo.push({'README.md': b'---\nlicense: mit\n---\n'})
     return repo
-
-
-def _fresh_process_state() -> None:
-    """Forget this process's pins and listings, as a new process would start."""
-    from streaming_core.storage.facade import clear_backend_cache
-    hf_backend._PINS.clear()
-    hf_backend._LISTINGS.clear()
-    for name in [n for n in os.environ if n.startswith(hf_backend.PIN_ENV_PREFIX)]:
-        os.environ.pop(name)
-    clear_backend_cache()
 
 
 def test_upload_regular_and_lfs_files_then_read_them_back(hub: HubServer, tmp_path: Any) -> None:
@@ -98,7 +88,7 @@ def test_mds_writer_to_hf_then_a_fresh_dataset_reads_every_sample(hub: HubServer
     shards = [name for name in head if name.startswith('ds/') and name.endswith('.mds')]
     assert len(shards) > 2 and any(repo.is_lfs(name, head[name]) for name in shards)
     for remote, expected in (('ds', samples), ('ds2', samples[:30])):
-        _fresh_process_state()
+        forget_process_state()
         dataset = StreamingDataset(remote=f'hf://datasets/owner/name/{remote}', local=str(tmp_path / remote),
                                    batch_size=4, shuffle=True)
         assert sorted((s['id'], s['text']) for s in dataset) == [(s['id'], s['text']) for s in expected]
@@ -123,7 +113,7 @@ def test_streaming_index_uploads_its_sidecar(hub: HubServer, tmp_path: Any, monk
     assert main(['index', 'hf://datasets/owner/name/data']) == 0
     head = repo.commits[repo.refs['main']]
     assert f'data/{SIDECAR}' in head and set(files) <= set(head)
-    _fresh_process_state()
+    forget_process_state()
     dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'c'), batch_size=2)
     assert sorted(s['id'] for s in dataset) == list(range(20))
 
