@@ -61,14 +61,14 @@ __all__ = ['HubServer', 'HubState', 'Repo', 'forget_process_state']
 def forget_process_state() -> None:
     """Forget what this process knows of the Hub (branch pins, in the environment too, listings, storage clients),
     as a new process would start. The node's listing copies under the cache root stay."""
-    from streaming_core.storage.facade import clear_backend_cache
+    from streaming_core.plugin_api import storage
     from streaming_hf import backend
     backend._PINS.clear()
     backend._LISTINGS.clear()
     backend._SAVED_TOKEN[0] = False
     for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
         os.environ.pop(name, None)
-    clear_backend_cache()
+    storage.clear_backend_cache()
 
 
 @dataclass
