@@ -148,6 +148,12 @@ def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFil
                    for p in patterns)]
 
 
+def _only_sidecars(builder: Any, files: Sequence[SourceFile]) -> bool:
+    """Whether ``files`` hold nothing but the builder's sidecar index (no data of its format; True when empty)."""
+    sidecar = getattr(builder, 'sidecar_name', None)
+    return all(item.name.rsplit('/', 1)[-1] == sidecar for item in files)
+
+
 def _summary(files: Sequence[SourceFile], limit: int = 5) -> str:
     names = [item.name for item in files[:limit]]
     more = f' and {len(files) - limit} more' if len(files) > limit else ''
@@ -178,8 +184,8 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
             raise UnknownNameError(f'format={fmt!r} for {where}: {err}') from None
         selected = builder_matches(builder, files)
         sidecar = getattr(builder, 'sidecar_name', None)
-        if all(item.name.rsplit('/', 1)[-1] == sidecar for item in selected):
-            selected = []  # a sidecar index alone is no data of the format
+        if _only_sidecars(builder, selected):
+            selected = []
         if not selected and not tuple(builder.patterns):
             raise DerivedIndexError(f'{where} has no index.json; the {fmt!r} index builder (format={fmt!r}) reads '
                                     f'only a directory\'s own index.json (of its format). Point `remote`/`local` at '
@@ -197,8 +203,7 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
     matches = []
     for entry in registry.entries():
         selected = builder_matches(entry.obj, files)
-        sidecar = getattr(entry.obj, 'sidecar_name', None)  # a sidecar index alone is no data of the format
-        if any(item.name.rsplit('/', 1)[-1] != sidecar for item in selected):
+        if not _only_sidecars(entry.obj, selected):
             matches.append((entry.name, entry.obj, selected))
     if len(matches) == 1:
         return matches[0]
