@@ -8,7 +8,10 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streaming_core import StreamingDataset
 from streaming_core.errors import IndexFormatError
@@ -76,3 +79,33 @@ def test_files_of_equal_size_and_name_length_stay_apart(tmp_path: Any) -> None:
     dataset = StreamingDataset(local=data, batch_size=2)
     assert dataset.catalogue.file_of_shard.tolist() == [0, 0, 2, 2, 4, 4]
     assert [row['x'] for row in dataset] == [0] * 10 + [1] * 10 + [2] * 10
+
+
+def _table(tmp_path: Any, names: list[str]) -> Any:
+    """A mapped shard table of Parquet-like units whose first files have ``names``."""
+    from streaming_core.reading.binary_index import build_binary, open_binary, write_binary
+    from streaming_core.reading.shard_table import ShardTable
+    entries = [{'format': 'parquet', 'version': 2, 'samples': 1, 'compression': None, 'hashes': [],
+                'size_limit': None, 'zip_data': None, 'raw_data': {'basename': name, 'bytes': 7, 'hashes': {}},
+                'columns': [['x', 'int64']], 'row_group': 0} for name in names]
+    path = str(tmp_path / 'table.bin')
+    if os.path.exists(path):
+        os.remove(path)
+    header, columns = build_binary({'version': 2, 'shards': entries}, 'index.json', 'id')
+    write_binary(path, header, columns)
+    header, arrays, mapping = open_binary(path, 'id')
+    return ShardTable(SimpleNamespace(), path, header, arrays, mapping, False)
+
+
+@given(st.lists(st.sampled_from(['a', 'b', 'ab', 'ba', 'c.parquet', 'é', 'part-1', 'part-2']), max_size=30))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_vectorised_name_check_finds_every_repeated_name(tmp_path: Any, names: list[str]) -> None:
+    # The candidates are computed from hashes over the mapped string table: every unit whose name another unit of
+    # the list also has must be among them (a false candidate only costs a comparison).
+    from streaming_core.reading.catalogue import _same_name_candidates
+    table = _table(tmp_path, names) if names else None
+    units = np.arange(len(names), dtype=np.int64)
+    found = set(_same_name_candidates(table, units).tolist()) if table is not None else set()
+    repeated = {unit for unit, name in enumerate(names) if names.count(name) > 1}
+    assert repeated <= found
+    assert all(names.count(names[unit]) > 1 for unit in found)  # these short names never collide in the hash

@@ -94,6 +94,36 @@ def _file_runs(same: NDArray[np.bool_]) -> NDArray[np.int64]:
     return np.maximum.accumulate(np.where(same, 0, positions)) if same.size else positions
 
 
+def _same_name_candidates(table: ShardTable, units: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The ``units`` (ascending) whose first file's name may equal another's of ``units``: a hash of every name,
+    vectorised over the mapped string table; only units whose (hash, length) repeats can share a name (their names
+    are then compared one by one)."""
+    if units.size < 2:
+        return units[:0]
+    arrays = table.arrays
+    names = arrays['file_name'][arrays['file_start'][units]]
+    offsets = arrays['str_off']
+    starts = offsets[names]
+    lengths = offsets[names + 1] - starts
+    keep = lengths > 0  # an empty name is refused elsewhere; reduceat needs non-empty spans
+    units, starts, lengths = units[keep], starts[keep], lengths[keep]
+    if units.size < 2:
+        return units[:0]
+    firsts = np.cumsum(lengths) - lengths
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(firsts, lengths)
+    data = arrays['str_blob'][np.repeat(starts, lengths) + within].astype(np.uint64)
+    powers = np.cumprod(np.full(int(lengths.max()), 1099511628211, dtype=np.uint64))  # wraps modulo 2**64
+    with np.errstate(over='ignore'):
+        hashes = np.add.reduceat(data * powers[within], firsts) ^ lengths.astype(np.uint64)
+    order = np.argsort(hashes, kind='stable')
+    ordered = hashes[order]
+    repeated = np.zeros(units.size, dtype=bool)
+    equal = ordered[1:] == ordered[:-1]
+    repeated[order[1:][equal]] = True
+    repeated[order[:-1][equal]] = True
+    return units[repeated]
+
+
 class CatalogueReaders(Sequence[ShardReader]):
     """Every shard's reader in global shard order, created on first touch by the stream's shard table."""
 
@@ -238,11 +268,14 @@ class ShardCatalogue:
     def _check_runs(self, stream: int, source: ShardSource, runs: NDArray[np.int64]) -> None:
         """Refuse an index whose units of one file do not follow each other (the file would be counted twice and
         could be evicted under a unit being read)."""
+        leaders = np.flatnonzero(runs == np.arange(runs.size))
+        table = isinstance(source, ShardTable)
+        suspects = _same_name_candidates(source, leaders) if table else leaders  # type: ignore[arg-type]
         seen: dict[str, int] = {}
-        for unit in np.flatnonzero(runs == np.arange(runs.size)).tolist():
-            name = source.basename(unit) if isinstance(source, ShardTable) else source[unit].parts[0][0].basename
+        for unit in suspects.tolist():
+            name = source.file_names(unit)[0] if table else source[unit].parts[0][0].basename  # type: ignore[union-attr]
             if name in seen:
-                where = source.source if isinstance(source, ShardTable) else self.streams[stream].index_path()
+                where = source.source if table else self.streams[stream].index_path()  # type: ignore[union-attr]
                 raise IndexFormatError(f'{where}: units {seen[name]} and {unit} both name {name}, with other files '
                                        f'between them; the units of one file must follow each other in the index. '
                                        f'Rebuild the index (its format plugin wrote it out of order).')

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,8 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
     Raises:
         DerivedIndexError: the store's listing gives no size for a file.
     """
-    if not is_remote(root):
+    remote = is_remote(root)
+    if not remote:
         path = local_path(root)
         if not os.path.isdir(path):
             return []
@@ -125,11 +127,11 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
         prefix = root.rstrip('/') + '/'
     found = []
     for item in list_with_stats(prefix, timeout=timeout, retries=retries, options=options):
-        url = local_path(item.url) if not is_remote(root) else item.url
+        url = item.url if remote else local_path(item.url)
         if not url.startswith(prefix):
             continue
         name = url[len(prefix):]
-        if not is_remote(root):
+        if not remote:
             name = name.replace(os.sep, '/')
         if not name or _hidden(name):
             continue
@@ -143,9 +145,10 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
 def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
     """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name)."""
     patterns = tuple(builder.patterns)
-    return [item for item in files
-            if any(fnmatch.fnmatchcase(item.name, p) or fnmatch.fnmatchcase(item.name.rsplit('/', 1)[-1], p)
-                   for p in patterns)]
+    if not patterns:
+        return []
+    match = re.compile('|'.join(fnmatch.translate(p) for p in patterns)).match
+    return [item for item in files if match(item.name) or match(item.name.rsplit('/', 1)[-1])]
 
 
 def _only_sidecars(builder: Any, files: Sequence[SourceFile]) -> bool:

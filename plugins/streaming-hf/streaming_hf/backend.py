@@ -66,6 +66,8 @@ _CHUNK = 1 << 20
 _PINS: dict[tuple[str, str, str, str], str] = {}
 #: Listings made in this process: ``(endpoint, kind, repo, commit, directory) -> files`` (a commit never changes).
 _LISTINGS: dict[tuple[str, str, str, str, str], list[tuple[str, Any, Any]]] = {}
+#: The file names of each listing in ``_LISTINGS`` (built on first use), to answer "is it there?" without a request.
+_LISTED_NAMES: dict[tuple[str, str, str, str, str], frozenset[str]] = {}
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -271,7 +273,32 @@ class HfBackend(ProcessLocal):
             raise PermanentStorageError(f'{url}: names a repository, not a file in it.')
         prefix = '' if where.kind == 'models' else 'datasets/'
         commit = self.commit_of(where, url, timeout)
+        if self._listed_absent(where, commit):
+            raise RemoteNotFoundError(f'{url}: not found on the Hub (not in the listing of commit {commit}).')
         return f'{self.endpoint}/{prefix}{where.repo}/resolve/{commit}/{quote(where.path)}'
+
+    def _listed_absent(self, where: HfURL, commit: str) -> bool:
+        """Whether a listing of the file's directory at ``commit`` (this process's, or the node's copy) lacks it: a
+        commit never changes, so the file is not there and no request is needed (a warm start looks for
+        ``index.json`` beside Parquet files this way). ``False`` when no such listing is known."""
+        directory = where.path.rsplit('/', 1)[0] if '/' in where.path else ''
+        key = (self.endpoint, where.kind, where.repo, commit, directory)
+        names = _LISTED_NAMES.get(key)
+        if names is None:
+            files = _LISTINGS.get(key)
+            if files is None:
+                files = load_listing((*key, self._who()))
+                if files is None:
+                    return False
+                _LISTINGS[key] = files
+            names = _LISTED_NAMES[key] = frozenset(name for name, _, _ in files)
+        return where.path not in names
+
+    def _who(self) -> str:
+        """Whose listings a node-wide copy may hold for this process: a short digest of the token, or
+        ``anonymous``."""
+        token = self._token_value()
+        return hashlib.blake2s(token.encode(), digest_size=8).hexdigest() if token else 'anonymous'
 
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
@@ -341,9 +368,7 @@ class HfBackend(ProcessLocal):
         key = (self.endpoint, where.kind, where.repo, commit, directory)
         files = _LISTINGS.get(key)
         if files is None:
-            token = self._token_value()
-            who = hashlib.blake2s((token or '').encode(), digest_size=8).hexdigest() if token else 'anonymous'
-            shared = (*key, who)  # a process with another token (or none) lists for itself: its access is checked
+            shared = (*key, self._who())  # a process with another token (or none) lists for itself: access checked
             files = load_listing(shared)  # another process of the node listed this commit already
             if files is None:
                 files = self._tree(where, url, commit, directory, timeout)

@@ -65,6 +65,7 @@ def forget_process_state() -> None:
     from streaming_hf import backend
     backend._PINS.clear()
     backend._LISTINGS.clear()
+    backend._LISTED_NAMES.clear()
     backend._SAVED_TOKEN[0] = False
     for name in [n for n in os.environ if n.startswith(backend.PIN_ENV_PREFIX)]:
         os.environ.pop(name, None)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from streaming_core.plugin_api import PermanentStorageError
+from streaming_core.plugin_api import PermanentStorageError, RemoteNotFoundError
 from streaming_core.storage.facade import get_backend
 from streaming_hf.testing import HubServer, forget_process_state
 
@@ -70,3 +70,28 @@ def test_no_copy_when_turned_off(hub: HubServer, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv('STREAMING_HF_LISTINGS', '0')
     assert get_backend(URL).list(URL, timeout=10) == [URL + 'part-0.bin']
     assert _copies() == []
+
+
+def test_a_file_missing_from_a_known_listing_costs_no_request(hub: HubServer, tmp_path) -> None:
+    # A commit never changes: once its directory is listed (by this process or another of the node), a file the
+    # listing lacks is known to be absent. A warm start looks for index.json beside Parquet files this way.
+    hub.state.repo('datasets', 'me/listed').push({f'data/part-{i}.bin': bytes([i]) * 10 for i in range(3)})
+    backend = get_backend(URL)
+    assert backend.exists(URL + 'index.json', timeout=10) is False
+    assert hub.state.count('HEAD', '/resolve/') == 1  # nothing listed yet: asked
+    backend.list(URL, timeout=10)
+    for fresh in (False, True):
+        if fresh:  # as a new process: the branch is resolved again, the listing read from the node's copy
+            forget_process_state()
+        backend = get_backend(URL)
+        before = len(hub.state.requests)
+        assert backend.exists(URL + 'index.json', timeout=10) is False
+        with pytest.raises(RemoteNotFoundError, match='not in the listing'):
+            backend.download(URL + 'index.json', str(tmp_path / 'index.json'), timeout=10)
+        asked = [path for _, path, _ in hub.state.requests[before:]]
+        assert asked == (['/api/datasets/me/listed/revision/main'] if fresh else [])
+        backend.download(URL + 'part-1.bin', str(tmp_path / 'part-1.bin'), timeout=10)  # listed: fetched
+        assert (tmp_path / 'part-1.bin').read_bytes() == bytes([1]) * 10
+        # Another directory (not listed) is still asked.
+        assert backend.exists('hf://datasets/me/listed/other/index.json', timeout=10) is False
+        assert hub.state.count('HEAD', '/other/index.json') >= 1
