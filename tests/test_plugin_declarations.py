@@ -72,7 +72,11 @@ def test_the_first_lookup_imports_only_the_declaring_plugins(tmp_path):
     assert first['out'] == ['declared']
     assert first['loaded'] == ['builtin.local', 'decl', 'mds'] and not first['complete']
     assert 'streaming_s3' not in first['modules'] and 'streaming_hf' not in first['modules']
-    assert first['state'] == [], 'no manifest written: nothing was discovered'
+    # The declarations it read are kept as the environment's manifest: the next process reads one file instead of
+    # every distribution's metadata, and still imports only the declaring plugin.
+    assert len(first['state']) == 1 and first['state'][0].startswith('plugin-manifest-')
+    second = _child(f"{_LOOKUP}print(get_registry('hash').get('decl-hash2')(b''))\n", cache, site)
+    assert second['out'] == ['declared too'] and second['loaded'] == ['decl'] and not second['complete']
     infos = _child(f"{_LOOKUP}get_registry('hash').get('decl-hash')\n"
                    "from streaming_core.machinery.discovery import plugin_infos\n"
                    "print(json.dumps({i.name: [i.distribution, i.version, i.registered] for i in plugin_infos()}))\n",
@@ -113,11 +117,12 @@ def test_a_declaration_that_differs_from_the_registrations_is_an_error_naming_th
         except Exception as err:
             print(json.dumps([type(err).__name__, str(err)]))
     '''
-    report = _child(code, cache, site)
-    name, message = json.loads(report['out'][0])
-    assert name == 'PluginLoadError'
-    assert "Plugin 'liar'" in message and "registers hash ['decl-hash2'] without declaring" in message
-    assert "declares hash ['ghost'] but does not register" in message and 'liar-plugin' in message
+    for _ in range(2):  # the second process reads the manifest the first one wrote from the declarations
+        report = _child(code, cache, site)
+        name, message = json.loads(report['out'][0])
+        assert name == 'PluginLoadError'
+        assert "Plugin 'liar'" in message and "registers hash ['decl-hash2'] without declaring" in message
+        assert "declares hash ['ghost'] but does not register" in message and 'liar-plugin' in message
 
 
 def test_a_plugin_without_declarations_makes_the_first_lookup_discover_everything(tmp_path):

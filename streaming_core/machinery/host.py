@@ -322,6 +322,15 @@ class PluginHost:
                 else:
                     self._manifest = self._declared_manifest()
                     self._manifest_state = 'declared' if self._manifest is not None else 'absent'
+                    if self._manifest is not None and not self.config.effective_blocked() and \
+                            self.config.effective_autoload():
+                        # The next process reads this file instead of every distribution's declarations. Each
+                        # plugin's source keeps its declared names, so loading it still checks them.
+                        plugins = {name: {**source, 'declared': {kind: sorted(names) for kind, names in
+                                                                 source['declared'].items()}}
+                                   for name, source in self._manifest['plugins'].items()}
+                        plugin_manifest.write_manifest(self._manifest_key, plugins, self._manifest['names'],
+                                                       self.config.manifest_path)
         return self._manifest if self._manifest_state in ('trusted', 'declared') else None
 
     def _declared_manifest(self) -> dict[str, Any] | None:

@@ -13,7 +13,9 @@ every package-metadata entry on ``sys.path`` (``*.dist-info``, ``*.egg-info``, `
 ``entry_points.txt``. Installing, upgrading, uninstalling or reinstalling (editable or not) a distribution changes
 it, so the manifest is rebuilt by the next full discovery. A manifest that cannot be read, has another format
 version or another key is ignored (never trusted); one whose plugin turns out not to register the name it claims
-is distrusted by the host, which then runs a full discovery and rewrites it.
+is distrusted by the host, which then runs a full discovery and rewrites it. Without a manifest, a host whose
+plugins all declare their names (:mod:`~streaming_core.machinery.declarations`) writes the declarations in the same
+shape, each plugin's ``declared`` names included, so that loading it from the manifest still checks them.
 """
 
 from __future__ import annotations
