@@ -159,3 +159,32 @@ def test_offline_and_unreachable_say_so(hub: HubServer, tmp_path: Any, monkeypat
         StreamingDataset(remote='hf://datasets/owner/name/data', local=str(tmp_path / 'b'), batch_size=2,
                          download_retry=0)
     assert os.environ['HF_ENDPOINT'].endswith(str(port))
+
+
+WARM_CHILD = '''
+import json, sys
+from streaming_core import StreamingDataset
+dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=sys.argv[1], batch_size=4)
+print(json.dumps([len(dataset), dataset[0]['id']]))
+'''
+
+
+def test_a_warm_start_in_a_new_process_makes_one_request(hub: HubServer, tmp_path: Any) -> None:
+    # A new process on a node where the derived index, the commit's listing and a file are kept: it resolves the
+    # branch (one request) and knows from the listing that there is no index.json, so it asks nothing else.
+    import json
+    import subprocess
+    import sys
+    _push_dataset(hub)
+    local = str(tmp_path / 'cache')
+    dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=local, batch_size=4)
+    assert dataset[0]['id'] == 1000
+    from streaming_hf.backend import PIN_ENV_PREFIX
+    for inherited in (True, False):  # a process started from this one inherits the pin; another job resolves it
+        env = {k: v for k, v in os.environ.items() if inherited or not k.startswith(PIN_ENV_PREFIX)}
+        before = len(hub.state.requests)
+        child = subprocess.run([sys.executable, '-c', WARM_CHILD, local], capture_output=True, text=True,
+                               timeout=300, env=env, check=True)
+        assert json.loads(child.stdout.strip().splitlines()[-1]) == [62, 1000]
+        asked = [path for _, path, _ in hub.state.requests[before:]]
+        assert asked == ([] if inherited else ['/api/datasets/owner/name/revision/main'])
