@@ -164,7 +164,7 @@ def test_offline_and_unreachable_say_so(hub: HubServer, tmp_path: Any, monkeypat
 WARM_CHILD = '''
 import json, sys
 from streaming_core import StreamingDataset
-dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=sys.argv[1], batch_size=4)
+dataset = StreamingDataset(remote=sys.argv[2], local=sys.argv[1], batch_size=4)
 print(json.dumps([len(dataset), dataset[0]['id']]))
 '''
 
@@ -175,16 +175,18 @@ def test_a_warm_start_in_a_new_process_makes_one_request(hub: HubServer, tmp_pat
     import json
     import subprocess
     import sys
-    _push_dataset(hub)
-    local = str(tmp_path / 'cache')
-    dataset = StreamingDataset(remote='hf://datasets/owner/name/data', local=local, batch_size=4)
-    assert dataset[0]['id'] == 1000
+    commit = _push_dataset(hub)
     from streaming_hf.backend import PIN_ENV_PREFIX
-    for inherited in (True, False):  # a process started from this one inherits the pin; another job resolves it
-        env = {k: v for k, v in os.environ.items() if inherited or not k.startswith(PIN_ENV_PREFIX)}
-        before = len(hub.state.requests)
-        child = subprocess.run([sys.executable, '-c', WARM_CHILD, local], capture_output=True, text=True,
-                               timeout=300, env=env, check=True)
-        assert json.loads(child.stdout.strip().splitlines()[-1]) == [62, 1000]
-        asked = [path for _, path, _ in hub.state.requests[before:]]
-        assert asked == ([] if inherited else ['/api/datasets/owner/name/revision/main'])
+    for url in ('hf://datasets/owner/name/data', f'hf://datasets/owner/name@{commit}/data'):
+        local = str(tmp_path / ('cache' if '@' not in url else 'cache-commit'))
+        dataset = StreamingDataset(remote=url, local=local, batch_size=4)
+        assert dataset[0]['id'] == 1000
+        for inherited in (True, False):  # a process started from this one inherits the pin; another job does not
+            env = {k: v for k, v in os.environ.items() if inherited or not k.startswith(PIN_ENV_PREFIX)}
+            before = len(hub.state.requests)
+            child = subprocess.run([sys.executable, '-c', WARM_CHILD, local, url], capture_output=True, text=True,
+                                   timeout=300, env=env, check=True)
+            assert json.loads(child.stdout.strip().splitlines()[-1]) == [62, 1000]
+            asked = [path for _, path, _ in hub.state.requests[before:]]
+            # A branch is resolved once per job; a commit names itself.
+            assert asked == ([] if inherited or '@' in url else ['/api/datasets/owner/name/revision/main'])
