@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -327,19 +328,58 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     return stale
 
 
+class FileProgress:
+    """A progress bar of the files a builder has read (each counted once, from any thread), shown on a terminal
+    once the build takes longer than :attr:`DELAY` seconds (indexing thousands of remote files takes seconds)."""
+
+    #: Seconds before the bar appears; a quick build shows nothing.
+    DELAY = 1.0
+
+    def __init__(self, total: int, description: str) -> None:
+        self.seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._total = total
+        self._description = description
+        self._bar: Any = None
+
+    def touched(self, name: str) -> None:
+        """Count the file ``name`` as read (again: no change)."""
+        with self._lock:
+            if name in self.seen:
+                return
+            self.seen.add(name)
+            if self._bar is None:
+                from tqdm.auto import tqdm
+                self._bar = tqdm(total=self._total, desc=self._description, unit=' files', delay=self.DELAY,
+                                 dynamic_ncols=True, leave=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        """Remove the bar (if it was shown)."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+
+
 def build_with(name: str, builder: Any, files: Sequence[SourceFile], source: str, *, timeout: float, retries: int,
            options: dict[str, Any] | None, preread: dict[str, bytes] | None = None) -> bytes:
     """Run ``builder`` over ``files`` of ``source`` and return the checked index text (every entry readable).
     ``preread`` holds files already read whole (served from memory)."""
     where = redact_url(source)
     known = preread or {}
+    progress = FileProgress(len(files), f'Indexing {where}')
 
     def read(file_name: str, start: int, length: int) -> bytes:
         if file_name in known:
             return known[file_name][start:start + length]
-        return read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
+        data = read_range(join(source, file_name), start, length, timeout=timeout, retries=retries, options=options)
+        progress.touched(file_name)
+        return data
 
-    index = builder.build(list(files), read, where=where)
+    try:
+        index = builder.build(list(files), read, where=where)
+    finally:
+        progress.close()
     shards = index.get('shards') if isinstance(index, dict) else None
     if not isinstance(shards, list):
         raise DerivedIndexError(f'The {name} index builder returned no {{"shards": [...]}} index for {where}.')

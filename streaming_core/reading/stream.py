@@ -40,6 +40,8 @@ def remove_dead_temp_files(directory: str) -> int:
     removed = 0
     for dirpath, _, filenames in os.walk(directory):
         for name in filenames:
+            if not name.endswith('.tmp'):  # most names: no regular expression run
+                continue
             match = _TEMP.match(name)
             if match is None or _alive(int(match.group(1))):
                 continue

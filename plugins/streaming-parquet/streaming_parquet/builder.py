@@ -49,6 +49,8 @@ MAGIC = b'PAR1'
 #: time, 3.3 s 16 at a time, 2.0-2.4 s 32 at a time; on loopback, where the reads compute, 8, 16 and 32 at a time
 #: were within the noise of a busy machine (0.8-1.8 s).
 _THREADS = 32
+#: From this many footers read without a sidecar, the build logs how to write one.
+SIDECAR_HINT_FILES = 100
 #: The layout of the index this builder writes (part of the derived index's identity): 2 = one unit per row group
 #: (1 was one entry per file). An index kept under another layout is rebuilt, never read.
 INDEX_VERSION = 2
@@ -270,6 +272,9 @@ class ParquetIndexBuilder:
                         len(files), where)
         for item, summary in zip(missing, self._summaries(missing, read, where)):
             known[item.name] = summary
+        if not sidecar and len(missing) >= SIDECAR_HINT_FILES:
+            logger.info('%s: read the footers of %d files. Run "streaming index %s" to write %s beside them: a node '
+                        'without this index then reads that one file instead.', where, len(missing), where, SIDECAR)
         summaries = [known[item.name] for item in files]
         columns = self._project(files[0], summaries[0][1], where)
         for item, (_, layout, _) in zip(files[1:], summaries[1:]):

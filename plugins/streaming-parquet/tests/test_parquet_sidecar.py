@@ -166,3 +166,23 @@ def test_over_s3_the_cli_uploads_the_sidecar_and_a_fresh_dataset_reads_no_footer
     assert reads == [SIDECAR]
     assert len(dataset) == 120 and dataset.num_shards == 12
     assert sorted(s['id'] for s in dataset) == ids
+
+
+def test_many_footers_without_a_sidecar_log_how_to_write_one(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from streaming_parquet import builder as builder_module
+    monkeypatch.setattr(builder_module, 'SIDECAR_HINT_FILES', 3)
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=3, rows=10, row_group=5)
+    with caplog.at_level(logging.INFO, logger='streaming_parquet'):
+        _build(data, [])
+    assert [r.message for r in caplog.records if 'streaming index' in r.message] == [
+        f'{data}: read the footers of 3 files. Run "streaming index {data}" to write {SIDECAR} beside them: a node '
+        f'without this index then reads that one file instead.']
+    caplog.clear()
+    assert main(['index', data]) == 0
+    with caplog.at_level(logging.INFO, logger='streaming_parquet'):
+        _build(data, [])  # described by the sidecar: no footer read, no hint
+    assert not [r for r in caplog.records if 'streaming index' in r.message]

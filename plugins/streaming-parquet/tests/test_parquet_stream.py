@@ -184,3 +184,30 @@ def test_build_index_for_tools_equals_the_streams_derived_index(tmp_path: Any) -
         'part-00001.parquet'] * 5  # one unit per row group of 7, 7, 7, 7, 2 rows
     assert [entry['row_group'] for entry in cached['shards']] == list(range(5)) * 2
     assert cached['shards'][0]['columns'][:2] == [['id', 'int64'], ['text', 'string']]
+
+
+def test_indexing_shows_a_progress_bar_of_the_files_read(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    # A build that takes longer than FileProgress.DELAY shows a bar of the files whose footers were read (each file
+    # once, however many reads its footer took); 0 here, so this small build shows it.
+    from streaming_core.reading import derived_index
+    bars: list[Any] = []
+    real = derived_index.FileProgress
+
+    class Recorded(real):  # type: ignore[misc, valid-type]
+        DELAY = 0.0
+
+        def close(self) -> None:
+            bars.append((self._bar.n, self._bar.total, set(self.seen)))
+            super().close()
+
+    monkeypatch.setattr(derived_index, 'FileProgress', Recorded)
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=5, rows=20, row_group=7)
+    dataset = StreamingDataset(remote=data, local=str(tmp_path / 'cache'), batch_size=4)
+    assert len(dataset) == 100
+    assert bars == [(5, 5, {f'part-0000{i}.parquet' for i in range(5)})]
+    assert 'Indexing' in capsys.readouterr().err
+    # A kept index reads no file: no bar.
+    StreamingDataset(remote=data, local=str(tmp_path / 'cache'), batch_size=4)
+    assert len(bars) == 1
