@@ -258,3 +258,15 @@ def test_fault_proxy_rules(http_server: StaticServer, tmp_path: Any, fault_proxy
         Fault('explode')  # type: ignore[arg-type]
     with pytest.raises(ValueError, match='upstream'):
         FaultProxy('https://127.0.0.1:1')
+
+
+def test_a_dataset_without_index_json_on_a_web_server_says_the_index_is_missing(http_server: StaticServer,
+                                                                               tmp_path: Any) -> None:
+    # A web server cannot be listed, so no index can be derived from its files: the error is the missing
+    # index.json, caused by the refused listing.
+    from streaming_core import StreamingDataset
+    with pytest.raises(RemoteNotFoundError, match='index.json') as caught:
+        StreamingDataset(remote=f'{http_server.url}/no-such-dataset', local=str(tmp_path / 'cache'), batch_size=2,
+                         download_retry=0)
+    assert isinstance(caught.value.__cause__, PermanentStorageError)
+    assert 'cannot list' in str(caught.value.__cause__)

@@ -35,6 +35,7 @@ from streaming_core.errors import (
     FormatOptionError,
     IndexFormatError,
     IndexNotFoundError,
+    PermanentStorageError,
     StreamingError,
     UnknownNameError,
     UnsafePathError,
@@ -48,10 +49,10 @@ from streaming_core.reading.index_file import (
 from streaming_core.storage.facade import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'DERIVED_INDEX_NAME',
-           'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity', 'derive_index',
-           'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder', 'describe_options',
-           'kept_index', 'read_listing', 'build_with', 'write_listing']
+__all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'ListingUnavailableError',
+           'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
+           'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
+           'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'FileProgress']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -72,6 +73,11 @@ class DerivedIndexError(StreamingError, ValueError):
 class NoDatasetError(DerivedIndexError, FileNotFoundError):
     """Nothing at all where a dataset should be: no ``index.json`` and no files (a ``FileNotFoundError`` too, as a
     missing ``index.json`` always was)."""
+
+
+class ListingUnavailableError(PermanentStorageError):
+    """The directory of a stream without ``index.json`` cannot be listed (a web server has no listing; no permission
+    to list): the dataset's index is then just missing. Its ``__cause__`` is the listing's error."""
 
 
 class NoLocalDatasetError(NoDatasetError, IndexNotFoundError):
@@ -440,7 +446,12 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     options = stream.storage_options
     where = redact_url(source)
     format_options = dict(getattr(stream, 'format_options', None) or {})
-    files = list_source(source, timeout=timeout, retries=retries, options=options)
+    try:
+        files = list_source(source, timeout=timeout, retries=retries, options=options)
+    except ListingUnavailableError:
+        raise
+    except PermanentStorageError as err:
+        raise ListingUnavailableError(f'{where} cannot be listed: {err}') from err
     name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
     builder = configure_builder(name, builder, format_options, where)
     identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))

@@ -48,7 +48,6 @@ from streaming_core.common.paths import COORD_NAME, state_dir
 from streaming_core.errors import (
     IndexFormatError,
     IndexNotFoundError,
-    PermanentStorageError,
     RemoteNotFoundError,
     StorageError,
     StreamingError,
@@ -220,10 +219,11 @@ def sync_index(stream: Any) -> SyncedIndex:
         except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
             if not _derivable(remote, err):
                 raise
+            from streaming_core.reading.derived_index import ListingUnavailableError
             try:
                 return _derived(stream, remote, sdir, copies=True)
-            except PermanentStorageError as listing:  # a store that cannot list (HTTP): the index is just missing
-                raise err from listing
+            except ListingUnavailableError as listing:  # a store that cannot list (HTTP): the index is just missing
+                raise err from listing.__cause__
     finally:
         locks.release(INDEX_LOCK_BYTE)
 

@@ -272,6 +272,7 @@ class HfBackend(ProcessLocal):
         if not where.path:
             raise PermanentStorageError(f'{url}: names a repository, not a file in it.')
         prefix = '' if where.kind == 'models' else 'datasets/'
+        self._check_online(url)  # before anything this process knows: offline, every access fails alike
         commit = self.commit_of(where, url, timeout)
         if self._listed_absent(where, commit):
             raise RemoteNotFoundError(f'{url}: not found on the Hub (not in the listing of commit {commit}).')
@@ -362,6 +363,7 @@ class HfBackend(ProcessLocal):
     def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
         """Every file under the prefix with its size and etag (the tree API, recursive, every page)."""
         where = parse_hf_url(url)
+        self._check_online(url)
         text = url[len(where.root):].lstrip('/')  # the prefix inside the repository, as written
         directory = text.rsplit('/', 1)[0] if '/' in text else ''
         commit = self.commit_of(where, url, timeout)

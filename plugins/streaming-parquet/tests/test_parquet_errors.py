@@ -136,3 +136,21 @@ def test_a_shuffled_epoch_decodes_each_row_group_once(tmp_path: Any) -> None:
     before = reader_module.decoded_cache.decodes
     assert sorted(s['id'] for s in dataset) == list(range(800))
     assert reader_module.decoded_cache.decodes - before == 40
+
+
+def test_a_permanent_error_reading_the_files_is_reported_as_itself(tmp_path: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store that lists the directory but refuses to serve a file (a 403 on one footer) reports that refusal; only a
+    # store that cannot list at all (a web server) makes the dataset's index "just missing".
+    from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
+    from streaming_core.reading import derived_index
+    data = str(tmp_path / 'remote')
+    write_parquet(data, files=2, rows=10, row_group=5)
+
+    def refused(url: str, *args: Any, **kwargs: Any) -> bytes:
+        raise PermanentStorageError(f'GET {url}: 403 Forbidden')
+
+    monkeypatch.setattr(derived_index, 'read_range', refused)
+    with pytest.raises(PermanentStorageError, match=r'part-00000\.parquet: 403 Forbidden') as caught:
+        StreamingDataset(remote=data, local=str(tmp_path / 'cache'), batch_size=2)
+    assert not isinstance(caught.value, RemoteNotFoundError) and 'index.json' not in str(caught.value)
