@@ -94,27 +94,34 @@ def _file_runs(same: NDArray[np.bool_]) -> NDArray[np.int64]:
     return np.maximum.accumulate(np.where(same, 0, positions)) if same.size else positions
 
 
+def _name_hashes(table: ShardTable, units: NDArray[np.int64], chunk: int = 1 << 16) -> NDArray[np.uint64]:
+    """A 64-bit hash of the first file name of each of ``units`` (none empty), vectorised over the mapped string
+    table ``chunk`` units at a time (memory stays bounded: about 40 bytes per name byte of one chunk)."""
+    arrays = table.arrays
+    offsets = arrays['str_off']
+    out = np.empty(units.size, dtype=np.uint64)
+    for lo in range(0, units.size, chunk):
+        names = arrays['file_name'][arrays['file_start'][units[lo:lo + chunk]]]
+        starts = offsets[names]
+        lengths = offsets[names + 1] - starts
+        firsts = np.cumsum(lengths) - lengths
+        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(firsts, lengths)
+        data = arrays['str_blob'][np.repeat(starts, lengths) + within].astype(np.uint64)
+        powers = np.cumprod(np.full(int(lengths.max()), 1099511628211, dtype=np.uint64))  # wraps modulo 2**64
+        with np.errstate(over='ignore'):
+            out[lo:lo + chunk] = np.add.reduceat(data * powers[within], firsts) ^ lengths.astype(np.uint64)
+    return out
+
+
 def _same_name_candidates(table: ShardTable, units: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The ``units`` (ascending) whose first file's name may equal another's of ``units``: a hash of every name,
-    vectorised over the mapped string table; only units whose (hash, length) repeats can share a name (their names
-    are then compared one by one)."""
-    if units.size < 2:
-        return units[:0]
+    """The ``units`` (ascending) whose first file's name may equal another's of ``units``: only units whose name
+    hash (:func:`_name_hashes`) repeats can share a name (their names are then compared one by one)."""
     arrays = table.arrays
     names = arrays['file_name'][arrays['file_start'][units]]
-    offsets = arrays['str_off']
-    starts = offsets[names]
-    lengths = offsets[names + 1] - starts
-    keep = lengths > 0  # an empty name is refused elsewhere; reduceat needs non-empty spans
-    units, starts, lengths = units[keep], starts[keep], lengths[keep]
+    units = units[arrays['str_off'][names + 1] > arrays['str_off'][names]]  # an empty name is refused elsewhere
     if units.size < 2:
         return units[:0]
-    firsts = np.cumsum(lengths) - lengths
-    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(firsts, lengths)
-    data = arrays['str_blob'][np.repeat(starts, lengths) + within].astype(np.uint64)
-    powers = np.cumprod(np.full(int(lengths.max()), 1099511628211, dtype=np.uint64))  # wraps modulo 2**64
-    with np.errstate(over='ignore'):
-        hashes = np.add.reduceat(data * powers[within], firsts) ^ lengths.astype(np.uint64)
+    hashes = _name_hashes(table, units)
     order = np.argsort(hashes, kind='stable')
     ordered = hashes[order]
     repeated = np.zeros(units.size, dtype=bool)
