@@ -356,8 +356,12 @@ class FileProgress:
             self.seen.add(name)
             if self._bar is None:
                 from tqdm.auto import tqdm
-                self._bar = tqdm(total=self._total, desc=self._description, unit=' files', delay=self.DELAY,
-                                 dynamic_ncols=True, leave=False)
+
+                class Bar(tqdm):  # type: ignore[misc, valid-type]
+                    monitor_interval = 0  # no tqdm monitor thread left behind in a process that forks workers
+
+                self._bar = Bar(total=self._total, desc=self._description, unit=' files', delay=self.DELAY,
+                                dynamic_ncols=True, leave=False)
             self._bar.update(1)
 
     def close(self) -> None:

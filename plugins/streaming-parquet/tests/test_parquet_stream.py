@@ -198,6 +198,7 @@ def test_indexing_shows_a_progress_bar_of_the_files_read(tmp_path: Any, monkeypa
         DELAY = 0.0
 
         def close(self) -> None:
+            assert type(self._bar).monitor_interval == 0  # no monitor thread left in a process that forks
             bars.append((self._bar.n, self._bar.total, set(self.seen)))
             super().close()
 
