@@ -62,6 +62,22 @@ def _readers_share_files(readers: Sequence[ShardReader]) -> bool:
     return any(found)
 
 
+def _first_names(table: ShardTable, units: NDArray[np.int64] | slice) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Where the first file name of each of ``units`` (positions, or a slice of them) lies in the mapped string blob:
+    ``(starts, lengths)``."""
+    arrays = table.arrays
+    names = arrays['file_name'][arrays['file_start'][units]]
+    starts = arrays['str_off'][names]
+    return starts, arrays['str_off'][names + 1] - starts
+
+
+def _spans(lengths: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For spans of ``lengths`` bytes laid end to end: each span's first position, and each byte's offset in its
+    span (to gather names from the blob at once)."""
+    firsts = np.cumsum(lengths) - lengths
+    return firsts, np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(firsts, lengths)
+
+
 def _same_file_as_previous(table: ShardTable) -> NDArray[np.bool_]:
     """Per unit of a table, whether its first file has the same name as the previous unit's (vectorised over the
     mapped arrays: only neighbours of equal name length and file size have their names compared)."""
@@ -70,17 +86,12 @@ def _same_file_as_previous(table: ShardTable) -> NDArray[np.bool_]:
     same = np.zeros(count, dtype=bool)
     if count < 2:
         return same
-    rows = arrays['file_start'][:count]
-    names = arrays['file_name'][rows]
-    offsets = arrays['str_off']
-    starts = offsets[names]
-    lengths = offsets[names + 1] - starts
-    sizes = arrays['file_bytes'][rows]
+    starts, lengths = _first_names(table, slice(0, count))
+    sizes = arrays['file_bytes'][arrays['file_start'][:count]]
     candidates = np.flatnonzero((lengths[1:] == lengths[:-1]) & (sizes[1:] == sizes[:-1]) & (lengths[1:] > 0)) + 1
     if candidates.size:
         spans = lengths[candidates]
-        firsts = np.cumsum(spans) - spans
-        within = np.arange(int(spans.sum()), dtype=np.int64) - np.repeat(firsts, spans)
+        firsts, within = _spans(spans)
         blob = arrays['str_blob']
         differ = blob[np.repeat(starts[candidates - 1], spans) + within] != blob[np.repeat(starts[candidates],
                                                                                             spans) + within]
@@ -97,16 +108,11 @@ def _file_runs(same: NDArray[np.bool_]) -> NDArray[np.int64]:
 def _name_hashes(table: ShardTable, units: NDArray[np.int64], chunk: int = 1 << 16) -> NDArray[np.uint64]:
     """A 64-bit hash of the first file name of each of ``units`` (none empty), vectorised over the mapped string
     table ``chunk`` units at a time (memory stays bounded: about 40 bytes per name byte of one chunk)."""
-    arrays = table.arrays
-    offsets = arrays['str_off']
     out = np.empty(units.size, dtype=np.uint64)
     for lo in range(0, units.size, chunk):
-        names = arrays['file_name'][arrays['file_start'][units[lo:lo + chunk]]]
-        starts = offsets[names]
-        lengths = offsets[names + 1] - starts
-        firsts = np.cumsum(lengths) - lengths
-        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(firsts, lengths)
-        data = arrays['str_blob'][np.repeat(starts, lengths) + within].astype(np.uint64)
+        starts, lengths = _first_names(table, units[lo:lo + chunk])
+        firsts, within = _spans(lengths)
+        data = table.arrays['str_blob'][np.repeat(starts, lengths) + within].astype(np.uint64)
         powers = np.cumprod(np.full(int(lengths.max()), 1099511628211, dtype=np.uint64))  # wraps modulo 2**64
         with np.errstate(over='ignore'):
             out[lo:lo + chunk] = np.add.reduceat(data * powers[within], firsts) ^ lengths.astype(np.uint64)
@@ -116,9 +122,7 @@ def _name_hashes(table: ShardTable, units: NDArray[np.int64], chunk: int = 1 << 
 def _same_name_candidates(table: ShardTable, units: NDArray[np.int64]) -> NDArray[np.int64]:
     """The ``units`` (ascending) whose first file's name may equal another's of ``units``: only units whose name
     hash (:func:`_name_hashes`) repeats can share a name (their names are then compared one by one)."""
-    arrays = table.arrays
-    names = arrays['file_name'][arrays['file_start'][units]]
-    units = units[arrays['str_off'][names + 1] > arrays['str_off'][names]]  # an empty name is refused elsewhere
+    units = units[_first_names(table, units)[1] > 0]  # an empty name is refused elsewhere
     if units.size < 2:
         return units[:0]
     hashes = _name_hashes(table, units)
