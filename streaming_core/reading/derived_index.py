@@ -452,8 +452,6 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     format_options = dict(getattr(stream, 'format_options', None) or {})
     try:
         files = list_source(source, timeout=timeout, retries=retries, options=options)
-    except ListingUnavailableError:
-        raise
     except PermanentStorageError as err:
         raise ListingUnavailableError(f'{where} cannot be listed: {err}') from err
     name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
