@@ -66,8 +66,9 @@ _CHUNK = 1 << 20
 _PINS: dict[tuple[str, str, str, str], str] = {}
 #: Listings made in this process: ``(endpoint, kind, repo, commit, directory) -> files`` (a commit never changes).
 _LISTINGS: dict[tuple[str, str, str, str, str], list[tuple[str, Any, Any]]] = {}
-#: The file names of each listing in ``_LISTINGS`` (built on first use), to answer "is it there?" without a request.
-_LISTED_NAMES: dict[tuple[str, str, str, str, str], frozenset[str]] = {}
+#: The file names of each listing in ``_LISTINGS`` (built on first use), to answer "is it there?" without a request;
+#: ``None`` where no listing was known when asked (not looked for on disk again until this process lists it).
+_LISTED_NAMES: dict[tuple[str, str, str, str, str], frozenset[str] | None] = {}
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -284,16 +285,15 @@ class HfBackend(ProcessLocal):
         ``index.json`` beside Parquet files this way). ``False`` when no such listing is known."""
         directory = where.path.rsplit('/', 1)[0] if '/' in where.path else ''
         key = (self.endpoint, where.kind, where.repo, commit, directory)
-        names = _LISTED_NAMES.get(key)
-        if names is None:
+        if key not in _LISTED_NAMES:  # once per directory and process, not once per file read
             files = _LISTINGS.get(key)
             if files is None:
                 files = load_listing((*key, self._who()))
-                if files is None:
-                    return False
-                _LISTINGS[key] = files
-            names = _LISTED_NAMES[key] = frozenset(name for name, _, _ in files)
-        return where.path not in names
+                if files is not None:
+                    _LISTINGS[key] = files
+            _LISTED_NAMES[key] = frozenset(name for name, _, _ in files) if files is not None else None
+        names = _LISTED_NAMES[key]
+        return names is not None and where.path not in names
 
     def _who(self) -> str:
         """Whose listings a node-wide copy may hold for this process: a short digest of the token, or
@@ -376,6 +376,7 @@ class HfBackend(ProcessLocal):
                 files = self._tree(where, url, commit, directory, timeout)
                 save_listing(shared, files)
             _LISTINGS[key] = files
+            _LISTED_NAMES.pop(key, None)  # 'no listing known' no longer holds
         found = [(where.with_path(name), {'size': size, 'etag': etag, 'mtime': None})
                  for name, size, etag in files if name.startswith(text)]
         return sorted(found)
