@@ -15,6 +15,12 @@ PLUGINS := $(sort $(wildcard plugins/streaming-*))
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# `make test` runs pytest in this many worker processes (pytest-xdist), each test file whole on one worker: the suite
+# is mostly child processes and servers, so two workers keep this machine's two cores busy. TEST_WORKERS=0 runs
+# serially.
+# The tests marked `compat` run the reference (mosaicml-streaming 0.13) and go in a serial pass of their own.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: setup runtime demo test test-fast lint docs compat bench clean
 
@@ -43,11 +49,12 @@ demo: $(RUNTIME_STAMP)
 test: setup
 	./compat/setup.sh --bench
 	$(PY) -m ruff check .
-	CI=$${CI:-true} $(PY) -m pytest -q
+	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"
+	CI=$${CI:-true} $(PY) -m pytest -q -m compat
 	$(MAKE) compat
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not compat" $(PYTEST_WORKERS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

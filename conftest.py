@@ -24,7 +24,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the soak tests unless ``--soak`` is given."""
+    """Skip the soak tests unless ``--soak`` is given; refuse the ``compat`` tests in a pytest-xdist worker."""
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        # mosaicml-streaming 0.13's 2-worker DataLoader hangs when started from a pytest-xdist worker, and its
+        # clean_stale_shared_memory() unlinks the shared memory of any other reference run on the machine.
+        refuse = pytest.mark.skip(reason='a compat test: run it without -n (make test runs `pytest -m compat` apart)')
+        for item in items:
+            if 'compat' in item.keywords:
+                item.add_marker(refuse)
     if config.getoption('--soak'):
         return
     skip = pytest.mark.skip(reason='soak test: run with --soak')
