@@ -30,8 +30,10 @@ runtime: $(RUNTIME_STAMP)
 
 $(RUNTIME_STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) requirements-demo.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q -c constraints.txt -r requirements-demo.txt -e . $(addprefix -e ,$(PLUGINS))
+	$(PIP) install -q -c constraints.txt torch==2.13.0 'setuptools>=68'
+	# One build environment (this one, with the setuptools just installed) for the core and every plugin, not one
+	# isolated environment per package: the same editable installs, a minute sooner.
+	$(PIP) install -q -c constraints.txt --no-build-isolation -r requirements-demo.txt -e . $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt constraints.txt
