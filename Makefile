@@ -28,11 +28,11 @@ setup: $(STAMP) $(NODE_STAMP)
 
 runtime: $(RUNTIME_STAMP)
 
+# The core and every plugin are built in one environment (.venv, with the setuptools installed first), not in one
+# isolated build environment per package: the same editable installs, a minute sooner.
 $(RUNTIME_STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) requirements-demo.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt torch==2.13.0 'setuptools>=68'
-	# One build environment (this one, with the setuptools just installed) for the core and every plugin, not one
-	# isolated environment per package: the same editable installs, a minute sooner.
 	$(PIP) install -q -c constraints.txt --no-build-isolation -r requirements-demo.txt -e . $(addprefix -e ,$(PLUGINS))
 	touch $@
 
