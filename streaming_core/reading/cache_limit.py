@@ -16,6 +16,7 @@ units' slots stay 0, so a shared file counts once and is evicted as a whole.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -32,7 +33,7 @@ from streaming_core.storage.locking import RangeLocks
 #: Seconds a download waits for cache room before a warning says why (the error comes at the cache's timeout).
 WAIT_WARNING_AFTER = 10.0
 
-__all__ = ['CacheState', 'CacheHooks']
+__all__ = ['CacheState', 'CacheHooks', 'cache_key']
 
 logger = logging.getLogger('streaming_core.reading.cache_limit')
 
@@ -53,11 +54,20 @@ class CacheHooks:
     remove: Callable[[int], int]            # delete the shard's files, return bytes freed
 
 
+def cache_key(parts: list[str]) -> str:
+    """A stable key for a dataset's cache state (from its streams' directories and shard names)."""
+    digest = hashlib.blake2s(digest_size=12)
+    for part in parts:
+        digest.update(part.encode('utf-8'))
+        digest.update(b'\0')
+    return digest.hexdigest()
+
+
 class CacheState:
     """The node-wide view of a dataset's cache (open one per process; it is re-opened after unpickling).
 
     Args:
-        key: The dataset's cache key (the shard manager's ``key``).
+        key: The dataset's cache key (:func:`cache_key`).
         num_shards: The number of shards across all streams.
         limit: The cache limit in bytes.
         hooks: Callbacks into the dataset.

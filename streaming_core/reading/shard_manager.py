@@ -24,7 +24,6 @@ they are pinned against eviction: a closed view is opened again when it is next 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import os
@@ -101,15 +100,6 @@ def prepare_error(message: str, cause: BaseException) -> ShardPrepareError:
     return ShardPrepareError(message)
 
 
-def _cache_key(parts: list[str]) -> str:
-    """A stable key for a dataset's cache state (from its streams' directories, index identities and layouts)."""
-    digest = hashlib.blake2s(digest_size=12)
-    for part in parts:
-        digest.update(part.encode('utf-8'))
-        digest.update(b'\0')
-    return digest.hexdigest()
-
-
 class ShardManager:
     """Every shard of a dataset, with per-process open views and node-wide coordination.
 
@@ -130,7 +120,8 @@ class ShardManager:
             parts.append(os.path.realpath(stream.local_dir))
             parts.append(str(getattr(stream, 'index_identity', None)))  # a refreshed index starts a new account
             parts.append(catalogue.stream_layout(index))
-        self.key = _cache_key(parts)
+        from streaming_core.reading.cache_limit import cache_key
+        self.key = cache_key(parts)
         self._init_process_state()
 
     # The catalogue's tables (properties, so a pickled manager carries none of them).
