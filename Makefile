@@ -15,11 +15,11 @@ PLUGINS := $(sort $(wildcard plugins/streaming-*))
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
-# `make test` runs pytest in this many worker processes (pytest-xdist), each test file whole on one worker: the suite
-# is mostly child processes and servers, so two workers keep this machine's two cores busy. TEST_WORKERS=0 runs
-# serially.
+# `TEST_WORKERS=2 make test` runs pytest in two worker processes (pytest-xdist, each test file whole on one worker):
+# about 13 minutes instead of 21 here, but under that load a Hugging Face Trainer rank aborted once at exit inside
+# torch ("terminate called without an active exception"), so the default stays serial until that is understood.
 # The tests marked `compat` run the reference (mosaicml-streaming 0.13) and go in a serial pass of their own.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 0
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: setup runtime demo test test-fast lint docs compat bench clean
