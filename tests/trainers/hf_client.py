@@ -4,7 +4,8 @@ CONFIG (JSON): ``data``, ``run``, ``batch`` (per device), ``accumulate``, ``max_
 (optimizer steps), ``workers``, ``ckpt`` (a checkpoint directory to resume from, or null), ``save`` (a checkpoint
 after every step), ``trainer`` (``'streaming'`` for our StreamingTrainer, ``'plain'`` for ``transformers.Trainer``).
 Evaluation runs at each epoch end; rank 0 writes the evaluated sample ids (after accelerate's de-duplication) to
-``eval-{global step}.json``.
+``eval-{global step}.json``. Each rank writes its native thread count at the start and after the teardown of
+``docs/guide/huggingface.md`` to ``threads-rank{rank}.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from streaming_core import StreamingDataset
 from streaming_core.tools.integrations.huggingface import StreamingTrainer
+from tests.trainers.teardown import end_distributed, native_threads
 
 
 class Linear(torch.nn.Module):
@@ -85,9 +87,13 @@ def main(config: dict[str, Any]) -> None:
     trainer = cls(model=model, args=args, train_dataset=train, eval_dataset=val, data_collator=collate,
                   compute_metrics=compute_metrics, callbacks=[StepOf(model)])
     trainer.train(resume_from_checkpoint=config.get('ckpt'))
-    if torch.distributed.is_initialized():  # the Trainer leaves it open; gloo can abort at exit without this
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == '__main__':
-    main(json.loads(sys.argv[1]))
+    CONFIG = json.loads(sys.argv[1])
+    threads = {'start': native_threads()}
+    main(CONFIG)
+    end_distributed()
+    threads['end'] = native_threads()
+    with open(os.path.join(CONFIG['run'], f'threads-rank{os.environ.get("RANK", "0")}.json'), 'w') as handle:
+        json.dump(threads, handle)

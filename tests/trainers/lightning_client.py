@@ -15,6 +15,8 @@ import sys
 import lightning as L
 import torch
 
+from tests.trainers.teardown import end_distributed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -73,9 +75,8 @@ def main(config: dict) -> None:
                         enable_model_summary=False, enable_checkpointing=bool(callbacks), callbacks=callbacks,
                         num_sanity_val_steps=2)
     trainer.fit(Logged(run), datamodule=data, ckpt_path=config.get('ckpt'))
-    if torch.distributed.is_initialized():  # gloo can abort at exit without this
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == '__main__':
     main(json.loads(sys.argv[1]))
+    end_distributed()

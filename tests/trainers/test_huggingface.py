@@ -104,6 +104,16 @@ def test_checkpoint_without_streaming_state_is_refused(baseline, tmp_path):
         harness.torchrun('tests.trainers.hf_client', resumed)
 
 
+def test_no_thread_of_gloo_is_left_at_exit(baseline):
+    """The end of ``docs/guide/huggingface.md`` (free the trainer, collect, destroy the group) stops gloo's threads
+    before the interpreter shuts down, where one of them can abort the process (pytorch/pytorch#190489)."""
+    config, _ = baseline
+    for rank in range(2):
+        with open(os.path.join(config['run'], f'threads-rank{rank}.json')) as handle:
+            threads = json.load(handle)
+        assert threads['end'] <= threads['start'], f'rank {rank}: threads at the start and after teardown: {threads}'
+
+
 def test_counts(baseline):
     """The log itself: every batch has the per-device size and every rank took the same steps."""
     _, log = baseline
