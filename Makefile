@@ -15,14 +15,13 @@ PLUGINS := $(sort $(wildcard plugins/streaming-*))
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
-# `TEST_WORKERS=2 make test` runs pytest in two worker processes (pytest-xdist, each test file whole on one worker):
-# about 13 minutes instead of 21 here, but under that load a Hugging Face Trainer rank aborted once at exit inside
-# torch ("terminate called without an active exception"), so the default stays serial until that is understood.
-# The tests marked `compat` run the reference (mosaicml-streaming 0.13) and go in a serial pass of their own.
-TEST_WORKERS ?= 0
+# `make test` runs pytest in TEST_WORKERS worker processes (pytest-xdist, each test file whole on one worker; 2 by
+# default, 0 for one serial run). The tests marked `compat` run the reference (mosaicml-streaming 0.13): under xdist
+# they get a serial pass of their own (its two-worker DataLoader hangs inside an xdist worker).
+TEST_WORKERS ?= 2
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
-.PHONY: setup runtime demo test test-fast lint docs compat bench clean
+.PHONY: setup reference test-setup runtime demo test test-fast lint docs compat bench clean
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -48,11 +47,22 @@ $(NODE_STAMP): package.json
 demo: $(RUNTIME_STAMP)
 	$(PY) examples/demo.py
 
-test: setup
+# The reference's side-virtualenv (.venv-ref, with litdata and webdataset for the tests that write their datasets).
+reference:
 	./compat/setup.sh --bench
+
+# Everything the tests need, the three independent installs side by side (a fresh clone's set-up, a minute sooner).
+test-setup:
+	$(MAKE) -j 3 --no-print-directory setup reference
+
+test: test-setup
 	$(PY) -m ruff check .
+ifeq ($(TEST_WORKERS),0)
+	CI=$${CI:-true} $(PY) -m pytest -q
+else
 	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"
 	CI=$${CI:-true} $(PY) -m pytest -q -m compat
+endif
 	$(MAKE) compat
 
 test-fast: setup
