@@ -9,13 +9,14 @@ directories that change what is importable (an in-tree ``*.egg-info`` on ``sys.p
 
 The key is computed without importing :mod:`importlib.metadata` or reading any entry-point file: it is a digest of
 every package-metadata entry on ``sys.path`` (``*.dist-info``, ``*.egg-info``, ``*.egg-link``, ``*.pth`` and the
-``__editable__`` finders), each with its modification time and, for metadata directories, that of their
-``entry_points.txt``. Installing, upgrading, uninstalling or reinstalling (editable or not) a distribution changes
-it, so the manifest is rebuilt by the next full discovery. A manifest that cannot be read, has another format
-version or another key is ignored (never trusted); one whose plugin turns out not to register the name it claims
-is distrusted by the host, which then runs a full discovery and rewrites it. Without a manifest, a host whose
-plugins all declare their names (:mod:`~streaming_core.machinery.declarations`) writes the declarations in the same
-shape, each plugin's ``declared`` names included, so that loading it from the manifest still checks them.
+``__editable__`` finders), by name, with the modification time of its ``entry_points.txt`` for a metadata directory
+and its own for the others. Installing, upgrading, uninstalling or reinstalling (editable or not) a distribution
+changes it (a new name, or a new ``entry_points.txt``), so the manifest is rebuilt by the next full discovery. A
+manifest that cannot be read, has another format version or another key is ignored (never trusted); one whose plugin
+turns out not to register the name it claims is distrusted by the host, which then runs a full discovery and
+rewrites it. Without a manifest, a host whose plugins all declare their names
+(:mod:`~streaming_core.machinery.declarations`) writes the declarations in the same shape, each plugin's
+``declared`` names included, so that loading it from the manifest still checks them.
 """
 
 from __future__ import annotations
@@ -32,29 +33,27 @@ __all__ = ['MANIFEST_VERSION', 'environment_key', 'manifest_path', 'read_manifes
 MANIFEST_VERSION = 2
 #: How many environment keys one manifest file remembers (the least recently written are dropped).
 MAX_KEYS = 8
-_SUFFIXES = ('.dist-info', '.egg-info', '.egg-link', '.pth')
+_METADATA_DIRS = ('.dist-info', '.egg-info')
+_SUFFIXES = _METADATA_DIRS + ('.egg-link', '.pth')
 
 
-def _entry_stamp(directory: str, name: str) -> tuple[str, int, int]:
-    """``(path, mtime_ns, entry_points.txt mtime_ns or -1)`` of one metadata entry."""
+def _entry_stamp(directory: str, name: str) -> tuple[str, int]:
+    """``(path, mtime_ns or -1)`` of one metadata entry: a metadata directory's ``entry_points.txt`` (where its
+    plugins are declared), any other entry's own (a ``.pth`` file, an ``__editable__`` finder, an ``.egg-link``)."""
     path = os.path.join(directory, name)
+    target = os.path.join(path, 'entry_points.txt') if name.endswith(_METADATA_DIRS) else path
     try:
-        mtime = os.stat(path).st_mtime_ns
+        return path, os.stat(target).st_mtime_ns
     except OSError:
-        return path, -1, -1
-    try:
-        ep_mtime = os.stat(os.path.join(path, 'entry_points.txt')).st_mtime_ns
-    except OSError:
-        ep_mtime = -1
-    return path, mtime, ep_mtime
+        return path, -1
 
 
 def environment_key(path: list[str] | None = None) -> str:
     """A digest of the installed distributions' metadata on ``path`` (default ``sys.path``): names and mtimes.
 
-    Cheap (one directory listing per ``sys.path`` entry and a few ``stat`` calls); it imports nothing.
+    Cheap (one directory listing per ``sys.path`` entry and one ``stat`` per metadata entry); it imports nothing.
     """
-    stamps: list[tuple[str, int, int]] = []
+    stamps: list[tuple[str, int]] = []
     for entry in sys.path if path is None else path:
         directory = os.path.abspath(entry or os.curdir)
         try:
@@ -66,11 +65,9 @@ def environment_key(path: list[str] | None = None) -> str:
         for name in names:
             if name.endswith(_SUFFIXES) or name.startswith('__editable__'):
                 stamps.append(_entry_stamp(directory, name))
-    digest = hashlib.blake2s(digest_size=16)
-    digest.update(f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0'.encode())
-    for stamp in sorted(set(stamps)):
-        digest.update(f'{stamp[0]}\0{stamp[1]}\0{stamp[2]}\n'.encode('utf-8', 'surrogateescape'))
-    return digest.hexdigest()
+    stamps = sorted(set(stamps))
+    text = f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0' + ''.join(f'{p}\0{m}\n' for p, m in stamps)
+    return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
 
 
 def manifest_path() -> str:
