@@ -62,7 +62,8 @@ def main(config: dict) -> None:
     run = config['run']
     os.makedirs(run, exist_ok=True)
     data = StreamingDataModule(local=config['data'], split='train', val_split='val',  # noqa: F821 (from the page)
-                               batch_size=config['batch'], num_workers=config['workers'], num_canonical_nodes=2)
+                               batch_size=config['batch'], num_workers=config['workers'], num_canonical_nodes=2,
+                               persistent_workers=bool(config.get('persistent')))
     callbacks = []
     if config.get('save'):
         callbacks += [
