@@ -26,4 +26,3 @@ def end_distributed() -> None:
     gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-    gc.collect()
