@@ -279,3 +279,51 @@ def test_registering_an_installed_plugin_again_says_what_to_do():
     with pytest.raises(ValueError, match=r"already registered as plugin 'mds' .* block it for the test"):
         with registered_plugin(streaming_mds.plugin, name='mds-again'):
             pass
+
+
+_DATASET = '''
+from streaming_core import StreamingDataset
+from streaming_core.errors import UnknownNameError
+'''
+
+
+def test_a_dataset_checks_its_order_names_without_importing_their_plugins(tmp_path):
+    """Construction checks ``shuffle_algo`` and ``batching_method`` against the manifest: a run that never shuffles
+    imports no shuffle plugin, a misspelt or blocked name still fails at construction, and a shuffled run loads the
+    shuffle when it plans, with the same order as a process that discovered everything first."""
+    from streaming_mds import MDSWriter
+    local = str(tmp_path / 'data')
+    with MDSWriter(out=local, columns={'id': 'int'}, size_limit=200) as writer:
+        for i in range(40):
+            writer.write({'id': i})
+    cache = str(tmp_path / 'cache')
+    for _ in range(2):  # without, then with the manifest file the first process writes
+        plain = _child(_DATASET + f"ds = StreamingDataset(local={local!r}, batch_size=4)\nprint(int(ds[7]['id']))\n",
+                       cache)
+        assert plain['out'] == ['7'] and not plain['complete']
+        assert plain['loaded'] == ['mds'] and 'streaming_py1e' not in plain['modules'], plain
+    shuffled = f"ds = StreamingDataset(local={local!r}, batch_size=4, shuffle=True, shuffle_seed=5)\n" \
+               "print(json.dumps([int(s['id']) for s in ds]))\n"
+    lazy = _child(_DATASET + shuffled, cache)
+    assert 'py1e' in lazy['loaded'] and not lazy['complete']
+    full = _child('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n' + _DATASET
+                  + shuffled, str(tmp_path / 'cache-full'))
+    assert full['complete'] and lazy['out'] == full['out']
+    order = json.loads(lazy['out'][0])
+    assert sorted(order) == list(range(40)) and order != list(range(40))
+    misspelt = _child(_DATASET + textwrap.dedent(f'''
+        for kwargs in ({{'shuffle_algo': 'py1ee'}}, {{'batching_method': 'randomm'}}):
+            try:
+                StreamingDataset(local={local!r}, batch_size=4, **kwargs)
+            except (UnknownNameError, ValueError) as err:
+                print(json.dumps(str(err)))
+    '''), cache)
+    assert len(misspelt['out']) == 2 and misspelt['complete']
+    assert "Did you mean 'py1e'" in misspelt['out'][0] and "Did you mean 'random'" in misspelt['out'][1]
+    blocked = _child(_DATASET + textwrap.dedent(f'''
+        try:
+            StreamingDataset(local={local!r}, batch_size=4)
+        except UnknownNameError as err:
+            print(json.dumps(str(err)))
+    '''), cache, env={BLOCK: 'py1e'})
+    assert len(blocked['out']) == 1 and "Unknown shuffle algorithm 'py1e'" in blocked['out'][0], blocked

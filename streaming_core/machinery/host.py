@@ -99,7 +99,8 @@ class PluginHost:
         self._manifest_key = ''
         self.registries: dict[str, Registry] = {
             kind: Registry(kind, loader=self.ensure_loaded, name_loader=self._name_loader(kind), busy=self._busy,
-                           kind_loader=functools.partial(self.load_kind, kind))
+                           kind_loader=functools.partial(self.load_kind, kind),
+                           name_checker=functools.partial(self.declares, kind))
             for kind in KINDS}
         _hosts.add(self)
 
@@ -205,6 +206,27 @@ class PluginHost:
                 self._loading = None
             if name not in self.registries[kind]._entries:
                 self._distrust()
+
+    def declares(self, kind: str, name: str) -> bool:
+        """True when ``name`` of ``kind`` is registered, or the manifest names a plugin that registers it and would
+        be loaded (not blocked; a builtin, or entry points autoloaded), without importing that plugin. False when it
+        cannot tell (no trusted or declared manifest, discovery complete or under way); the caller then looks the
+        name up, which loads what it must and reports a miss."""
+        if self._complete:
+            return False
+        with self._lock:
+            if self._complete or self._loading == threading.get_ident():
+                return False
+            if name in self.registries[kind]._entries:
+                return True
+            manifest = self._read_manifest()
+            if manifest is None:
+                return False
+            plugin = manifest['names'].get(kind, {}).get(name)
+            source = manifest['plugins'].get(plugin) if plugin is not None else None
+            if source is None or plugin in self.config.effective_blocked():
+                return False
+            return source.get('origin') == 'builtin' or self.config.effective_autoload()
 
     def load_kind(self, kind: str) -> bool:
         """Load every plugin the manifest says registers names of ``kind`` (for a listing of that registry, such as

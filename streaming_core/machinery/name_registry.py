@@ -78,11 +78,14 @@ class Registry:
             ``name_loader`` (which waits) even for a name already registered.
         kind_loader: Called before :meth:`entries` to load only the plugins that register names of this kind; True
             when that is all of them, else ``loader`` runs. Same rules as ``loader``.
+        name_checker: Called by :meth:`check` with a name that is not registered yet: True when the plugin manifest
+            says an installed plugin registers it (without importing that plugin), False when it cannot tell.
     """
 
     def __init__(self, kind: str, loader: Callable[[], None] | None = None,
                  name_loader: Callable[[str], None] | None = None, busy: Callable[[], bool] | None = None,
-                 kind_loader: Callable[[], bool] | None = None) -> None:
+                 kind_loader: Callable[[], bool] | None = None,
+                 name_checker: Callable[[str], bool] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f'Unknown registry kind {kind!r}; expected one of {sorted(KINDS)}.')
         self.kind = kind
@@ -90,6 +93,7 @@ class Registry:
         self._loader = loader
         self._name_loader = name_loader
         self._kind_loader = kind_loader
+        self._name_checker = name_checker
         self._busy = busy
         self._lock = threading.RLock()
         #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
@@ -155,6 +159,16 @@ class Registry:
         if entry is None:
             raise UnknownNameError(self.describe_miss(name))
         return entry.obj
+
+    def check(self, name: str) -> None:
+        """Raise :class:`UnknownNameError` (as :meth:`get`) unless ``name`` is registered or the plugin manifest
+        says which installed plugin registers it; that plugin is then imported on first use, not here. For argument
+        checks at construction, where importing a plugin the run may never use would cost start-up time."""
+        if name in self._entries:
+            return
+        if self._name_checker is not None and isinstance(name, str) and self._name_checker(name):
+            return
+        self.get(name)
 
     def __contains__(self, name: object) -> bool:
         return self._find(name) is not None

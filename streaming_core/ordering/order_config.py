@@ -108,7 +108,8 @@ class OrderConfig:
 
     def check_registered(self) -> None:
         """Check that ``shuffle_algo`` and ``batching_method`` name installed plugins (the dataset calls this at
-        construction, so a misspelt name fails before any download; a planner looks them up when planning).
+        construction, so a misspelt name fails before any download; a planner looks them up when planning). A name
+        the plugin manifest attributes to an installed plugin passes without importing that plugin.
 
         Raises:
             UnknownNameError: ``shuffle_algo`` is not a registered shuffle (listing the installed ones).
@@ -116,9 +117,9 @@ class OrderConfig:
                 well, as the reference's check).
         """
         from streaming_core.machinery.lookup import get_registry  # the plugin host, once a dataset is built
-        get_registry('shuffle').get(self.shuffle_algo)
+        get_registry('shuffle').check(self.shuffle_algo)
         try:
-            get_registry('batching').get(self.batching_method)
+            get_registry('batching').check(self.batching_method)
         except UnknownNameError as err:
             raise UnknownMethodError(f'batching_method={self.batching_method!r}: {err}') from None
 

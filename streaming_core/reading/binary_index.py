@@ -461,9 +461,6 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
         IndexFormatError: the index is invalid (naming the file and the shard).
     """
     from streaming_core.common.paths import state_dir
-    from streaming_core.reading.binary_index_fast import build_parsed
-    from streaming_core.reading.index_file_stream import iter_index_entries
-    from streaming_core.storage.locking import RangeLocks
     sdir = state_dir(stream.local_dir)
     path = binary_path(sdir, synced.identity)
     try:
@@ -471,6 +468,9 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
         return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types)
     except BinaryIndexError as err:
         logger.debug('binary index not usable: %s', err)
+    from streaming_core.reading.binary_index_fast import build_parsed  # only a process that may build imports these
+    from streaming_core.reading.index_file_stream import iter_index_entries
+    from streaming_core.storage.locking import RangeLocks
     locks = RangeLocks.for_path(os.path.join(sdir, 'binary-index.lock'))
     locks.acquire(0, True, timeout, f'the binary index build of {synced.path}')
     built = False

@@ -17,6 +17,7 @@ from streaming_core.common.arguments import bytes_to_int
 from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
+from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
 from streaming_core.reading.dataset_arguments import build_streams, check_cache_limit, check_run_arguments, index_bytes
@@ -168,7 +169,6 @@ class StreamingDataset(IterableDataset):
             check_cache_limit(self.cache_limit, self.streams, self.catalogue)
 
         # Weights.
-        from streaming_core.ordering.planner import apply_weights
         choose, proportion, repeat, total = apply_weights(
             [s.proportion for s in self.streams], [s.repeat for s in self.streams],
             [s.choose for s in self.streams], self.samples_per_stream.tolist(), parsed_epoch_size, self.shuffle_seed)
