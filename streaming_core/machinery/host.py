@@ -27,7 +27,9 @@ import contextlib
 import contextvars
 import difflib
 import functools
+import hashlib
 import importlib
+import json
 import os
 import threading
 import weakref
@@ -100,7 +102,8 @@ class PluginHost:
         self.registries: dict[str, Registry] = {
             kind: Registry(kind, loader=self.ensure_loaded, name_loader=self._name_loader(kind), busy=self._busy,
                            kind_loader=functools.partial(self.load_kind, kind),
-                           name_checker=functools.partial(self.declares, kind))
+                           name_checker=functools.partial(self.declares, kind),
+                           fingerprinter=functools.partial(self.names_fingerprint, kind))
             for kind in KINDS}
         _hosts.add(self)
 
@@ -227,6 +230,26 @@ class PluginHost:
             if source is None or plugin in self.config.effective_blocked():
                 return False
             return source.get('origin') == 'builtin' or self.config.effective_autoload()
+
+    def names_fingerprint(self, kind: str) -> str | None:
+        """A digest that two processes share when their lookups of ``kind`` would find the same names from the same
+        plugins of the same installed versions: the environment's key (which installing, upgrading or removing any
+        distribution changes), the manifest's names of ``kind``, the blocked plugins, autoloading and the builtins.
+        None when it cannot tell: no trusted or declared manifest, or a plugin registered in this process only."""
+        with self._lock:
+            if self._loading == threading.get_ident():
+                return None
+            manifest = self._read_manifest()
+            if manifest is None:
+                return None
+            plugins = manifest['plugins']
+            if any(entry.plugin not in plugins for entry in self.registries[kind]._entries.values()):
+                return None
+            declaring = sorted(name for name, source in plugins.items() if kind in (source.get('declared') or {}))
+            text = json.dumps([self._manifest_key, sorted(manifest['names'].get(kind, {}).items()), declaring,
+                               sorted(self.config.effective_blocked()), self.config.effective_autoload(),
+                               sorted(map(list, self.config.builtins))])
+        return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
 
     def load_kind(self, kind: str) -> bool:
         """Load every plugin the manifest says registers names of ``kind`` (for a listing of that registry, such as

@@ -80,12 +80,14 @@ class Registry:
             when that is all of them, else ``loader`` runs. Same rules as ``loader``.
         name_checker: Called by :meth:`check` with a name that is not registered yet: True when the plugin manifest
             says an installed plugin registers it (without importing that plugin), False when it cannot tell.
+        fingerprinter: Called by :meth:`fingerprint` (see there).
     """
 
     def __init__(self, kind: str, loader: Callable[[], None] | None = None,
                  name_loader: Callable[[str], None] | None = None, busy: Callable[[], bool] | None = None,
                  kind_loader: Callable[[], bool] | None = None,
-                 name_checker: Callable[[str], bool] | None = None) -> None:
+                 name_checker: Callable[[str], bool] | None = None,
+                 fingerprinter: Callable[[], str | None] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f'Unknown registry kind {kind!r}; expected one of {sorted(KINDS)}.')
         self.kind = kind
@@ -94,6 +96,7 @@ class Registry:
         self._name_loader = name_loader
         self._kind_loader = kind_loader
         self._name_checker = name_checker
+        self._fingerprinter = fingerprinter
         self._busy = busy
         self._lock = threading.RLock()
         #: Incremented on every change, so caches of resolved names (codec strings...) can key on it.
@@ -169,6 +172,12 @@ class Registry:
         if self._name_checker is not None and isinstance(name, str) and self._name_checker(name):
             return
         self.get(name)
+
+    def fingerprint(self) -> str | None:
+        """A digest equal in two processes whose lookups of this kind find the same names from the same plugins of
+        the same installed versions, so a result computed from every entry (such as which index builder claims a
+        directory's files) can be kept between processes under it; None when that cannot be told (then compute)."""
+        return self._fingerprinter() if self._fingerprinter is not None else None
 
     def __contains__(self, name: object) -> bool:
         return self._find(name) is not None

@@ -170,13 +170,16 @@ def _summary(files: Sequence[SourceFile], limit: int = 5) -> str:
     return ', '.join(names) + more
 
 
-def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> tuple[str, Any, list[SourceFile]]:
+def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
+                   remembered: str | None = None) -> tuple[str, Any, list[SourceFile]]:
     """Pick the index builder for a directory without ``index.json``.
 
     Args:
         fmt: The ``format=`` the user gave (``None``: detect from the files).
         files: The directory's listing.
         where: The directory, for messages.
+        remembered: The builder an earlier detection chose for the same file names and the same installed plugins
+            (:func:`detection_key`): only that plugin is loaded, instead of every index builder.
 
     Returns:
         ``(builder name, builder, the files it indexes)``.
@@ -207,6 +210,12 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
                                     f'format={fmt!r} ({found}). Point `remote`/`local` at the directory holding the '
                                     f'files.')
         return fmt, builder, selected
+    if remembered is not None and files:
+        builder = registry.get(remembered) if remembered in registry else None
+        if builder is not None:
+            selected = builder_matches(builder, files)
+            if selected and not _only_sidecars(builder, selected):
+                return remembered, builder, selected
     if not files:
         raise NoDatasetError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
                                 f'directory (an index.json, or data files such as *.parquet with format=...).')
@@ -226,6 +235,28 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str) -> 
     found = '; '.join(f'{len(sel)} {name} file(s) ({_summary(sel, 2)})' for name, _, sel in matches)
     raise DerivedIndexError(f'{where} has no index.json and holds files of several formats: {found}. Pass format= '
                             f'one of {[name for name, _, _ in matches]} to choose.')
+
+
+def detection_key(files: Sequence[SourceFile]) -> str | None:
+    """What the format detection of ``files`` depends on: their names and the installed index builders
+    (:meth:`~streaming_core.machinery.name_registry.Registry.fingerprint`). None when the builders cannot be told
+    apart from another process's (detection then runs in full)."""
+    from streaming_core.machinery.lookup import get_registry
+    fingerprint = get_registry('index_builder').fingerprint()
+    if fingerprint is None:
+        return None
+    digest = hashlib.blake2s(fingerprint.encode(), digest_size=16)
+    for item in files:
+        digest.update(b'\0' + item.name.encode('utf-8', 'surrogateescape'))
+    return digest.hexdigest()
+
+
+def _remembered(listing: dict[str, Any] | None, key: str | None) -> str | None:
+    """The builder the recorded ``listing`` detected under ``key``, if it did."""
+    detected = listing.get('detected') if listing is not None and key is not None else None
+    if isinstance(detected, dict) and detected.get('key') == key and isinstance(detected.get('builder'), str):
+        return detected['builder']
+    return None
 
 
 def describe_options(options: dict[str, Any] | None) -> str:
@@ -454,13 +485,19 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         files = list_source(source, timeout=timeout, retries=retries, options=options)
     except PermanentStorageError as err:
         raise ListingUnavailableError(f'{where} cannot be listed: {err}') from err
-    name, builder, selected = choose_builder(getattr(stream, 'format', None), files, where)
+    fmt = getattr(stream, 'format', None)
+    old = read_listing(sdir)
+    key = detection_key(files) if fmt is None else None
+    remembered = _remembered(old, key)
+    name, builder, selected = choose_builder(fmt, files, where, remembered)
+    detected = {'key': key, 'builder': name} if key is not None else None
     builder = configure_builder(name, builder, format_options, where)
     identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
-    old = read_listing(sdir)
     kept = kept_index(path, old, identity)
     if kept is not None:
+        if old is not None and detected is not None and remembered != name:  # remembered for the next process
+            _write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
@@ -475,15 +512,23 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected)
+    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected, detected=detected)
     return path, data, identity
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
-                  files: Sequence[SourceFile]) -> None:
+                  files: Sequence[SourceFile], detected: dict[str, str] | None = None) -> None:
     """Install the derived index ``data`` at ``path``, then the listing it was built from (what
-    :func:`kept_index` checks), each written atomically."""
+    :func:`kept_index` checks) and, when the format was detected, under which :func:`detection_key`; each
+    written atomically."""
     write_file_atomic(path, data)
-    listing = {'identity': identity, 'builder': builder, 'source': source,
-               'index_sha256': hashlib.sha256(data).hexdigest(), 'files': [item.key() for item in files]}
+    listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
+                               'index_sha256': hashlib.sha256(data).hexdigest(),
+                               'files': [item.key() for item in files]}
+    if detected is not None:
+        listing['detected'] = detected
+    _write_record(sdir, listing)
+
+
+def _write_record(sdir: str, listing: dict[str, Any]) -> None:
     write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
