@@ -136,24 +136,3 @@ def test_kill_during_eviction_then_restart(tmp_path):
     assert dataset.cache_usage <= 28 * 1024
     shard_bytes = sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local) if n.startswith('shard.'))
     assert shard_bytes + os.path.getsize(os.path.join(local, 'index.json')) <= 28 * 1024
-
-
-def test_temporary_files_are_swept_only_where_streams_download(tmp_path):
-    """A dead process's temporary file is removed from a local copy of a remote (our downloads write there), never
-    from a directory read in place: those are the user's files, and listing 10^6 of them would slow every start."""
-    remote = write_mds(str(tmp_path / 'remote'), 20)
-    dead = int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
-                              text=True, check=True).stdout)
-    name = f'shard.00000.mds.{dead}.0123abcd.tmp'
-    in_place = os.path.join(remote, name)
-    with open(in_place, 'wb') as handle:
-        handle.write(b'partial')
-    assert ids_of(StreamingDataset(local=remote, batch_size=2)) == list(range(20))
-    assert os.path.exists(in_place)
-    local = str(tmp_path / 'local')
-    StreamingDataset(remote=remote, local=local, batch_size=2)
-    left = os.path.join(local, name)
-    with open(left, 'wb') as handle:
-        handle.write(b'partial')
-    assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=2)) == list(range(20))
-    assert not os.path.exists(left) and os.path.exists(in_place)

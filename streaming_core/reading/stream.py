@@ -20,7 +20,6 @@ from typing import Any, Mapping, Sequence
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
 from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
-from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
@@ -324,13 +323,10 @@ class Stream:
 
     def _sweep_temp_files(self) -> None:
         """Remove temporary files of dead processes: in the state directory always; in the local directory (a walk
-        over every shard file) only when streams download into it (a remote that is not the directory itself), and
-        then only when it changed since the last sweep of any process (its modification time, as recorded in the
-        state directory) or an hour passed, so a warm start at 10^6 shards does not list them."""
+        over every shard file) only when it changed since the last sweep of any process (its modification time, as
+        recorded in the state directory) or an hour passed, so a warm start at 10^6 shards does not list them."""
         sdir = state_dir(self.local_dir)
         remove_dead_temp_files(sdir)
-        if not self.remote_dir or is_in_place(self.remote_dir, self.local_dir):
-            return  # nothing of ours writes into a directory read in place: no walk over the user's files
         marker = os.path.join(sdir, _SWEEP_MARKER)
         try:
             mtime = str(os.stat(self.local_dir).st_mtime_ns)
