@@ -136,3 +136,21 @@ def test_kill_during_eviction_then_restart(tmp_path):
     assert dataset.cache_usage <= 28 * 1024
     shard_bytes = sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local) if n.startswith('shard.'))
     assert shard_bytes + os.path.getsize(os.path.join(local, 'index.json')) <= 28 * 1024
+
+
+@pytest.mark.parametrize('remote', [False, True], ids=['in-place', 'local-copy'])
+def test_a_dead_readers_temporary_file_is_swept(tmp_path, remote):
+    """Decompression writes into the directory read in place too (``shard.*.mds.zstd`` without a remote): a reader
+    killed mid-way leaves a temporary file as big as a shard, which the next construction removes, as it does in a
+    local copy of a remote."""
+    data = write_mds(str(tmp_path / 'data'), 20, compression='zstd')
+    local = str(tmp_path / 'local') if remote else data
+    kwargs = {'remote': data, 'local': local} if remote else {'local': data}
+    StreamingDataset(batch_size=2, **kwargs)
+    dead = int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
+                              text=True, check=True).stdout)
+    left = os.path.join(local, f'shard.00000.mds.{dead}.0123abcd.tmp')
+    with open(left, 'wb') as handle:
+        handle.write(b'partial')
+    assert ids_of(StreamingDataset(batch_size=2, **kwargs)) == list(range(20))
+    assert not os.path.exists(left)
