@@ -327,3 +327,29 @@ def test_a_dataset_checks_its_order_names_without_importing_their_plugins(tmp_pa
             print(json.dumps(str(err)))
     '''), cache, env={BLOCK: 'py1e'})
     assert len(blocked['out']) == 1 and "Unknown shuffle algorithm 'py1e'" in blocked['out'][0], blocked
+
+
+def test_a_declared_shuffle_whose_plugin_cannot_import_fails_when_an_epoch_is_first_planned(tmp_path):
+    """Construction trusts the declarations (the plugin is not imported to check the name); a plugin that cannot
+    import then fails, naming itself and the cause, when the first epoch is planned, before any sample is read."""
+    from streaming_mds import MDSWriter
+    site = _fake_dist(tmp_path, 'brokenshuffle', 'brokenshuffle', 'brokenshuffle_plugin',
+                      'import a_module_that_is_not_installed\n')
+    info = tmp_path / 'site-brokenshuffle' / 'brokenshuffle-0.1.dist-info' / 'entry_points.txt'
+    info.write_text(info.read_text() + '\n[streaming_core.names]\nshuffle.py9 = brokenshuffle_plugin\n')
+    local = str(tmp_path / 'data')
+    with MDSWriter(out=local, columns={'id': 'int'}, size_limit=200) as writer:
+        for i in range(20):
+            writer.write({'id': i})
+    report = _child(_DATASET + textwrap.dedent(f'''
+        ds = StreamingDataset(local={local!r}, batch_size=4, shuffle=True, shuffle_algo='py9')
+        print(json.dumps(int(ds[3]['id'])))
+        try:
+            next(iter(ds))
+        except Exception as err:
+            print(json.dumps(f'{{type(err).__name__}}: {{err}}'))
+    '''), str(tmp_path / 'cache'), site)
+    assert report['out'][0] == '3' and len(report['out']) == 2, report
+    message = json.loads(report['out'][1])
+    assert message.startswith('PluginLoadError') and 'brokenshuffle' in message, message
+    assert 'a_module_that_is_not_installed' in message, message

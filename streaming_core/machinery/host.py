@@ -234,8 +234,10 @@ class PluginHost:
     def names_fingerprint(self, kind: str) -> str | None:
         """A digest that two processes share when their lookups of ``kind`` would find the same names from the same
         plugins of the same installed versions: the environment's key (which installing, upgrading or removing any
-        distribution changes), the manifest's names of ``kind``, the blocked plugins, autoloading and the builtins.
-        None when it cannot tell: no trusted or declared manifest, or a plugin registered in this process only."""
+        distribution changes), the manifest's names of ``kind``, the blocked plugins, autoloading and the builtins
+        (the same whether the manifest was written from the declarations or after a full discovery). None when it
+        cannot tell: no trusted or declared manifest, or a plugin registered in this process only. A plugin's source
+        edited in place (an editable install) is not seen: only its distribution's metadata is."""
         with self._lock:
             if self._loading == threading.get_ident():
                 return None
@@ -245,8 +247,7 @@ class PluginHost:
             plugins = manifest['plugins']
             if any(entry.plugin not in plugins for entry in self.registries[kind]._entries.values()):
                 return None
-            declaring = sorted(name for name, source in plugins.items() if kind in (source.get('declared') or {}))
-            text = json.dumps([self._manifest_key, sorted(manifest['names'].get(kind, {}).items()), declaring,
+            text = json.dumps([self._manifest_key, sorted(manifest['names'].get(kind, {}).items()),
                                sorted(self.config.effective_blocked()), self.config.effective_autoload(),
                                sorted(map(list, self.config.builtins))])
         return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()

@@ -75,6 +75,11 @@ def test_a_warm_start_loads_only_the_builder_that_claimed_the_files(tmp_path: An
     assert warm['error'] is None and warm['ids'] == cold['ids']
     assert 'streaming_parquet' in warm['modules']
     assert 'streaming_litdata' not in warm['modules'] and 'streaming_webdataset' not in warm['modules'], warm
+    # A full discovery in between (`streaming plugins`, a misspelt name) rewrites the plugin manifest: same answer.
+    child_report('from streaming_core.machinery.discovery import ensure_loaded\nensure_loaded()\n'
+                 'print("{}")\n', cache)
+    after = _run(local, cache)
+    assert after['ids'] == cold['ids'] and 'streaming_litdata' not in after['modules'], after
 
 
 def test_a_new_builder_claiming_the_same_files_is_noticed(tmp_path: Any) -> None:
