@@ -138,12 +138,14 @@ def test_kill_during_eviction_then_restart(tmp_path):
     assert shard_bytes + os.path.getsize(os.path.join(local, 'index.json')) <= 28 * 1024
 
 
-@pytest.mark.parametrize('remote', [False, True], ids=['in-place', 'local-copy'])
-def test_a_dead_readers_temporary_file_is_swept(tmp_path, remote):
-    """Decompression writes into the directory read in place too (``shard.*.mds.zstd`` without a remote): a reader
-    killed mid-way leaves a temporary file as big as a shard, which the next construction removes, as it does in a
-    local copy of a remote."""
-    data = write_mds(str(tmp_path / 'data'), 20, compression='zstd')
+@pytest.mark.parametrize(('remote', 'compression', 'swept'), [(False, 'zstd', True), (True, None, True),
+                                                           (False, None, False)],
+                         ids=['in-place-compressed', 'local-copy', 'in-place-plain'])
+def test_a_dead_readers_temporary_file_is_swept_where_readers_write(tmp_path, remote, compression, swept):
+    """Readers write into a local copy of a remote (downloads) and beside compressed shards (decompression, also in
+    a directory read in place): a reader killed mid-way leaves a temporary file as big as a shard, which the next
+    construction removes. A directory of plain shards read in place is the user's alone: it is never walked."""
+    data = write_mds(str(tmp_path / 'data'), 20, compression=compression)
     local = str(tmp_path / 'local') if remote else data
     kwargs = {'remote': data, 'local': local} if remote else {'local': data}
     StreamingDataset(batch_size=2, **kwargs)
@@ -153,4 +155,4 @@ def test_a_dead_readers_temporary_file_is_swept(tmp_path, remote):
     with open(left, 'wb') as handle:
         handle.write(b'partial')
     assert ids_of(StreamingDataset(batch_size=2, **kwargs)) == list(range(20))
-    assert not os.path.exists(left)
+    assert os.path.exists(left) is not swept

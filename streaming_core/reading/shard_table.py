@@ -145,6 +145,12 @@ class ShardTable(Sequence[Any]):
             yield self[shard]
 
     @property
+    def has_compressed_files(self) -> bool:
+        """Whether any shard has a compressed file (readers decompress it beside itself, in the local directory)."""
+        return any(key.startswith('zip_') and algos is not None
+                   for template in self.header['templates'] for key, algos in template['slots'])
+
+    @property
     def created(self) -> int:
         """How many readers this process has created (the shards it touched)."""
         return len(self._readers)

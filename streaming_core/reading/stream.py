@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
 from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
+from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
@@ -301,7 +302,7 @@ class Stream:
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
-        self._sweep_temp_files()
+        remove_dead_temp_files(state_dir(self.local_dir))
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:
@@ -309,6 +310,7 @@ class Stream:
                 err.add_note(f'{synced.path} is the local copy of {redact_url(join(self.remote_dir, INDEX_BASENAME))}'
                              f' (compared with it at construction).')
             raise err
+        self._sweep_temp_files(table)
         if expect is not None:
             if table.identity != expect[0] and table.layout != expect[1]:
                 raise IndexFormatError(
@@ -321,12 +323,15 @@ class Stream:
         self.index_identity = synced.identity
         return table
 
-    def _sweep_temp_files(self) -> None:
-        """Remove temporary files of dead processes: in the state directory always; in the local directory (a walk
-        over every shard file) only when it changed since the last sweep of any process (its modification time, as
-        recorded in the state directory) or an hour passed, so a warm start at 10^6 shards does not list them."""
+    def _sweep_temp_files(self, table: ShardTable) -> None:
+        """Remove temporary files of dead processes from the local directory (a walk over every shard file; the
+        caller sweeps the state directory): only where readers write (downloads from a remote, decompressed copies
+        of compressed shards), not in a directory of plain shards read in place (the user's files); and only when it
+        changed since the last sweep of any process (its modification time, as recorded in the state directory) or
+        an hour passed, so a warm start at 10^6 shards does not list them."""
+        if (not self.remote_dir or is_in_place(self.remote_dir, self.local_dir)) and not table.has_compressed_files:
+            return
         sdir = state_dir(self.local_dir)
-        remove_dead_temp_files(sdir)
         marker = os.path.join(sdir, _SWEEP_MARKER)
         try:
             mtime = str(os.stat(self.local_dir).st_mtime_ns)
