@@ -3,8 +3,7 @@
 :func:`~streaming_core.reading.binary_index.build_binary` decodes one shard entry at a time and checks it in Python:
 bounded memory at any size, but about 20 us per shard. An index small enough to parse whole
 (:data:`FAST_PARSE_BYTES`) whose shards all share one template (the usual case: one writer, one column layout, one
-compression, the same hash algorithms) is converted here instead: :func:`parse_json` (orjson where it reads the
-text exactly as :func:`json.loads` does), then each field checked over
+compression, the same hash algorithms) is converted here instead: :func:`json.loads`, then each field checked over
 all shards at once (types through ``map``, names through one regular expression, integers through NumPy) and the
 columns assembled with NumPy. The result is byte for byte what ``build_binary`` gives (a test compares them); on any
 doubt (another template, a malformed entry, a file name to refuse) :func:`build_parsed` returns None and the caller
@@ -22,20 +21,13 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-try:  # a faster parser, used where it reads the text as json would (see parse_json)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - a platform without its wheel
-    _orjson = None
-
-__all__ = ['FAST_PARSE_BYTES', 'build_parsed', 'ArrayColumn', 'parse_json']
+__all__ = ['FAST_PARSE_BYTES', 'build_parsed', 'ArrayColumn']
 
 #: Indexes up to this size are parsed whole (a parsed index takes several times its size in Python objects).
 FAST_PARSE_BYTES = 64 << 20
 _MAX_INT64 = (1 << 63) - 1
 _HEX = re.compile(r'[0-9a-f]*')
 _DRIVE = re.compile(r'(?:\A|\0)[A-Za-z]:')
-#: A run of digits orjson might read differently: it turns an integer beyond 64 bits into a float.
-_LONG_DIGITS = re.compile(rb'[0-9]{19,}')
 
 
 class ArrayColumn:
@@ -85,23 +77,6 @@ def _names_ok(names: list[str]) -> bool:
     return not (':' in joined and _DRIVE.search(joined))
 
 
-def parse_json(data: bytes) -> Any:
-    """The JSON value of the UTF-8 text ``data``, exactly as :func:`json.loads` reads it, with orjson (about 1.5x
-    faster) where it reads it the same: not when a run of 19 or more digits could be an integer beyond 64 bits
-    (orjson makes it a float), nor for what orjson refuses (``NaN``, infinities, unpaired surrogates), which go to
-    :mod:`json`.
-
-    Raises:
-        ValueError: ``data`` is not JSON (or not UTF-8).
-    """
-    if _orjson is not None and _LONG_DIGITS.search(data) is None:
-        try:
-            return _orjson.loads(data)
-        except ValueError:
-            pass
-    return json.loads(data.decode('utf-8'))
-
-
 def build_parsed(data: bytes, path: str, identity: str, *, version: int,
                  add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``(header, columns)`` of the binary form of the index text ``data`` (see the module doc), or None when the
@@ -126,7 +101,7 @@ def build_parsed(data: bytes, path: str, identity: str, *, version: int,
 def _build_parsed(data: bytes, path: str, identity: str, version: int,
                   add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     try:
-        index = parse_json(data)
+        index = json.loads(data.decode('utf-8'))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if type(index) is not dict or index.get('version') != 2 or type(index.get('version')) is not int:
