@@ -17,7 +17,8 @@ compiles a module from source (the peers' site-packages hold ``.pyc`` files):
 
 * **import**: ``import streaming_core`` and the MDS plugin.
 * **cold**: the first process on the node: an empty cache root (no binary index); the data files sit in the page
-  cache, as after writing. From the constructor call to the first sample (``dataset[0]``), imports excluded.
+  cache, as after writing. From the constructor call to the first sample (``dataset[0]``), imports excluded. The
+  median of ``--cold-rounds`` such processes (a single one varies by 15-25% on a 2-core machine).
 * **warm**: the same with the binary index present (median of ``--rounds`` fresh processes).
 * **warm, 2 workers**: constructor to the first batch (batch size 4) of a ``DataLoader`` with 2 fork workers; in
   parentheses the DataLoader's floor: the first batch of a trivial ``IterableDataset`` through the same loader in
@@ -33,8 +34,9 @@ Peers, in the same run, each in a fresh interpreter of the reference virtualenv 
 
 * **reference** (mosaicml-streaming 0.13, checked by ``compat/reference_guard.py``): ``StreamingDataset(local=...)``
   over a hard-linked copy of the same directory (so the two never share lock files), constructor to ``ds[0]``,
-  after ``clean_stale_shared_memory()``. It keeps nothing between processes, so every process is "cold". One
-  process per size (``--ref-max`` bounds the sizes: at 10^6 shards it takes minutes and several GB).
+  after ``clean_stale_shared_memory()``. It keeps nothing between processes, so every process is "cold". The
+  median of ``--cold-rounds`` processes per size (``--ref-max`` bounds the sizes: at 10^6 shards it takes minutes and
+  several GB).
 * **litdata** (0.2.76, installed by ``compat/setup.sh --bench``): four real chunks written by ``litdata.optimize``
   (8 samples each), and an ``index.json`` of ``N`` chunks hard-linked to them (index-only beyond
   ``--index-only``, like ours); ``litdata.StreamingDataset(input_dir=...)`` constructor to ``ds[0]``.
@@ -266,6 +268,11 @@ def run_child(local: str, cache: str, workers: int, floor: bool = False) -> dict
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median ``first_s`` (the upper one of an even count), whole, so its memory goes with its time."""
+    return sorted(runs, key=lambda r: r['first_s'])[len(runs) // 2]
+
+
 def _reexec_with_bytecode() -> None:
     """Run again with bytecode caching on, in ``PYCACHE`` (as ``bench_litdata.py`` and ``bench_parquet.py`` do).
 
@@ -295,6 +302,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--shards', default='1e3,1e4,1e5', help='comma-separated shard counts')
     parser.add_argument('--rounds', type=int, default=3, help='warm rounds per size (median shown)')
+    parser.add_argument('--cold-rounds', type=int, default=3,
+                        help='cold processes per size, ours and the reference\'s (median shown; each ours with an '
+                             'empty cache root)')
     parser.add_argument('--index-only', type=float, default=2e5,
                         help='from this many shards on, only the first shards exist (no 2-worker row)')
     parser.add_argument('--data-dir', help='where to write the data (default: a temporary directory, removed)')
@@ -327,9 +337,12 @@ def main() -> None:
             print(f'  {n} shards: data written in {time.perf_counter() - start:.1f} s (index.json {index_mb:.1f} MB)',
                   flush=True)
             cache = os.path.join(base, f'cache-{n}')
-            shutil.rmtree(cache, ignore_errors=True)
-            cold = run_child(local, cache, 0)
-            assert cold['built'] and cold['shards'] == n
+            colds = []
+            for _ in range(args.cold_rounds):  # each the first process of an empty cache root
+                shutil.rmtree(cache, ignore_errors=True)
+                colds.append(run_child(local, cache, 0))
+                assert colds[-1]['built'] and colds[-1]['shards'] == n
+            cold = _median_run(colds)
             warm = [run_child(local, cache, 0) for _ in range(args.rounds)]
             assert not any(w['built'] for w in warm)
             workers = [run_child(local, cache, 2) for _ in range(args.rounds)] if n < args.index_only else []
@@ -346,7 +359,7 @@ def main() -> None:
                    'cold_own_rss_mb': cold['own_rss'] / 2 ** 20, 'ref_ms': None, 'ref_max_rss_mb': None,
                    'litdata_ms': None, 'litdata_max_rss_mb': None}
             if has_ref and python and n <= args.ref_max:
-                ref = reference_row(python, local, base)
+                ref = _median_run([reference_row(python, local, base) for _ in range(args.cold_rounds)])
                 assert ref['shards'] == n, ref
                 row['ref_ms'], row['ref_max_rss_mb'] = 1e3 * ref['first_s'], ref['max_rss'] / 2 ** 20
             if has_litdata and python:
