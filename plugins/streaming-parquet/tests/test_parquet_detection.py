@@ -113,3 +113,27 @@ def test_a_blocked_builder_is_not_answered_from_the_record(tmp_path: Any) -> Non
             with open(os.path.join(directory, DERIVED_LISTING_NAME)) as handle:
                 records.append(json.load(handle))
     assert len(records) == 1 and records[0]['detected']['builder'] == 'parquet'  # recorded, not trusted blindly
+
+
+def test_a_builder_edited_in_place_is_noticed_once_reinstalled(tmp_path: Any) -> None:
+    """What the guide says of editable installs: the record is keyed by the installed metadata, not the source. A
+    builder edited in place to claim ``*.parquet`` too is not seen until its distribution is reinstalled (which
+    writes its metadata again); then the directory is ambiguous."""
+    local = str(tmp_path / 'data')
+    write_parquet(local, files=2, rows=20, row_group=10)
+    cache = str(tmp_path / 'cache')
+    site = _fake_builder_distribution(str(tmp_path))
+    module = os.path.join(site, 'fakepq_plugin.py')
+    with open(module) as handle:
+        source = handle.read()
+    with open(module, 'w') as handle:
+        handle.write(source.replace("patterns = ('*.parquet',)", "patterns = ('*.nothing',)"))
+    first = _run(local, cache, site)
+    assert first['error'] is None
+    with open(module, 'w') as handle:  # edited in place, as in an editable install
+        handle.write(source)
+    assert _run(local, cache, site)['ids'] == first['ids']
+    entry_points = os.path.join(site, 'fakepq-0.1.dist-info', 'entry_points.txt')
+    os.utime(entry_points, ns=(os.stat(entry_points).st_atime_ns, os.stat(entry_points).st_mtime_ns + 10 ** 9))
+    reinstalled = _run(local, cache, site)
+    assert reinstalled['ids'] is None and 'several formats' in reinstalled['error'], reinstalled
