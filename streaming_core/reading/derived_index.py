@@ -52,7 +52,8 @@ from streaming_core.storage.redact import redact_url
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'ListingUnavailableError',
            'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
-           'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'FileProgress']
+           'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'write_record',
+           'FileProgress']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -497,7 +498,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     kept = kept_index(path, old, identity)
     if kept is not None:
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
-            _write_record(sdir, {**old, 'detected': detected})
+            write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
@@ -512,23 +513,23 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected, detected=detected)
+    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
+                  extra={'detected': detected} if detected is not None else None)
     return path, data, identity
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
-                  files: Sequence[SourceFile], detected: dict[str, str] | None = None) -> None:
+                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> None:
     """Install the derived index ``data`` at ``path``, then the listing it was built from (what
-    :func:`kept_index` checks) and, when the format was detected, under which :func:`detection_key`; each
-    written atomically."""
+    :func:`kept_index` checks) with ``extra`` fields (what a later process may reuse, such as the detected format
+    under its :func:`detection_key`); each written atomically."""
     write_file_atomic(path, data)
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),
-                               'files': [item.key() for item in files]}
-    if detected is not None:
-        listing['detected'] = detected
-    _write_record(sdir, listing)
+                               'files': [item.key() for item in files], **(extra or {})}
+    write_record(sdir, listing)
 
 
-def _write_record(sdir: str, listing: dict[str, Any]) -> None:
+def write_record(sdir: str, listing: dict[str, Any]) -> None:
+    """Write the listing record ``listing`` (see :func:`write_listing`) atomically."""
     write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))

@@ -28,16 +28,19 @@ from streaming_core.reading.derived_index import (
     SourceFile,
     build_with,
     configure_builder,
+    describe_options,
     kept_index,
     listing_identity,
     read_listing,
     write_listing,
+    write_record,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.storage.facade import join
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['KNOWN_FOREIGN_INDEXES', 'foreign_index', 'claiming_builder', 'build_foreign_index', 'derive_foreign_index']
+__all__ = ['KNOWN_FOREIGN_INDEXES', 'foreign_index', 'claiming_builder', 'build_foreign_index', 'derive_foreign_index',
+           'kept_foreign']
 
 logger = logging.getLogger('streaming_core.reading.foreign_index')
 
@@ -156,8 +159,37 @@ def _parse_file(path: str) -> dict[str, Any] | None:
         return None
 
 
+def _foreign_key(stream: Any) -> str | None:
+    """What deriving a foreign ``index.json`` depends on besides its bytes: the installed index builders
+    (:meth:`~streaming_core.machinery.name_registry.Registry.fingerprint`), ``format=`` and the format options. None
+    when the builders cannot be told apart from another process's."""
+    from streaming_core.machinery.lookup import get_registry
+    fingerprint = get_registry('index_builder').fingerprint()
+    if fingerprint is None:
+        return None
+    options = describe_options(dict(getattr(stream, 'format_options', None) or {}))
+    text = json.dumps([fingerprint, getattr(stream, 'format', None), options])
+    return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
+
+
+def kept_foreign(stream: Any, sdir: str, stat: tuple[int, int, int]) -> tuple[str, str] | None:
+    """``(path of the derived index, its identity)`` when the record in ``sdir`` says it was derived from the
+    ``index.json`` whose ``(size, mtime_ns, inode)`` is ``stat``, with the builders, ``format=`` and options the stream
+    has now: a warm start then neither reads nor parses the foreign index, nor imports every index builder to ask
+    which claims it. None otherwise (derive it as usual)."""
+    record = read_listing(sdir)
+    seen = record.get('foreign') if record is not None else None
+    if not isinstance(seen, dict) or seen.get('stat') != list(stat) or not isinstance(record.get('identity'), str):
+        return None
+    key = _foreign_key(stream)
+    if key is None or seen.get('key') != key:
+        return None
+    return os.path.join(sdir, DERIVED_INDEX_NAME), record['identity']
+
+
 def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
-                         previous: Sequence[dict[str, Any]] = ()) -> tuple[str, bytes, str]:
+                         previous: Sequence[dict[str, Any]] = (),
+                         stat: tuple[int, int, int] | None = None) -> tuple[str, bytes, str]:
     """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
     parsed ``obj``), built when its content changed (caller holds the stream's index lock).
 
@@ -171,6 +203,8 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
             copy the new version does not vouch for (same size and hash in both versions) is removed first.
         previous: Other index versions the local copies may come from (a streaming index cached there before).
+        stat: ``(size, mtime_ns, inode)`` of the local ``index.json`` whose bytes ``data`` are (a directory read
+            without a remote): recorded, so that :func:`kept_foreign` spares the next process the derivation.
 
     Returns:
         ``(path of the derived index, its bytes, its identity)``.
@@ -189,8 +223,12 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     identity = listing_identity(name, [item], format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = read_listing(sdir)
+    key = _foreign_key(stream) if stat is not None else None
+    foreign = {'stat': list(stat), 'key': key} if stat is not None and key is not None else None
     kept = kept_index(path, old, identity)
     if kept is not None:
+        if old is not None and foreign is not None and old.get('foreign') != foreign:
+            write_record(sdir, {**old, 'foreign': foreign})
         return path, kept, identity
     logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
     built = build_with(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
@@ -211,5 +249,6 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item])
+    write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item],
+                  extra={'foreign': foreign} if foreign is not None else None)
     return path, built, identity

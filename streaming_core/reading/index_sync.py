@@ -181,6 +181,9 @@ def sync_index(stream: Any) -> SyncedIndex:
         ident_now = file_identity(path)
         if ident_now is not None and _binary_present(stream.local_dir, _file_id_text(ident_now)):
             return SyncedIndex(path, None, _file_id_text(ident_now), ident_now)  # warm: no byte of it read
+        warm = _foreign_warm(stream, ident_now) if ident_now is not None else None
+        if warm is not None:
+            return warm
         try:
             data, ident = _read(path)
         except FileNotFoundError:
@@ -194,7 +197,7 @@ def sync_index(stream: Any) -> SyncedIndex:
             raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
         foreign = _foreign_obj(data)
         if foreign is not None:
-            return _foreign_locked(stream, data, foreign)
+            return _foreign_locked(stream, data, foreign, ident)
         return SyncedIndex(path, data, _file_id_text(ident))
     local_dir = stream.local_dir
     in_place = is_in_place(remote, local_dir)
@@ -277,16 +280,36 @@ def _foreign_obj(data: bytes) -> dict[str, Any] | None:
     return foreign_index(data)
 
 
-def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any]) -> SyncedIndex:
-    """The index derived from a local foreign ``index.json`` (no remote), under the stream's index lock."""
+def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: tuple[int, int, int]) -> SyncedIndex:
+    """The index derived from a local foreign ``index.json`` (no remote; ``stat`` of the bytes ``data``), under the
+    stream's index lock."""
     from streaming_core.reading.foreign_index import derive_foreign_index
     sdir = state_dir(stream.local_dir)
     locks = stream.locks()
     locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
     try:
-        return SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False))
+        return SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False,
+                                                 stat=stat))
     finally:
         locks.release(INDEX_LOCK_BYTE)
+
+
+def _foreign_warm(stream: Any, stat: tuple[int, int, int]) -> SyncedIndex | None:
+    """A local foreign ``index.json`` (no remote) unchanged since its index was derived with the same builders and
+    options, whose binary index exists: the derived index, no byte of the foreign one read (None otherwise)."""
+    from streaming_core.reading.derived_index import DERIVED_LISTING_NAME
+    sdir = state_dir(stream.local_dir, create=False)
+    if not os.path.exists(os.path.join(sdir, DERIVED_LISTING_NAME)):
+        return None
+    from streaming_core.reading.foreign_index import kept_foreign
+    kept = kept_foreign(stream, sdir, stat)
+    if kept is None:
+        return None
+    path, identity = kept
+    derived = file_identity(path)
+    if derived is None or not _binary_present(stream.local_dir, identity):
+        return None
+    return SyncedIndex(path, None, identity, derived)
 
 
 def _probe(stream: Any, url: str) -> str | None:

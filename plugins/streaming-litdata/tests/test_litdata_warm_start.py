@@ -1,0 +1,51 @@
+"""A warm start of a litdata directory read in place: its ``index.json`` unchanged since the index was derived (same
+stat, same installed builders, same options), the next process reads the derived index's binary form without
+parsing litdata's index or importing the other index builders; a changed ``index.json`` is derived again. Every
+step is a fresh process, as a user's runs are."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+from tests.fixtures.child_report import child_report
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden')
+
+_READ = '''
+import json, sys
+from streaming_core import StreamingDataset
+ds = StreamingDataset(local=LOCAL, batch_size=2)
+print(json.dumps({'items': [[int(ds[i]['id']), ds[i]['name']] for i in range(len(ds))],
+                  'identity': ds.streams[0].index_identity,
+                  'modules': sorted(m for m in sys.modules if m.startswith('streaming_') and m.count('.') == 0)}))
+'''
+
+
+def _run(local: str, cache: str) -> dict[str, Any]:
+    return child_report(f'LOCAL = {local!r}\n' + _READ, cache)
+
+
+def test_an_unchanged_litdata_index_is_not_derived_again(tmp_path: Any) -> None:
+    local = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), local)
+    cache = str(tmp_path / 'cache')
+    cold = _run(local, cache)
+    assert 'streaming_parquet' in cold['modules']  # the first process asks every index builder
+    warm = _run(local, cache)
+    assert warm['items'] == cold['items'] and warm['identity'] == cold['identity']
+    assert 'streaming_litdata' in warm['modules'], warm['modules']
+    assert 'streaming_parquet' not in warm['modules'] and 'streaming_webdataset' not in warm['modules'], warm
+    index = os.path.join(local, 'index.json')
+    with open(index) as handle:
+        obj = json.load(handle)
+    obj['chunks'] = obj['chunks'][:1]  # the same dataset, one chunk: another index version
+    with open(index, 'w') as handle:
+        json.dump(obj, handle)
+    changed = _run(local, cache)
+    assert changed['identity'] != cold['identity'] and 0 < len(changed['items']) < len(cold['items'])
+    assert changed['items'] == cold['items'][:len(changed['items'])]
+    again = _run(local, cache)
+    assert again['items'] == changed['items'] and 'streaming_parquet' not in again['modules']
