@@ -519,15 +519,16 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
-                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> None:
+                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Install the derived index ``data`` at ``path``, then the listing it was built from (what
     :func:`kept_index` checks) with ``extra`` fields (what a later process may reuse, such as the detected format
-    under its :func:`detection_key`); each written atomically."""
+    under its :func:`detection_key`); each written atomically. Returns the listing record written."""
     write_file_atomic(path, data)
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),
                                'files': [item.key() for item in files], **(extra or {})}
     write_record(sdir, listing)
+    return listing
 
 
 def write_record(sdir: str, listing: dict[str, Any]) -> None:

@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, StreamingError, UnknownNameError
+from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.derived_index import (
     DERIVED_INDEX_NAME,
     ForeignIndexError,
     SourceFile,
     build_with,
     configure_builder,
-    describe_options,
     kept_index,
     listing_identity,
     read_listing,
@@ -167,16 +167,18 @@ def _foreign_key(stream: Any) -> str | None:
     fingerprint = get_registry('index_builder').fingerprint()
     if fingerprint is None:
         return None
-    options = describe_options(dict(getattr(stream, 'format_options', None) or {}))
-    text = json.dumps([fingerprint, getattr(stream, 'format', None), options])
+    options = dict(getattr(stream, 'format_options', None) or {})  # encoded as the identity encodes them
+    text = json.dumps([fingerprint, getattr(stream, 'format', None), options], sort_keys=True, default=repr)
     return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
 
 
-def kept_foreign(stream: Any, sdir: str, stat: tuple[int, int, int]) -> tuple[str, str] | None:
-    """``(path of the derived index, its identity)`` when the record in ``sdir`` says it was derived from the
-    ``index.json`` whose ``(size, mtime_ns, inode)`` is ``stat``, with the builders, ``format=`` and options the stream
-    has now: a warm start then neither reads nor parses the foreign index, nor imports every index builder to ask
-    which claims it. None otherwise (derive it as usual)."""
+def kept_foreign(stream: Any, sdir: str,
+                 stat: tuple[int, int, int]) -> tuple[str, str, tuple[int, int, int]] | None:
+    """``(path of the derived index, its identity, its stat)`` when the record in ``sdir`` says it was derived from
+    the ``index.json`` whose ``(size, mtime_ns, inode)`` is ``stat``, with the builders, ``format=`` and options the
+    stream has now, and the derived index is still the file the record describes: a warm start then neither reads
+    nor parses the foreign index, nor imports every index builder to ask which claims it. None otherwise (derive it
+    as usual, under the lock, checking the derived index's digest)."""
     record = read_listing(sdir)
     seen = record.get('foreign') if record is not None else None
     if not isinstance(seen, dict) or seen.get('stat') != list(stat) or not isinstance(record.get('identity'), str):
@@ -184,7 +186,17 @@ def kept_foreign(stream: Any, sdir: str, stat: tuple[int, int, int]) -> tuple[st
     key = _foreign_key(stream)
     if key is None or seen.get('key') != key:
         return None
-    return os.path.join(sdir, DERIVED_INDEX_NAME), record['identity']
+    path = os.path.join(sdir, DERIVED_INDEX_NAME)
+    derived = file_identity(path)
+    if derived is None or seen.get('derived') != list(derived):
+        return None  # replaced since (another version, or a crash between the two writes): not this record's file
+    return path, record['identity'], derived
+
+
+def _foreign_record(stat: tuple[int, int, int] | None, key: str | None, path: str) -> dict[str, Any] | None:
+    """What :func:`kept_foreign` checks: the foreign index's stat, the key, the derived index file's stat."""
+    derived = file_identity(path) if stat is not None and key is not None else None
+    return {'stat': list(stat), 'key': key, 'derived': list(derived)} if derived is not None else None
 
 
 def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
@@ -224,9 +236,9 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = read_listing(sdir)
     key = _foreign_key(stream) if stat is not None else None
-    foreign = {'stat': list(stat), 'key': key} if stat is not None and key is not None else None
     kept = kept_index(path, old, identity)
     if kept is not None:
+        foreign = _foreign_record(stat, key, path)
         if old is not None and foreign is not None and old.get('foreign') != foreign:
             write_record(sdir, {**old, 'foreign': foreign})
         return path, kept, identity
@@ -249,6 +261,8 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item],
-                  extra={'foreign': foreign} if foreign is not None else None)
+    listing = write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item])
+    foreign = _foreign_record(stat, key, path)
+    if foreign is not None:  # after the derived index is in place: the record names that very file
+        write_record(sdir, {**listing, 'foreign': foreign})
     return path, built, identity

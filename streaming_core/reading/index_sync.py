@@ -305,9 +305,8 @@ def _foreign_warm(stream: Any, stat: tuple[int, int, int]) -> SyncedIndex | None
     kept = kept_foreign(stream, sdir, stat)
     if kept is None:
         return None
-    path, identity = kept
-    derived = file_identity(path)
-    if derived is None or not _binary_present(stream.local_dir, identity):
+    path, identity, derived = kept
+    if not _binary_present(stream.local_dir, identity):
         return None
     return SyncedIndex(path, None, identity, derived)
 

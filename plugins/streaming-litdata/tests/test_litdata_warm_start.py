@@ -49,3 +49,54 @@ def test_an_unchanged_litdata_index_is_not_derived_again(tmp_path: Any) -> None:
     assert changed['items'] == cold['items'][:len(changed['items'])]
     again = _run(local, cache)
     assert again['items'] == changed['items'] and 'streaming_parquet' not in again['modules']
+
+
+_COLUMNS = '''
+import json
+from streaming_core import StreamingDataset
+try:
+    ds = StreamingDataset(local=LOCAL, batch_size=2, columns=COLUMNS)
+    print(json.dumps({'keys': sorted(ds[0]), 'error': None}))
+except Exception as err:
+    print(json.dumps({'keys': None, 'error': type(err).__name__}))
+'''
+
+
+def _columns(local: str, cache: str, columns: list[str]) -> dict[str, Any]:
+    return child_report(f'LOCAL = {local!r}\nCOLUMNS = {columns!r}\n' + _COLUMNS, cache)
+
+
+def test_options_that_print_alike_are_not_taken_for_each_other(tmp_path: Any) -> None:
+    """``columns=['id,name']`` (one key that does not exist) is not ``['id', 'name']``, in any order of runs."""
+    local = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), local)
+    cache = str(tmp_path / 'cache')
+    assert _columns(local, cache, ['id,name'])['error'] == 'UnknownColumnError'
+    assert _columns(local, cache, ['id', 'name'])['keys'] == ['id', 'name']
+    assert _columns(local, cache, ['id', 'name'])['keys'] == ['id', 'name']
+    assert _columns(local, cache, ['id,name'])['error'] == 'UnknownColumnError'
+
+
+def test_a_derived_index_replaced_under_its_record_is_not_trusted(tmp_path: Any) -> None:
+    """The record and the derived index it describes are two files: when the derived index is another version's
+    (another process's projection, or a crash between the two writes) and the binary index must be rebuilt, the
+    warm start does not build it from the wrong file."""
+    from streaming_core.reading.derived_index import DERIVED_LISTING_NAME
+    local = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), local)
+    cache = str(tmp_path / 'cache')
+    assert _columns(local, cache, ['id'])['keys'] == ['id']
+    assert _columns(local, cache, ['id'])['keys'] == ['id']
+    sdir = child_report('import json\nfrom streaming_core.common.paths import state_dir\n'
+                        f'print(json.dumps({{"sdir": state_dir({local!r})}}))\n', cache)['sdir']
+    assert os.path.isdir(sdir)
+    with open(os.path.join(sdir, DERIVED_LISTING_NAME)) as handle:
+        record = handle.read()
+    assert _columns(local, cache, ['name'])['keys'] == ['name']  # replaces the derived index and its record
+    with open(os.path.join(sdir, DERIVED_LISTING_NAME), 'w') as handle:
+        handle.write(record)  # the first record back, beside the other version's derived index
+    for name in os.listdir(sdir):
+        if name.endswith('.bin'):
+            with open(os.path.join(sdir, name), 'r+b') as handle:
+                handle.truncate(16)  # and its binary index is damaged: it must be built again
+    assert _columns(local, cache, ['id'])['keys'] == ['id']
