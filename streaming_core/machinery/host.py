@@ -190,11 +190,10 @@ class PluginHost:
             manifest = self._read_manifest()
             if manifest is None:
                 return
-            plugin = manifest['names'].get(kind, {}).get(name)
-            source = manifest['plugins'].get(plugin) if plugin is not None else None
-            if source is None or plugin in self.config.effective_blocked():
+            plugin, source = self._named_source(manifest, kind, name)
+            if source is None:
                 return
-            if plugin in self._infos or (source.get('origin') != 'builtin' and not self.config.effective_autoload()):
+            if plugin in self._infos or not self._may_load(source):
                 if plugin in self._infos:
                     self._distrust()
                 return
@@ -225,11 +224,8 @@ class PluginHost:
             manifest = self._read_manifest()
             if manifest is None:
                 return False
-            plugin = manifest['names'].get(kind, {}).get(name)
-            source = manifest['plugins'].get(plugin) if plugin is not None else None
-            if source is None or plugin in self.config.effective_blocked():
-                return False
-            return source.get('origin') == 'builtin' or self.config.effective_autoload()
+            _, source = self._named_source(manifest, kind, name)
+            return source is not None and self._may_load(source)
 
     def names_fingerprint(self, kind: str) -> str | None:
         """A digest that two processes share when their lookups of ``kind`` would find the same names from the same
@@ -268,12 +264,11 @@ class PluginHost:
             named = manifest['names'].get(kind, {})
             plugins = set(named.values()) | {plugin for plugin, source in manifest['plugins'].items()
                                              if kind in (source.get('declared') or {})}
-            blocked, autoload = self.config.effective_blocked(), self.config.effective_autoload()
             self._loading = threading.get_ident()
             try:
-                for plugin in sorted(plugins - blocked - set(self._infos)):
+                for plugin in sorted(plugins - self.config.effective_blocked() - set(self._infos)):
                     source = manifest['plugins'].get(plugin)
-                    if source is None or (source.get('origin') != 'builtin' and not autoload):
+                    if source is None or not self._may_load(source):
                         continue
                     try:
                         self._load_one(plugin, source)
@@ -288,6 +283,20 @@ class PluginHost:
                 self._distrust()
                 return False
             return True
+
+    def _named_source(self, manifest: dict[str, Any], kind: str,
+                      name: str) -> tuple[str | None, dict[str, Any] | None]:
+        """``(plugin, its manifest source)`` the manifest names for ``name`` of ``kind``; the source is None when it
+        names none, or a blocked plugin."""
+        plugin = manifest['names'].get(kind, {}).get(name)
+        source = manifest['plugins'].get(plugin) if plugin is not None else None
+        if source is None or plugin in self.config.effective_blocked():
+            return plugin, None
+        return plugin, source
+
+    def _may_load(self, source: dict[str, Any]) -> bool:
+        """Whether a manifest source would be loaded: a builtin always, an entry point when autoloading."""
+        return source.get('origin') == 'builtin' or self.config.effective_autoload()
 
     def _manager(self) -> pluggy.PluginManager:
         if self._pm is None:
