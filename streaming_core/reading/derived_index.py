@@ -40,6 +40,7 @@ from streaming_core.errors import (
     UnknownNameError,
     UnsafePathError,
 )
+from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.index_file import (
     check_basename,
     index_text,
@@ -519,16 +520,23 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
-                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> None:
     """Install the derived index ``data`` at ``path``, then the listing it was built from (what
     :func:`kept_index` checks) with ``extra`` fields (what a later process may reuse, such as the detected format
-    under its :func:`detection_key`); each written atomically. Returns the listing record written."""
+    under its :func:`detection_key`); each written atomically. The record names the installed file by its
+    :func:`~streaming_core.reading.cache_record.file_identity` (``derived_stat``), so that a reader trusting the
+    record without the digest can tell the file is still the one it describes."""
     write_file_atomic(path, data)
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),
-                               'files': [item.key() for item in files], **(extra or {})}
+                               'files': [item.key() for item in files], 'derived_stat': _stat_list(path),
+                               **(extra or {})}
     write_record(sdir, listing)
-    return listing
+
+
+def _stat_list(path: str) -> list[int] | None:
+    stat = file_identity(path)
+    return list(stat) if stat is not None else None
 
 
 def write_record(sdir: str, listing: dict[str, Any]) -> None:

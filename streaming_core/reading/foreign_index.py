@@ -188,15 +188,9 @@ def kept_foreign(stream: Any, sdir: str,
         return None
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     derived = file_identity(path)
-    if derived is None or seen.get('derived') != list(derived):
+    if derived is None or record.get('derived_stat') != list(derived):
         return None  # replaced since (another version, or a crash between the two writes): not this record's file
     return path, record['identity'], derived
-
-
-def _foreign_record(stat: tuple[int, int, int] | None, key: str | None, path: str) -> dict[str, Any] | None:
-    """What :func:`kept_foreign` checks: the foreign index's stat, the key, the derived index file's stat."""
-    derived = file_identity(path) if stat is not None and key is not None else None
-    return {'stat': list(stat), 'key': key, 'derived': list(derived)} if derived is not None else None
 
 
 def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
@@ -236,11 +230,13 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     old = read_listing(sdir)
     key = _foreign_key(stream) if stat is not None else None
+    foreign = {'stat': list(stat), 'key': key} if stat is not None and key is not None else None
     kept = kept_index(path, old, identity)
     if kept is not None:
-        foreign = _foreign_record(stat, key, path)
-        if old is not None and foreign is not None and old.get('foreign') != foreign:
-            write_record(sdir, {**old, 'foreign': foreign})
+        derived = file_identity(path)  # the file whose digest kept_index just checked
+        if old is not None and foreign is not None and derived is not None and \
+                (old.get('foreign'), old.get('derived_stat')) != (foreign, list(derived)):
+            write_record(sdir, {**old, 'foreign': foreign, 'derived_stat': list(derived)})
         return path, kept, identity
     logger.info('building the %s index of %s from its %s', name, where, INDEX_BASENAME)
     built = build_with(name, builder, [item], source, timeout=float(stream.download_timeout or 60.0),
@@ -261,8 +257,6 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-    listing = write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item])
-    foreign = _foreign_record(stat, key, path)
-    if foreign is not None:  # after the derived index is in place: the record names that very file
-        write_record(sdir, {**listing, 'foreign': foreign})
+    write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item],
+                  extra={'foreign': foreign} if foreign is not None else None)
     return path, built, identity
