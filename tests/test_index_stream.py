@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -113,17 +114,26 @@ def test_a_big_index_converts_in_bounded_memory(tmp_path):
     less than 64 MB whatever its size (the columns spill to disk), where json.loads needs several times the file's
     size."""
     megabytes = int(os.environ.get('STREAMING_CORE_BIG_INDEX_MB', '2048'))
+    needed, free = (megabytes * 3 // 2 + 512) << 20, shutil.disk_usage(tmp_path).free
+    assert free >= needed, (f'this test writes a {megabytes} MB index.json and its binary form under {tmp_path}: it '
+                            f'needs {needed >> 20} MB free there, {free >> 20} MB are (free space, or set '
+                            'STREAMING_CORE_BIG_INDEX_MB lower for a local run)')
     path = str(tmp_path / 'index.json')
     env = dict(os.environ, PYTHONPATH=ROOT)
-    made = subprocess.run([sys.executable, '-c', textwrap.dedent(_WRITE), path, str(megabytes << 20)],
-                          capture_output=True, text=True, env=env, timeout=1200)
-    assert made.returncode == 0, made.stderr
-    shards = int(made.stdout)
-    size = os.path.getsize(path)
-    assert size >= megabytes << 20
-    built = subprocess.run([sys.executable, '-c', textwrap.dedent(_BUILD), path, str(tmp_path / 'index.bin')],
-                           capture_output=True, text=True, env=env, timeout=1800)
-    assert built.returncode == 0, built.stderr
+    try:
+        made = subprocess.run([sys.executable, '-c', textwrap.dedent(_WRITE), path, str(megabytes << 20)],
+                              capture_output=True, text=True, env=env, timeout=1200)
+        assert made.returncode == 0, made.stderr
+        shards = int(made.stdout)
+        size = os.path.getsize(path)
+        assert size >= megabytes << 20
+        built = subprocess.run([sys.executable, '-c', textwrap.dedent(_BUILD), path, str(tmp_path / 'index.bin')],
+                               capture_output=True, text=True, env=env, timeout=1800)
+        assert built.returncode == 0, built.stderr
+    finally:
+        for name in ('index.json', 'index.bin'):  # pytest keeps the last runs' tmp_path: do not keep gigabytes there
+            if os.path.exists(tmp_path / name):
+                os.remove(tmp_path / name)
     num, samples, grown, seconds, torch_loaded = built.stdout.split()
     assert (int(num), int(samples), torch_loaded) == (shards, 8 * shards, 'False')
     assert int(grown) < 64 << 20, f'peak memory grew by {int(grown) >> 20} MB for a {size >> 20} MB index'
