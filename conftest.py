@@ -23,9 +23,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption('--soak', action='store_true', default=False, help='run the long soak tests')
 
 
+#: The longest test files (minutes each, measured with ``--durations``), run first under pytest-xdist: files are
+#: handed to the workers in collection order, so a long file collected last (tests/trainers/) kept one worker busy
+#: alone at the end of the run.
+LONGEST_FIRST = ('tests/trainers/test_lightning.py', 'tests/test_index_stream.py', 'tests/trainers/test_huggingface.py',
+                 'tests/trainers/test_torch_loops.py', 'tests/test_elastic.py', 'tests/test_rank_state.py')
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the soak tests unless ``--soak`` is given; refuse the ``compat`` tests in a pytest-xdist worker."""
+    """Skip the soak tests unless ``--soak`` is given; refuse the ``compat`` tests in a pytest-xdist worker, where
+    the longest files are collected first."""
     if os.environ.get('PYTEST_XDIST_WORKER'):
+        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), ROOT), len(rank)))
         # mosaicml-streaming 0.13's 2-worker DataLoader hangs when started from a pytest-xdist worker, and its
         # clean_stale_shared_memory() unlinks the shared memory of any other reference run on the machine.
         refuse = pytest.mark.skip(reason='a compat test: run it without -n (make test runs `pytest -m compat` apart)')
