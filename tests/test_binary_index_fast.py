@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streaming_core.errors import IndexFormatError
 from streaming_core.reading import binary_index_fast
 from streaming_core.reading.binary_index import FORMAT_VERSION, _add_template, build_binary
 from streaming_core.reading.binary_index_fast import build_parsed
@@ -57,7 +58,8 @@ def test_the_fast_build_equals_the_general_one(tmp_path, compression, hashes):
 
 
 @pytest.mark.parametrize('damage', ['two templates', '../escape', 'leading /', 'dot', 'drive', 'bool samples',
-                                    'negative bytes', 'upper hex', 'missing hashes', 'two shards keys', 'version'])
+                                    'negative bytes', 'upper hex', 'missing hashes', 'two shards keys', 'version',
+                                    'escaped shards key', 'bytes beyond 2**64', 'truncated'])
 def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
     index = _index(tmp_path, hashes=['sha1'])
     shards = index['shards']
@@ -82,10 +84,19 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
         del raw['hashes']
     elif damage == 'version':
         index['version'] = True
+    elif damage == 'bytes beyond 2**64':  # msgspec before 0.19 decoded this one wrongly
+        raw['bytes'] = 19446744073709551617
     data = json.dumps(index).encode()
     if damage == 'two shards keys':
         data = data[:-1] + b', "shards": []}'
+    elif damage == 'escaped shards key':  # both parsers keep the last list; the streamed read saw both
+        data = data[:-1] + b', "\\u0073hards": ' + json.dumps(shards[:2]).encode() + b'}'
+    elif damage == 'truncated':
+        data = data[:-40]
     assert build_parsed(data, 'p', 'id', version=FORMAT_VERSION, add_template=_add_template) is None
+    if damage in ('two shards keys', 'escaped shards key'):
+        with pytest.raises(IndexFormatError, match='two "shards" keys'):
+            _general(data)
     if damage == 'two templates':
         assert len(_general(data)[0]['templates']) == 2
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from streaming_core.errors import IndexFormatError, IndexJSONError, UnknownNameError, UnsafePathError
 
-__all__ = ['INDEX_BASENAME', 'pyjson_sorted', 'FileInfo', 'check_basename', 'parse_index_text', 'load_index',
-           'shard_readers', 'index_text', 'write_index', 'resolve_inside', 'get_index_basename']
+__all__ = ['INDEX_BASENAME', 'TWO_SHARDS_KEYS', 'pyjson_sorted', 'FileInfo', 'check_basename', 'parse_index_text',
+           'load_index', 'shard_readers', 'index_text', 'write_index', 'resolve_inside', 'get_index_basename']
 
 INDEX_BASENAME = 'index.json'
 _HEX = re.compile(r'[0-9a-f]*')
@@ -100,6 +100,11 @@ class FileInfo:
         return {'basename': self.basename, 'bytes': self.bytes, 'hashes': dict(self.hashes)}
 
 
+#: The error of an index with two ``shards`` keys (``json.loads`` would keep the last list, a streamed read both).
+TWO_SHARDS_KEYS = ('Index file at {path} has two "shards" keys; an index has one list of shards (the file is corrupt '
+                   'or was edited by hand): rewrite it with one.')
+
+
 def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
     """Parse and check the top level of an index: a JSON object with ``version == 2`` and a ``shards`` list.
 
@@ -107,7 +112,8 @@ def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
 
     Raises:
         IndexJSONError: the text is not valid JSON (a ``json.JSONDecodeError`` too, as in the reference).
-        IndexFormatError: the text is not UTF-8, nests too deeply, or is not a version 2 index.
+        IndexFormatError: the text is not UTF-8, nests too deeply, is not a version 2 index, or has two ``shards``
+            keys.
     """
     try:
         obj = json.loads(text)
@@ -123,7 +129,15 @@ def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
     shards = obj.get('shards')
     if not isinstance(shards, list) or not all(isinstance(entry, dict) for entry in shards):
         raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects.')
+    data = text if isinstance(text, bytes) else text.encode('utf-8', 'surrogatepass')
+    if (data.count(b'"shards"') > 1 or b'\\u00' in data) and \
+            [key for key, _ in json.loads(text, object_pairs_hook=_pairs)].count('shards') > 1:
+        raise IndexFormatError(TWO_SHARDS_KEYS.format(path=path))
     return obj
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return pairs
 
 
 def load_index(path: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from streaming_core.errors import IndexFormatError, IndexJSONError
+from streaming_core.reading.index_file import TWO_SHARDS_KEYS
 
 __all__ = ['iter_index_entries', 'CHUNK']
 
@@ -121,6 +122,8 @@ def iter_index_entries(handle: IO[bytes], path: str, top: dict[str, Any] | None 
                                      scan.pos)
             scan.expect(':')
             if key == 'shards':
+                if seen_shards:
+                    raise IndexFormatError(TWO_SHARDS_KEYS.format(path=path))
                 if scan.peek() != '[':
                     raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects.')
                 seen_shards = True
