@@ -16,10 +16,10 @@ RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # `make test` runs pytest in TEST_WORKERS worker processes (pytest-xdist, each test file whole on one worker; 2 by
-# default, 0 for one serial run). The tests marked `compat` run the reference (mosaicml-streaming 0.13): under xdist
+# default, 0 for one serial run; the longest files first, see conftest.py). The tests marked `compat` run the reference (mosaicml-streaming 0.13): under xdist
 # they get a serial pass of their own (its two-worker DataLoader hangs inside an xdist worker).
 TEST_WORKERS ?= 2
-PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup reference test-setup runtime demo test test-fast lint docs compat bench clean
 

@@ -23,19 +23,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption('--soak', action='store_true', default=False, help='run the long soak tests')
 
 
-#: The longest test files (minutes each, measured with ``--durations``), run first under pytest-xdist: files are
-#: handed to the workers in collection order, so a long file collected last (tests/trainers/) kept one worker busy
-#: alone at the end of the run.
+#: The longest test files (minutes each, measured with ``--durations``), handed to the pytest-xdist workers first, so
+#: that no long file is left to one worker at the end of the run (tests/trainers/, collected last, used to be). The
+#: Makefile passes ``--no-loadscope-reorder``: xdist's own order (the files with the most tests first) knows nothing
+#: of their duration.
 LONGEST_FIRST = ('tests/trainers/test_lightning.py', 'tests/test_index_stream.py', 'tests/trainers/test_huggingface.py',
                  'tests/trainers/test_torch_loops.py', 'tests/test_elastic.py', 'tests/test_rank_state.py')
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Sort ``items`` in place: the :data:`LONGEST_FIRST` files, then the others by their number of tests (xdist's
+    default order), each file's tests together and in their order."""
+    files = [os.path.relpath(str(item.path), ROOT) for item in items]
+    counts: dict[str, int] = {}
+    for name in files:
+        counts[name] = counts.get(name, 0) + 1
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    first_seen = {name: i for i, name in reversed(list(enumerate(files)))}
+    key = {name: (rank.get(name, len(rank)), -counts[name] if name not in rank else 0, first_seen[name])
+           for name in counts}
+    order = sorted(range(len(items)), key=lambda i: (key[files[i]], i))
+    items[:] = [items[i] for i in order]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the soak tests unless ``--soak`` is given; refuse the ``compat`` tests in a pytest-xdist worker, where
     the longest files are collected first."""
     if os.environ.get('PYTEST_XDIST_WORKER'):
-        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), ROOT), len(rank)))
+        _longest_first(items)
         # mosaicml-streaming 0.13's 2-worker DataLoader hangs when started from a pytest-xdist worker, and its
         # clean_stale_shared_memory() unlinks the shared memory of any other reference run on the machine.
         refuse = pytest.mark.skip(reason='a compat test: run it without -n (make test runs `pytest -m compat` apart)')
