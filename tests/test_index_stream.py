@@ -67,8 +67,15 @@ def test_two_shards_keys_are_refused_by_both_readers(text):
     """``json.loads`` keeps the last list, a streamed read would see both: the index is refused either way."""
     with pytest.raises(IndexFormatError, match='two "shards" keys'):
         _entries(text)
-    with pytest.raises(IndexFormatError, match='two "shards" keys'):
-        parse_index_text(text, '/x/index.json')
+    for given in (text, text.encode()):
+        with pytest.raises(IndexFormatError, match='two "shards" keys'):
+            parse_index_text(given, '/x/index.json')
+
+
+def test_escaped_names_are_not_taken_for_a_second_shards_key():
+    text = json.dumps({'shards': [{'name': 'caf\u00e9 \u0000 "shards"', 'samples': 1}], 'version': 2})
+    assert '\\u00e9' in text and _entries(text) == json.loads(text)['shards']
+    assert parse_index_text(text, '/x/index.json') == json.loads(text)
 
 
 def test_a_non_object_entry_is_refused_by_the_builder():

@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streaming_core.reading.index_file import may_have_two_shards_keys
+
 __all__ = ['FAST_PARSE_BYTES', 'build_parsed', 'ArrayColumn']
 
 #: Indexes up to this size are parsed whole (a parsed index takes several times its size in Python objects).
@@ -32,7 +34,6 @@ MSGSPEC_BYTES = 1 << 20
 _MAX_INT64 = (1 << 63) - 1
 _HEX = re.compile(r'[0-9a-f]*')
 _DRIVE = re.compile(r'(?:\A|\0)[A-Za-z]:')
-_ESCAPED_ASCII = re.compile(rb'\\u00[2-7][0-9a-fA-F]')
 
 
 class ArrayColumn:
@@ -92,8 +93,7 @@ def build_parsed(data: bytes, path: str, identity: str, *, version: int,
 
     The garbage collector is paused meanwhile: parsing creates a few objects per shard, none in a cycle, and each
     collection they would trigger walks every object of the process (torch's included) for nothing."""
-    if len(data) > FAST_PARSE_BYTES or data.count(b'"shards"') != 1 or \
-            (b'\\u00' in data and _ESCAPED_ASCII.search(data)):  # a second "shards" key could hide behind one
+    if len(data) > FAST_PARSE_BYTES or b'"shards"' not in data or may_have_two_shards_keys(data):
         return None
     enabled = gc.isenabled()
     gc.disable()
