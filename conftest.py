@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 
@@ -33,16 +34,12 @@ LONGEST_FIRST = ('tests/trainers/test_lightning.py', 'tests/test_index_stream.py
 
 def _longest_first(items: list[pytest.Item]) -> None:
     """Sort ``items`` in place: the :data:`LONGEST_FIRST` files, then the others by their number of tests (xdist's
-    default order), each file's tests together and in their order."""
+    default order); the sort is stable, so each file's tests stay together and in their order."""
     files = [os.path.relpath(str(item.path), ROOT) for item in items]
-    counts: dict[str, int] = {}
-    for name in files:
-        counts[name] = counts.get(name, 0) + 1
+    counts = collections.Counter(files)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    first_seen = {name: i for i, name in reversed(list(enumerate(files)))}
-    key = {name: (rank.get(name, len(rank)), -counts[name] if name not in rank else 0, first_seen[name])
-           for name in counts}
-    order = sorted(range(len(items)), key=lambda i: (key[files[i]], i))
+    order = sorted(range(len(items)), key=lambda i: (rank.get(files[i], len(rank)),
+                                                     0 if files[i] in rank else -counts[files[i]]))
     items[:] = [items[i] for i in order]
 
 
