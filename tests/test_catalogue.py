@@ -51,3 +51,36 @@ def test_the_layout_identity_changes_with_any_shard_count():
 def test_streams_and_reader_lists_must_pair():
     with pytest.raises(ValueError, match='2 streams but 1'):
         ShardCatalogue([SimpleNamespace(), SimpleNamespace()], [[]])
+
+
+def test_sample_totals_are_exact_and_bounded():
+    from streaming_core.errors import IndexFormatError
+    from streaming_core.reading.catalogue import MAX_SAMPLES, _total_samples
+    assert _total_samples(np.array([], np.int64), 'x/index.json') == 0
+    assert _total_samples(np.array([3, 4], np.int64), 'x/index.json') == 7
+    assert _total_samples(np.array([MAX_SAMPLES // 2, MAX_SAMPLES // 2], np.int64), 'x') == MAX_SAMPLES
+    for counts in ([MAX_SAMPLES, 1], [1 << 62, 1 << 62], [(1 << 63) - 1, 1], [1 << 61] * 5):  # int64 sums wrap
+        with pytest.raises(IndexFormatError, match=r'x/index.json records \d+ samples, more than'):
+            _total_samples(np.array(counts, np.int64), 'x/index.json')
+
+
+@pytest.mark.parametrize('counts', [{1: 1 << 62}, {1: 1 << 62, 2: 1 << 62}, {1: (1 << 63) - 1}, {2: 1 << 61}])
+def test_huge_sample_counts_are_refused_at_construction_naming_the_shard(tmp_path, counts):
+    """A count whose bytes-per-sample product wraps around int64 is still found by the format's limit check."""
+    import json
+    import os
+
+    from streaming_core import StreamingDataset
+    from streaming_core.errors import IndexFormatError
+    from tests.fixtures.data import write_mds
+    local = write_mds(str(tmp_path / 'ds'), 60, size_limit=300)
+    path = os.path.join(local, 'index.json')
+    index = json.loads(open(path).read())
+    for shard, count in counts.items():
+        index['shards'][shard]['samples'] = count
+    with open(path, 'w') as handle:
+        json.dump(index, handle)
+    first = min(counts)
+    for _ in range(2):  # built, then mapped
+        with pytest.raises(IndexFormatError, match=rf'index.json shard {first}: {counts[first]} samples cannot fit'):
+            StreamingDataset(local=local, batch_size=1)

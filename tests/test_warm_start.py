@@ -37,12 +37,14 @@ def _opens_of(path: str) -> Iterator[list[str]]:
         builtins.open = real_open
 
 
-def _scramble_keeping_stat(path: str) -> None:
-    """Overwrite ``path`` in place with bytes that are not an index, keeping its size, inode and mtime: only a
-    reader of its content can tell."""
+def _rewrite_keeping_stat(path: str, data: bytes) -> None:
+    """Overwrite ``path`` in place with ``data`` (of its size), then give it its old modification time back, as
+    ``cp -p``, ``rsync -t --inplace`` or ``touch -r`` do: its size, inode and mtime are the old ones (its change time
+    is not: no call sets it)."""
     info = os.stat(path)
+    assert len(data) == info.st_size
     with open(path, 'r+b') as handle:
-        handle.write(b'#' * info.st_size)
+        handle.write(data)
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     assert (os.stat(path).st_size, os.stat(path).st_mtime_ns, os.stat(path).st_ino) == \
         (info.st_size, info.st_mtime_ns, info.st_ino)
@@ -58,11 +60,36 @@ def test_a_warm_local_construction_reads_no_byte_of_index_json(tmp_path):
         warm = StreamingDataset(local=local, batch_size=1)
     assert warm_opens == []
     assert not warm.catalogue.sources[0].built_here
-    _scramble_keeping_stat(index)  # content gone, stat kept: a warm start never notices
-    again = StreamingDataset(local=local, batch_size=1)
-    assert not again.catalogue.sources[0].built_here
-    assert again.streams[0].index_identity == first.streams[0].index_identity
-    assert [again[i] for i in range(40)] == [sample(i) for i in range(40)]
+    assert [warm[i] for i in range(40)] == [sample(i) for i in range(40)]
+
+
+@pytest.mark.parametrize('where', ['local', 'remote'])
+def test_an_index_rewritten_in_place_with_its_old_size_and_mtime_is_noticed(tmp_path, where):
+    """Another list of shards, of the same length, written over index.json and its mtime restored: the binary index
+    of the old list must not be used (the file's change time tells them apart), read in place or as a remote."""
+    source = write_mds(str(tmp_path / 'ds'), 120, size_limit=300)
+    index = os.path.join(source, 'index.json')
+    place = {'local': source} if where == 'local' else {'remote': source, 'local': str(tmp_path / 'cache')}
+    whole = json.loads(open(index).read())
+    shards = whole['shards']
+    assert len(shards) >= 12 and len({json.dumps(s) for s in shards[:6]}) == 6
+    first_half = json.dumps({**whole, 'shards': shards[:6]}).encode()
+    second_half = json.dumps({**whole, 'shards': shards[6:12]}).encode()
+    assert len(first_half) == len(second_half)
+    with open(index, 'wb') as handle:
+        handle.write(first_half)
+    old = StreamingDataset(**place, batch_size=1)
+    before = sum(s['samples'] for s in shards[:6])
+    assert ids_of(old) == list(range(before))
+    _rewrite_keeping_stat(index, second_half)
+    new = StreamingDataset(**place, batch_size=1)
+    assert new.streams[0].index_identity != old.streams[0].index_identity
+    after = sum(s['samples'] for s in shards[6:12])
+    assert ids_of(new) == list(range(before, before + after))
+    assert new.catalogue.sources[0].built_here
+    _rewrite_keeping_stat(index, b'#' * len(second_half))  # no longer an index: refused, not served from the past
+    with pytest.raises(IndexFormatError, match='index.json'):
+        StreamingDataset(**place, batch_size=1)
 
 
 def test_a_changed_local_index_json_is_still_noticed(tmp_path):
@@ -92,8 +119,9 @@ def test_a_warm_construction_with_a_remote_reads_no_byte_of_the_local_copy(tmp_p
     with _opens_of(copy) as opens:
         warm = StreamingDataset(remote=remote, local=local, batch_size=1)
     assert opens == [] and not warm.catalogue.sources[0].built_here
-    _scramble_keeping_stat(copy)
+    _rewrite_keeping_stat(copy, b'#' * os.path.getsize(copy))  # the local copy damaged: refreshed from the remote
     assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == list(range(40))
+    assert open(copy, 'rb').read() == open(os.path.join(remote, 'index.json'), 'rb').read()
     write_mds(remote, 20, start=500, size_limit=300, exist_ok=True)  # the remote changes: noticed by its stat
     new = StreamingDataset(remote=remote, local=local, batch_size=1)
     assert new.catalogue.sources[0].built_here
@@ -125,10 +153,12 @@ def test_unread_bytes_are_checked_against_the_stat_they_were_vouched_by(tmp_path
     with open(path, 'wb') as handle:
         handle.write(b'{"shards": [], "version": 2}')
     info = os.stat(path)
-    stat = (info.st_size, info.st_mtime_ns, info.st_ino)
+    stat = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
     assert SyncedIndex(path, None, 'file:x', stat).data == b'{"shards": [], "version": 2}'
     with pytest.raises(IndexChangedError, match='index.json changed'):
-        _ = SyncedIndex(path, None, 'file:x', (stat[0] + 1, stat[1], stat[2])).data
+        _ = SyncedIndex(path, None, 'file:x', (stat[0] + 1, stat[1], stat[2], stat[3])).data
+    with pytest.raises(IndexChangedError, match='index.json changed'):
+        _ = SyncedIndex(path, None, 'file:x', (stat[0], stat[1], stat[2], stat[3] - 1)).data
     os.remove(path)
     with pytest.raises(IndexChangedError, match='construct the dataset again'):
         _ = SyncedIndex(path, None, 'file:x', stat).data
@@ -168,3 +198,31 @@ def test_format_limits_are_checked_from_build_time_statistics(tmp_path, monkeypa
             with pytest.raises(IndexFormatError, match=message):
                 StreamingDataset(local=local, batch_size=1)
     assert scans
+
+
+def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_with_the_probe(tmp_path, monkeypatch):
+    """The remote index's stat is taken before the index lock; when the remote changes before the download, the bytes
+    read are of another version than the stat names: they are identified by their digest, and the next construction
+    (its probe naming the new version) reuses them instead of taking them for the old version."""
+    from streaming_core.reading import index_sync
+    remote = write_mds(str(tmp_path / 'remote'), 30, size_limit=300)
+    local = str(tmp_path / 'local')
+    assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == list(range(30))
+    real_probe = index_sync._probe
+    rewritten = []
+
+    def probe_then_rewrite(stream, url):  # type: ignore[no-untyped-def]
+        found = real_probe(stream, url)
+        if not rewritten:  # another job rewrites the remote right after this process's probe
+            rewritten.append(write_mds(remote, 45, start=200, size_limit=300, exist_ok=True))
+        return found
+
+    write_mds(remote, 40, start=100, size_limit=300, exist_ok=True)
+    monkeypatch.setattr(index_sync, '_probe', probe_then_rewrite)
+    caught = StreamingDataset(remote=remote, local=local, batch_size=1)
+    assert rewritten and ids_of(caught) == list(range(200, 245))
+    assert caught.streams[0].index_identity.startswith('sha256:')
+    monkeypatch.setattr(index_sync, '_probe', real_probe)
+    later = StreamingDataset(remote=remote, local=local, batch_size=1)
+    assert ids_of(later) == list(range(200, 245))
+    assert later.streams[0].index_identity.startswith('stat:')

@@ -10,7 +10,7 @@ A stream with a remote keeps, in the state directory of its local directory
   modification time when its backend can tell (local paths: size, mtime_ns and inode), else ``sha256:<digest>`` of
   the index bytes;
 * ``index_sha256`` and ``index_stat``: the digest of the cached ``index.json`` bytes and its local
-  ``(size, mtime_ns, inode)`` when the record was written (a local copy changed behind our back is noticed);
+  ``(size, mtime_ns, inode, ctime_ns)`` when the record was written (a local copy changed behind our back is noticed);
 * ``checked_at`` / ``written_at``: when the remote was last compared and when the record was written.
 
 The record is written to a temporary name and renamed into place, under the stream's index lock
@@ -32,15 +32,15 @@ from streaming_core.storage.facade import is_remote, local_path, write_file_atom
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
-           'write_record', 'remote_key', 'file_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
+           'write_record', 'remote_key', 'file_identity', 'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
 
 #: File name of the record inside a state directory.
 RECORD_NAME = 'record.json'
 #: Version of the record's layout.
 RECORD_VERSION = 1
 
-#: ``(size, mtime_ns, inode)`` of a local file.
-FileIdentity = tuple[int, int, int]
+#: ``(size, mtime_ns, inode, ctime_ns)`` of a local file (see :func:`file_identity`).
+FileIdentity = tuple[int, int, int, int]
 
 
 class CacheRemoteMismatchError(StreamingError, ValueError):
@@ -71,12 +71,20 @@ def is_in_place(remote_dir: str | None, local_dir: str) -> bool:
 
 
 def file_identity(path: str) -> FileIdentity | None:
-    """``(size, mtime_ns, inode)`` of a local file, or ``None`` when it does not exist."""
+    """``(size, mtime_ns, inode, ctime_ns)`` of a local file, or ``None`` when it does not exist.
+
+    The change time is part of it because a file rewritten in place can keep its size and get its old modification
+    time back (``cp -p``, ``rsync -t --inplace``, ``touch -r``); no call sets the change time."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return None
-    return (info.st_size, info.st_mtime_ns, info.st_ino)
+    return stat_identity(info)
+
+
+def stat_identity(info: os.stat_result) -> FileIdentity:
+    """:func:`file_identity` of a file's ``os.stat`` result."""
+    return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
 
 
 @dataclass

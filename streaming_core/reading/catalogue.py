@@ -34,6 +34,27 @@ __all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource']
 ShardSource = Union[ShardTable, Sequence[ShardReader]]
 
 
+#: The most samples a dataset may hold: sample ids, offsets and the planner's arithmetic are int64.
+MAX_SAMPLES = 1 << 62
+
+
+def _total_samples(counts: NDArray[np.int64], where: str) -> int:
+    """The exact sum of one stream's per-shard sample counts (an int64 sum would wrap around silently).
+
+    Raises:
+        IndexFormatError: the stream holds more than :data:`MAX_SAMPLES` samples (naming ``where``).
+    """
+    if not len(counts):
+        return 0
+    total = int(counts.sum())
+    if int(counts.max()) > MAX_SAMPLES // len(counts):  # the int64 sum may have wrapped: add exactly
+        total = sum(int(c) for c in counts.tolist())
+    if total > MAX_SAMPLES:
+        raise IndexFormatError(f'{where} records {total} samples, more than {MAX_SAMPLES} (2**62), the most a dataset '
+                               f'can address: the index is corrupt.')
+    return total
+
+
 def _offsets(counts: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
@@ -300,10 +321,16 @@ class ShardCatalogue:
             EmptyDatasetError: a stream holds no samples (naming its index file).
         """
         tables = []
+        total = 0
         for stream in streams:
             table = stream.shard_table(allow_unsafe_types)
-            if int(table.samples_per_shard.sum()) == 0:
+            samples = _total_samples(table.samples_per_shard, stream.index_path())
+            if samples == 0:
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
+            total += samples
+            if total > MAX_SAMPLES:
+                raise IndexFormatError(f'The streams up to {stream.index_path()} hold {total} samples together, '
+                                       f'more than {MAX_SAMPLES} (2**62), the most a dataset can address.')
             tables.append(table)
         return cls(streams, tables)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, StreamingError, UnknownNameError
-from streaming_core.reading.cache_record import file_identity
+from streaming_core.reading.cache_record import FileIdentity, file_identity
 from streaming_core.reading.derived_index import (
     DERIVED_INDEX_NAME,
     ForeignIndexError,
@@ -173,9 +173,9 @@ def _foreign_key(stream: Any) -> str | None:
 
 
 def kept_foreign(stream: Any, sdir: str,
-                 stat: tuple[int, int, int]) -> tuple[str, str, tuple[int, int, int]] | None:
+                 stat: FileIdentity) -> tuple[str, str, FileIdentity] | None:
     """``(path of the derived index, its identity, its stat)`` when the record in ``sdir`` says it was derived from
-    the ``index.json`` whose ``(size, mtime_ns, inode)`` is ``stat``, with the builders, ``format=`` and options the
+    the ``index.json`` whose :func:`~streaming_core.reading.cache_record.file_identity` is ``stat``, with the builders, ``format=`` and options the
     stream has now, and the derived index is still the file the record describes: a warm start then neither reads
     nor parses the foreign index, nor imports every index builder to ask which claims it. None otherwise (derive it
     as usual, under the lock, checking the derived index's digest)."""
@@ -195,7 +195,7 @@ def kept_foreign(stream: Any, sdir: str,
 
 def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
                          previous: Sequence[dict[str, Any]] = (),
-                         stat: tuple[int, int, int] | None = None) -> tuple[str, bytes, str]:
+                         stat: FileIdentity | None = None) -> tuple[str, bytes, str]:
     """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
     parsed ``obj``), built when its content changed (caller holds the stream's index lock).
 
@@ -209,7 +209,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
             copy the new version does not vouch for (same size and hash in both versions) is removed first.
         previous: Other index versions the local copies may come from (a streaming index cached there before).
-        stat: ``(size, mtime_ns, inode)`` of the local ``index.json`` whose bytes ``data`` are (a directory read
+        stat: :func:`~streaming_core.reading.cache_record.file_identity` of the local ``index.json`` whose bytes ``data`` are (a directory read
             without a remote): recorded, so that :func:`kept_foreign` spares the next process the derivation.
 
     Returns:

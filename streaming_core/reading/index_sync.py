@@ -28,7 +28,7 @@ format).
 
 A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
-remote reads its local index; its identity is the file's ``(size, mtime_ns, inode)``.
+remote reads its local index; its identity is the file's ``(size, mtime_ns, inode, ctime_ns)``.
 
 A warm construction reads no byte of ``index.json``: when the identity is known from metadata alone (the local
 file's stat, or the record and the remote's stat) and the binary index of that identity exists in the state
@@ -55,11 +55,13 @@ from streaming_core.errors import (
 from streaming_core.reading.cache_record import (
     CacheRecord,
     CacheRemoteMismatchError,
+    FileIdentity,
     file_identity,
     is_in_place,
     read_record,
     remote_key,
     sha256_hex,
+    stat_identity,
     write_record,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
@@ -101,8 +103,8 @@ class SyncedIndex:
         path: The local ``index.json``.
         identity: The index source identity (``stat:...`` from the remote's etag/size/mtime, ``sha256:...`` of the
             index bytes when the backend cannot tell, ``file:...`` for a local index read in place).
-        stat: ``(size, mtime_ns, inode)`` of ``path`` when its bytes were not read at construction (``None`` when
-            they were).
+        stat: ``(size, mtime_ns, inode, ctime_ns)`` of ``path`` when its bytes were not read at construction
+            (``None`` when they were).
 
     Args:
         path: See above.
@@ -116,7 +118,7 @@ class SyncedIndex:
     __slots__ = ('path', 'identity', 'stat', '_data')
 
     def __init__(self, path: str, data: bytes | None, identity: str,
-                 stat: tuple[int, int, int] | None = None) -> None:
+                 stat: FileIdentity | None = None) -> None:
         if data is None and stat is None:
             raise ValueError('SyncedIndex: give the index bytes or the stat of the file to read them from later.')
         self.path = path
@@ -139,7 +141,7 @@ class SyncedIndex:
             if ident != self.stat:
                 raise IndexChangedError(
                     f'{self.path} changed (or was removed) while the dataset was being constructed (expected '
-                    f'size, mtime_ns, inode {self.stat}, found {ident}): construct the dataset again.')
+                    f'size, mtime_ns, inode, ctime_ns {self.stat}, found {ident}): construct the dataset again.')
             self._data = data
         return self._data
 
@@ -152,15 +154,15 @@ class SyncedIndex:
         return f'SyncedIndex(path={self.path!r}, identity={self.identity!r}, read={self._data is not None})'
 
 
-def _file_id_text(ident: tuple[int, int, int]) -> str:
-    return f'file:size={ident[0]};mtime_ns={ident[1]};inode={ident[2]}'
+def _file_id_text(ident: FileIdentity) -> str:
+    return f'file:size={ident[0]};mtime_ns={ident[1]};inode={ident[2]};ctime_ns={ident[3]}'
 
 
-def _read(path: str) -> tuple[bytes, tuple[int, int, int]]:
+def _read(path: str) -> tuple[bytes, FileIdentity]:
     with open(path, 'rb') as handle:
         info = os.fstat(handle.fileno())
         data = handle.read()
-    return data, (info.st_size, info.st_mtime_ns, info.st_ino)
+    return data, stat_identity(info)
 
 
 def sync_index(stream: Any) -> SyncedIndex:
@@ -280,7 +282,7 @@ def _foreign_obj(data: bytes) -> dict[str, Any] | None:
     return foreign_index(data)
 
 
-def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: tuple[int, int, int]) -> SyncedIndex:
+def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: FileIdentity) -> SyncedIndex:
     """The index derived from a local foreign ``index.json`` (no remote; ``stat`` of the bytes ``data``), under the
     stream's index lock."""
     from streaming_core.reading.foreign_index import derive_foreign_index
@@ -294,7 +296,7 @@ def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: tuple[i
         locks.release(INDEX_LOCK_BYTE)
 
 
-def _foreign_warm(stream: Any, stat: tuple[int, int, int]) -> SyncedIndex | None:
+def _foreign_warm(stream: Any, stat: FileIdentity) -> SyncedIndex | None:
     """A local foreign ``index.json`` (no remote) unchanged since its index was derived with the same builders and
     options, whose binary index exists: the derived index, no byte of the foreign one read (None otherwise)."""
     from streaming_core.reading.derived_index import DERIVED_LISTING_NAME
@@ -323,7 +325,7 @@ def _probe(stream: Any, url: str) -> str | None:
     return f'stat:{found.identity}' if found is not None else None
 
 
-def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: tuple[int, int, int] | None,
+def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: FileIdentity | None,
                 checked_at: float) -> CacheRecord:
     remote = stream.remote_dir
     return CacheRecord(local_dir=os.path.realpath(local_dir), remote=redact_url(stream.remote),
@@ -384,6 +386,19 @@ class _Refresh:
                 return SyncedIndex(path, data, record.source_identity)
         return self._check(record, local_now)
 
+    def _identity_of(self, new: bytes) -> str:
+        """The identity of the downloaded index bytes ``new``: the remote's stat when it is still the one probed
+        before the lock (so these bytes are that version), else the digest of the bytes (the remote changed between
+        the probe and the download: the probe names another version)."""
+        digest = f'sha256:{sha256_hex(new)}'
+        if self.probe is None:
+            return digest
+        again = _probe(self.stream, self.remote_index)
+        if again != self.probe:
+            logger.info('%s changed while it was checked; identifying the version read by its digest', self.shown)
+            return digest
+        return self.probe
+
     def _fresh(self, record: CacheRecord) -> bool:
         if self.probe is not None:
             return self.probe == record.source_identity
@@ -398,7 +413,7 @@ class _Refresh:
             f'is no longer needed, delete {stream.local_dir} (for a default local directory: `streaming cache clear '
             f'--dataset URL`) and construct again.')
 
-    def _check(self, record: CacheRecord | None, local_now: tuple[int, int, int] | None) -> SyncedIndex:
+    def _check(self, record: CacheRecord | None, local_now: FileIdentity | None) -> SyncedIndex:
         stream, path = self.stream, self.path
         started = time.time()
         tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
@@ -422,7 +437,7 @@ class _Refresh:
                 raise IndexFormatError(f'The remote index {self.shown} is not a valid index: {err} The local copy '
                                        f'{path} {state}. Fix the remote index (or point `remote` at the right '
                                        f'location) and construct again.') from err
-            identity = self.probe or f'sha256:{sha256_hex(new)}'
+            identity = self._identity_of(new)
             old = None
             if local_now is not None:
                 with open(path, 'rb') as handle:
@@ -448,7 +463,7 @@ class _Refresh:
                 os.remove(tmp)
 
     def _foreign(self, new: bytes, obj: dict[str, Any], record: CacheRecord | None,
-                 local_now: tuple[int, int, int] | None, started: float) -> SyncedIndex:
+                 local_now: FileIdentity | None, started: float) -> SyncedIndex:
         """The remote ``index.json`` is not ours: read the remote through the index derived from it (rebuilt when it
         changed, stale local copies removed first), and keep a copy of it in the local directory."""
         from streaming_core.reading.foreign_index import derive_foreign_index
@@ -469,7 +484,7 @@ class _Refresh:
                                             started))
         return SyncedIndex(derived, data, identity)
 
-    def _offline(self, record: CacheRecord | None, local_now: tuple[int, int, int],
+    def _offline(self, record: CacheRecord | None, local_now: FileIdentity,
                  err: BaseException) -> SyncedIndex:
         """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
         data, ident = _read(self.path)

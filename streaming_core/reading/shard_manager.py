@@ -73,7 +73,7 @@ def open_view_cap() -> int:
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 class ShardPrepareError(StreamingError, OSError):

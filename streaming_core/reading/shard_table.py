@@ -218,7 +218,7 @@ class ShardTable(Sequence[Any]):
         counts = arrays['samples'] if mine is None else arrays['samples'][mine]
         per_sample = getattr(cls, 'min_bytes_per_sample', 0)
         if per_sample:
-            bad = np.flatnonzero(counts * per_sample > raw)
+            bad = np.flatnonzero(counts > raw // per_sample)  # counts * per_sample > raw, without overflow
             if bad.size:
                 shard = int(bad[0]) if mine is None else int(mine[bad[0]])
                 self[shard]  # the format's own check names the shard and the sizes

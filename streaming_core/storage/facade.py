@@ -332,18 +332,22 @@ class ObjectStat:
         mtime: Its modification time as the store reports it (nanoseconds for local files), when known.
         etag: The store's entity tag, when it has one.
         inode: The inode number (local files only).
+        ctime: The change time in nanoseconds (local files only: a file rewritten in place may get its old size and
+            modification time back, never its old change time).
     """
 
     size: int | None = None
     mtime: str | None = None
     etag: str | None = None
     inode: int | None = None
+    ctime: str | None = None
 
     @property
     def identity(self) -> str:
         """A string that changes whenever the object is rewritten (``''`` when nothing is known)."""
         parts = [f'{name}={value}' for name, value in (('etag', self.etag), ('size', self.size),
-                                                        ('mtime', self.mtime), ('inode', self.inode))
+                                                        ('mtime', self.mtime), ('inode', self.inode),
+                                                        ('ctime', self.ctime))
                  if value is not None and value != '']
         return ';'.join(parts)
 
@@ -353,7 +357,7 @@ def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] |
     """Identify the current version of the object at ``url`` without downloading it, or ``None`` when its backend
     cannot tell.
 
-    Local paths and ``file://`` URLs give ``(size, mtime_ns, inode)``. A remote backend may provide an optional
+    Local paths and ``file://`` URLs give ``(size, mtime_ns, inode, ctime_ns)``. A remote backend may provide an optional
     ``stat(url, *, timeout) -> Mapping`` (keys among ``etag``, ``size``, ``mtime``; missing object: raise
     ``FileNotFoundError``); without it, or when it returns nothing useful, this returns ``None`` and callers fall back
     to downloading and comparing bytes. Transient failures are retried like downloads.
@@ -367,7 +371,8 @@ def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] |
             info = os.stat(path)
         except FileNotFoundError as err:
             raise RemoteNotFoundError(f'Remote object not found: {redact_url(url)}') from err
-        return ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino)
+        return ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
+                          ctime=str(info.st_ctime_ns))
     backend = get_backend(url, options)
     stat = getattr(backend, 'stat', None)
     if not callable(stat):

@@ -279,7 +279,7 @@ class ParquetView:
         if stat.st_size != expected:
             raise ShardCorruptError(f'{path}: the file has {stat.st_size} bytes but the index declares {expected} '
                                     f'(truncated or replaced); delete it so it is fetched again.')
-        key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         parsed = footers.get(key)
         try:
             # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.

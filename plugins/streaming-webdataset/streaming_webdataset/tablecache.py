@@ -45,7 +45,7 @@ def _key(path: str) -> str | None:
         info = os.stat(path)
     except OSError:
         return None
-    text = f'{_VERSION}|{os.path.realpath(path)}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}'
+    text = f'{_VERSION}|{os.path.realpath(path)}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}|{info.st_ctime_ns}'
     return os.path.join(directory, hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest() + '.json')
 
 

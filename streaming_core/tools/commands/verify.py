@@ -127,14 +127,14 @@ class StreamedShards:
         self.path = path
         self.location = location
         self._len: int | None = None
-        self._stat: tuple[int, int, int] | None = None
+        self._stat: tuple[int, int, int, int] | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from streaming_core.errors import IndexFormatError
         from streaming_core.reading.index_file_stream import iter_index_entries
         with open(self.path, 'rb') as handle:
             info = os.fstat(handle.fileno())
-            stat = (info.st_size, info.st_mtime_ns, info.st_ino)
+            stat = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
             if self._stat is None:
                 self._stat = stat
             elif stat != self._stat:
