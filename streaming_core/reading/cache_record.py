@@ -32,7 +32,8 @@ from streaming_core.storage.facade import is_remote, local_path, write_file_atom
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
-           'write_record', 'remote_key', 'file_identity', 'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
+           'write_record', 'remote_key', 'file_identity', 'stat_identity', 'FileIdentity', 'sha256_hex',
+           'is_in_place', 'record_of']
 
 #: File name of the record inside a state directory.
 RECORD_NAME = 'record.json'

@@ -175,9 +175,10 @@ def _foreign_key(stream: Any) -> str | None:
 def kept_foreign(stream: Any, sdir: str,
                  stat: FileIdentity) -> tuple[str, str, FileIdentity] | None:
     """``(path of the derived index, its identity, its stat)`` when the record in ``sdir`` says it was derived from
-    the ``index.json`` whose :func:`~streaming_core.reading.cache_record.file_identity` is ``stat``, with the builders, ``format=`` and options the
-    stream has now, and the derived index is still the file the record describes: a warm start then neither reads
-    nor parses the foreign index, nor imports every index builder to ask which claims it. None otherwise (derive it
+    the ``index.json`` whose :func:`~streaming_core.reading.cache_record.file_identity` is ``stat``, with the
+    builders, ``format=`` and options the stream has now, and the derived index is still the file the record
+    describes: a warm start then neither reads nor parses the foreign index, nor imports every index builder to ask
+    which claims it. None otherwise (derive it
     as usual, under the lock, checking the derived index's digest)."""
     record = read_listing(sdir)
     seen = record.get('foreign') if record is not None else None
@@ -209,8 +210,9 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         copies: Whether ``stream.local_dir`` holds copies of the files: then, when the index changed, every local
             copy the new version does not vouch for (same size and hash in both versions) is removed first.
         previous: Other index versions the local copies may come from (a streaming index cached there before).
-        stat: :func:`~streaming_core.reading.cache_record.file_identity` of the local ``index.json`` whose bytes ``data`` are (a directory read
-            without a remote): recorded, so that :func:`kept_foreign` spares the next process the derivation.
+        stat: :func:`~streaming_core.reading.cache_record.file_identity` of the local ``index.json`` whose bytes
+            ``data`` are (a directory read without a remote): recorded, so that :func:`kept_foreign` spares the
+            next process the derivation.
 
     Returns:
         ``(path of the derived index, its bytes, its identity)``.

@@ -357,8 +357,8 @@ def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] |
     """Identify the current version of the object at ``url`` without downloading it, or ``None`` when its backend
     cannot tell.
 
-    Local paths and ``file://`` URLs give ``(size, mtime_ns, inode, ctime_ns)``. A remote backend may provide an optional
-    ``stat(url, *, timeout) -> Mapping`` (keys among ``etag``, ``size``, ``mtime``; missing object: raise
+    Local paths and ``file://`` URLs give ``(size, mtime_ns, inode, ctime_ns)``. A remote backend may provide an
+    optional ``stat(url, *, timeout) -> Mapping`` (keys among ``etag``, ``size``, ``mtime``; missing object: raise
     ``FileNotFoundError``); without it, or when it returns nothing useful, this returns ``None`` and callers fall back
     to downloading and comparing bytes. Transient failures are retried like downloads.
 
