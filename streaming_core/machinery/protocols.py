@@ -98,7 +98,9 @@ class StorageBackend(Protocol):
       request (fewer at the end of the object, ``b''`` past it). Index builders read file footers with it
       (:func:`streaming_core.storage.facade.read_range`); without it the whole object is downloaded and sliced.
     * ``stat(url, *, timeout) -> Mapping``: ``etag`` / ``size`` / ``mtime`` of one object without reading it
-      (:func:`streaming_core.storage.facade.stat_object`).
+      (:func:`streaming_core.storage.facade.stat_object`); a missing object raises as above. Together they must
+      change whenever the object is written again, even with the same bytes: a dataset rewritten with an identical
+      ``index.json`` is noticed only this way (without ``stat``, or with neither ``etag`` nor ``mtime``, it is not).
     * ``list_stats(url, *, timeout) -> list[(url, Mapping)]``: :meth:`list` with each object's ``etag`` / ``size`` /
       ``mtime`` (:func:`streaming_core.storage.facade.list_with_stats`); without it, :meth:`list` then ``stat`` per
       object.

@@ -322,7 +322,9 @@ def _probe(stream: Any, url: str) -> str | None:
     except Exception as err:  # the download below reports the failure properly
         logger.debug('stat of %s failed: %s', redact_url(url), err)
         return None
-    return f'stat:{found.identity}' if found is not None else None
+    if found is None or (found.etag is None and found.mtime is None):  # a size alone identifies no version
+        return None
+    return f'stat:{found.identity}'
 
 
 def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: FileIdentity | None,

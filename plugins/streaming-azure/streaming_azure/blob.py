@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from streaming_azure.config import AzureSettings, translate
+from streaming_azure.config import AzureSettings, stat_of, translate
 from streaming_azure.urls import AzureLocation, parse_blob_url
 from streaming_core.plugin_api import ClientCache, ProcessLocal, TruncatedDownloadError, redact_url
 
@@ -111,6 +111,30 @@ class AzureBlobBackend(AzureBackendBase):
         return self._run(url, 'Existence check', lambda: bool(
             self._service(account, timeout).get_blob_client(location.container, location.path)
             .exists(timeout=max(int(timeout), 1))))
+
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size', 'mtime'}`` of the blob, from its properties (a missing blob raises
+        :class:`~streaming_core.plugin_api.RemoteNotFoundError` through the translation)."""
+        location, account = self._locate(url, True)
+
+        def operation() -> dict[str, Any]:
+            props = self._service(account, timeout).get_blob_client(location.container, location.path) \
+                .get_blob_properties(timeout=max(int(timeout), 1))
+            return stat_of(props.etag, props.size, props.last_modified)
+
+        return self._run(url, 'Stat', operation)
+
+    def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every blob under the URL's path with its etag, size and modification time (one listing)."""
+        location, account = self._locate(url, False)
+
+        def operation() -> list[tuple[str, dict[str, Any]]]:
+            container = self._service(account, timeout).get_container_client(location.container)
+            blobs = container.list_blobs(name_starts_with=location.path or None, timeout=max(int(timeout), 1))
+            return sorted((location.base + blob.name, stat_of(blob.etag, blob.size, blob.last_modified))
+                          for blob in blobs)
+
+        return self._run(url, 'Listing', operation)
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every blob whose name starts with the URL's path, as URLs in the same form as ``url``, sorted."""

@@ -181,3 +181,8 @@ def translate(err: BaseException, url: str, action: str) -> BaseException:
     if isinstance(err, aex.HttpResponseError) and status is not None:
         return StorageError(f'{action} of {shown} failed with a transient error (HTTP {status}, {detail}).')
     return StorageError(f'{action} of {shown} failed: {type(err).__name__}: {message}')
+
+
+def stat_of(etag: Any, size: Any, modified: Any) -> dict[str, Any]:
+    """The core's ``{'etag', 'size', 'mtime'}`` of a blob or file (Azure changes the etag on every write)."""
+    return {'etag': etag, 'size': size, 'mtime': modified.isoformat() if modified is not None else None}

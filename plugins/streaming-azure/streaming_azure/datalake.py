@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from streaming_azure.blob import AzureBackendBase
+from streaming_azure.config import stat_of
 from streaming_azure.urls import AzureLocation, parse_datalake_url
 from streaming_core.plugin_api import TruncatedDownloadError, redact_url
 
@@ -68,6 +69,30 @@ class AzureDataLakeBackend(AzureBackendBase):
         location, account = self._locate(url, True)
         return self._run(url, 'Existence check', lambda: bool(
             self._file(account, location, timeout).exists(timeout=max(int(timeout), 1))))
+
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size', 'mtime'}`` of the file, from its properties (a missing file raises
+        :class:`~streaming_core.plugin_api.RemoteNotFoundError` through the translation)."""
+        location, account = self._locate(url, True)
+
+        def operation() -> dict[str, Any]:
+            props = self._file(account, location, timeout).get_file_properties(timeout=max(int(timeout), 1))
+            return stat_of(props.etag, props.size, props.last_modified)
+
+        return self._run(url, 'Stat', operation)
+
+    def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every file under the URL's path with its etag, size and modification time (one listing)."""
+        location, account = self._locate(url, False)
+        directory = location.path.rsplit('/', 1)[0] if '/' in location.path else ''
+
+        def operation() -> list[tuple[str, dict[str, Any]]]:
+            filesystem = self._service(account, timeout).get_file_system_client(location.container)
+            paths = filesystem.get_paths(path=directory or None, recursive=True, timeout=max(int(timeout), 1))
+            return sorted((location.base + item.name, stat_of(item.etag, item.content_length, item.last_modified))
+                          for item in paths if not item.is_directory and item.name.startswith(location.path))
+
+        return self._run(url, 'Listing', operation)
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every file whose path starts with the URL's path, as ``azure-dl://`` URLs, sorted."""

@@ -21,6 +21,7 @@ from streaming_core.storage.facade import (
     exists,
     get_backend,
     list_objects,
+    stat_object,
     upload_file,
 )
 from tests.fixtures.fault_proxy import FaultProxy
@@ -137,6 +138,10 @@ def test_datalake_reads_blob_backed_objects(azurite: AzuriteInfo, container: str
     assert not exists(f'azure-dl://{CONTAINER}/{path}.absent', options=options)
     with pytest.raises(FileNotFoundError, match=f'azure-dl://{CONTAINER}/{path}.absent'):
         _get(tmp_path, f'azure-dl://{CONTAINER}/{path}.absent', options)
+    found = stat_object(f'azure-dl://{CONTAINER}/{path}', options=options)
+    assert found is not None and found.size == 15 and found.etag and found.mtime
+    with pytest.raises(FileNotFoundError, match=f'azure-dl://{CONTAINER}/{path}.absent'):
+        stat_object(f'azure-dl://{CONTAINER}/{path}.absent', options=options, **FAST)
 
 
 def test_datalake_upload_without_a_dfs_endpoint_fails_loudly(azurite: AzuriteInfo, container: str, tmp_path: Any,

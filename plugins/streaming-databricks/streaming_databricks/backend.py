@@ -30,6 +30,7 @@ from streaming_core.plugin_api import (
     ClientCache,
     PermanentStorageError,
     ProcessLocal,
+    RemoteNotFoundError,
     StorageError,
     TruncatedDownloadError,
     check_options,
@@ -230,9 +231,20 @@ class DatabricksBackend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """Whether a file exists (``HEAD`` on the Files API for a volume, ``get-status`` for DBFS)."""
-        return self.stat(url, timeout=timeout) is not None
+        return self._stat(url, timeout) is not None
 
-    def stat(self, url: str, *, timeout: float) -> dict[str, Any] | None:
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'size', 'mtime'}`` of the file.
+
+        Raises:
+            RemoteNotFoundError: there is no file at the URL (or only a directory).
+        """
+        found = self._stat(url, timeout)
+        if found is None:
+            raise RemoteNotFoundError(f'Remote object not found: {parse_dbfs_url(url, need_key=True).shown}')
+        return found
+
+    def _stat(self, url: str, timeout: float) -> dict[str, Any] | None:
         """``{'size', 'mtime'}`` of the file, or ``None`` when there is none (or only a directory)."""
         target = parse_dbfs_url(url, need_key=True)
 

@@ -184,6 +184,32 @@ class GcsBackend(ProcessLocal):
         return self._run(url, 'Existence check',
                          lambda client: bool(client.bucket(bucket).blob(key).exists(timeout=timeout, retry=None)))
 
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size', 'mtime'}`` of the object from its metadata (the etag carries the generation, which
+        every write changes).
+
+        Raises:
+            RemoteNotFoundError: there is no such object.
+        """
+        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        bucket, key = where.bucket, where.key
+        if self._hmac is not None:
+            return self._hmac.stat(bucket, key, url, timeout)
+        blob = self._run(url, 'Stat', lambda client: client.bucket(bucket).get_blob(key, timeout=timeout, retry=None))
+        if blob is None:
+            raise RemoteNotFoundError(f'Remote object not found: {redact_url(url)}')
+        return _blob_stat(blob)
+
+    def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every object under the prefix with its etag, size and modification time (one paginated listing)."""
+        where = StorageURL.parse(url, scheme='gs')
+        bucket, prefix = where.bucket, where.key
+        if self._hmac is not None:
+            return self._hmac.list_stats(bucket, prefix, url, timeout)
+        return self._run(url, 'Listing', lambda client: sorted(
+            (f'gs://{bucket}/{blob.name}', _blob_stat(blob))
+            for blob in client.list_blobs(bucket, prefix=prefix or None, timeout=timeout, retry=None)))
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object under the prefix, as ``gs://bucket/name`` URLs, sorted."""
         where = StorageURL.parse(url, scheme='gs')
@@ -193,6 +219,12 @@ class GcsBackend(ProcessLocal):
         return self._run(url, 'Listing', lambda client: sorted(
             f'gs://{bucket}/{blob.name}'
             for blob in client.list_blobs(bucket, prefix=prefix or None, timeout=timeout, retry=None)))
+
+
+def _blob_stat(blob: Any) -> dict[str, Any]:
+    updated = blob.updated
+    return {'etag': f'{blob.etag or ""}#{blob.generation or ""}', 'size': blob.size,
+            'mtime': updated.isoformat() if updated is not None else None}
 
 
 def _translate(err: BaseException, url: str, action: str) -> BaseException:

@@ -116,6 +116,29 @@ class GcsHmacClient(ProcessLocal):
 
         return self._run(url, 'Existence check', timeout, operation)
 
+    def stat(self, bucket: str, key: str, url: str, timeout: float) -> dict[str, Any]:
+        """HEAD the object: ``{'etag', 'size', 'mtime'}`` (the etag carries the generation when the store sends
+        it; a 404 raises :class:`RemoteNotFoundError` through the translation)."""
+        def operation(client: Any) -> dict[str, Any]:
+            head = client.head_object(Bucket=bucket, Key=key)
+            headers = (head.get('ResponseMetadata') or {}).get('HTTPHeaders') or {}
+            return _object_stat(head.get('ETag'), head.get('ContentLength'), head.get('LastModified'),
+                                headers.get('x-goog-generation'))
+
+        return self._run(url, 'Stat', timeout, operation)
+
+    def list_stats(self, bucket: str, prefix: str, url: str, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every key under ``prefix`` with its etag, size and modification time."""
+        def operation(client: Any) -> list[tuple[str, dict[str, Any]]]:
+            found = []
+            for page in client.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix=prefix):
+                found.extend((f'gs://{bucket}/{item["Key"]}',
+                              _object_stat(item.get('ETag'), item.get('Size'), item.get('LastModified'), None))
+                             for item in page.get('Contents', ()))
+            return sorted(found)
+
+        return self._run(url, 'Listing', timeout, operation)
+
     def list(self, bucket: str, prefix: str, url: str, timeout: float) -> list[str]:
         """Every key under ``prefix``, as ``gs://`` URLs."""
         def operation(client: Any) -> list[str]:
@@ -125,6 +148,11 @@ class GcsHmacClient(ProcessLocal):
             return sorted(found)
 
         return self._run(url, 'Listing', timeout, operation)
+
+
+def _object_stat(etag: Any, size: Any, modified: Any, generation: Any) -> dict[str, Any]:
+    return {'etag': f'{etag or ""}#{generation or ""}', 'size': size,
+            'mtime': modified.isoformat() if modified is not None else None}
 
 
 def _translate(err: BaseException, url: str, action: str) -> BaseException:

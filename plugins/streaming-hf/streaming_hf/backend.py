@@ -356,6 +356,31 @@ class HfBackend(ProcessLocal):
         _PINS.pop(key, None)
         os.environ.pop(PIN_ENV_PREFIX + hashlib.blake2s('\0'.join(key).encode(), digest_size=10).hexdigest(), None)
 
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size'}`` of the file at the commit its revision names, from the node's listing of its
+        directory at that commit (listed once per node; no request when it is kept).
+
+        The etag is a digest of every file of that directory (paths, sizes, blob ids), so it changes when the file
+        or any file beside it changes, and not otherwise: a dataset pushed again with an identical ``index.json``
+        but other shards is a new version (its cached shards are stale), a commit elsewhere in the repository is not.
+
+        Raises:
+            RemoteNotFoundError: the file is not in the commit.
+        """
+        where = parse_hf_url(url)
+        if not where.path:
+            raise PermanentStorageError(f'{url}: names a repository, not a file in it.')
+        directory = where.path.rsplit('/', 1)[0] + '/' if '/' in where.path else ''
+        rows = self.list_stats(where.with_path(directory), timeout=timeout)
+        mine = [info for item, info in rows if item == url]
+        if not mine:
+            commit = self.commit_of(where, url, timeout)
+            raise RemoteNotFoundError(f'{url}: not found on the Hub (not in the listing of commit {commit}).')
+        digest = hashlib.blake2b(digest_size=16)
+        for item, info in rows:
+            digest.update(f'{item}\0{info.get("size")}\0{info.get("etag")}\n'.encode('utf-8', 'surrogatepass'))
+        return {'etag': f'dir:{digest.hexdigest()}', 'size': mine[0].get('size'), 'mtime': None}
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         """The URLs of the files whose URL starts with ``url``, sorted."""
         return [item for item, _ in self.list_stats(url, timeout=timeout)]

@@ -149,3 +149,37 @@ def test_refused_uploads_say_what_to_do(hub: HubServer, tmp_path: Any, monkeypat
     get_backend('hf://datasets/owner/name', {'token': TOKEN}).upload(str(path), 'hf://datasets/owner/name@dev/f.txt',
                                                                     timeout=10)
     assert 'f.txt' in repo.commits[repo.refs['dev']] and 'f.txt' not in repo.commits[repo.refs['main']]
+
+
+def test_a_dataset_pushed_again_with_an_identical_index_is_read_anew(hub: HubServer, tmp_path: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples of the same sizes pushed again (no hashes, the writer's default): the new commit's ``index.json`` has
+    the same bytes as the cached one, so only the commit tells that the cached shards are stale. A commit that
+    changes nothing under the dataset's directory keeps them."""
+    require('streaming_mds')
+    from streaming_core import MDSWriter
+    repo = _repo(hub)
+    monkeypatch.setenv('HF_TOKEN', TOKEN)
+    remote = 'hf://datasets/owner/name/ds'
+
+    def write(tag: str) -> bytes:
+        with MDSWriter(out=(str(tmp_path / f'out-{tag}'), remote), columns={'id': 'int', 'tag': 'str'},
+                       size_limit=300, exist_ok=True) as writer:
+            for i in range(40):
+                writer.write({'id': i, 'tag': f'{tag}-{i:04}'})
+        return repo.commits[repo.refs['main']]['ds/index.json']
+
+    def tags() -> list[str]:
+        forget_process_state()  # a new job: the branch is resolved again
+        dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1)
+        return [dataset[i]['tag'] for i in range(dataset.size)]
+
+    first = write('A')
+    assert tags() == [f'A-{i:04}' for i in range(40)]
+    assert write('B') == first
+    assert tags() == [f'B-{i:04}' for i in range(40)]
+    shard = os.path.join(str(tmp_path / 'cache'), 'shard.00000.mds')
+    kept = os.stat(shard).st_ino
+    repo.push({'README.md': b'---\nlicense: apache-2.0\n---\n'})  # another commit, nothing under ds/ changed
+    assert tags() == [f'B-{i:04}' for i in range(40)]
+    assert os.stat(shard).st_ino == kept

@@ -210,20 +210,47 @@ class OciBackend(ProcessLocal):
 
         return self._run(url, 'Existence check', timeout, operation, namespace)
 
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size', 'mtime'}`` of the object, from one HEAD (OCI's etag is new at every write).
+
+        Raises:
+            RemoteNotFoundError: there is no such object (through the translation).
+        """
+        bucket, namespace, key = parse_oci_url(url, need_key=True)
+
+        def operation(client: Any, ns: str) -> dict[str, Any]:
+            headers = client.head_object(ns, bucket, key).headers
+            size = headers.get('content-length')
+            return {'etag': headers.get('etag'), 'size': int(size) if size is not None else None,
+                    'mtime': headers.get('last-modified')}
+
+        return self._run(url, 'Stat', timeout, operation, namespace)
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object under the prefix (following ``nextStartWith`` pages), as URLs in the input's form."""
+        return [item for item, _ in self._list(url, timeout, 'name')]
+
+    def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Every object under the prefix with its etag, size and modification time (one paginated listing)."""
+        return self._list(url, timeout, 'name,size,etag,timeModified')
+
+    def _list(self, url: str, timeout: float, fields: str) -> list[tuple[str, dict[str, Any]]]:
         bucket, namespace, prefix = parse_oci_url(url, need_key=False)
         base = StorageURL.parse(url, scheme='oci').base
 
-        def operation(client: Any, ns: str) -> list[str]:
-            found: list[str] = []
+        def operation(client: Any, ns: str) -> list[tuple[str, dict[str, Any]]]:
+            found: list[tuple[str, dict[str, Any]]] = []
             start = None
             while True:
-                kwargs = {'prefix': prefix or None, 'fields': 'name'}
+                kwargs = {'prefix': prefix or None, 'fields': fields}
                 if start:
                     kwargs['start'] = start
                 page = client.list_objects(ns, bucket, **kwargs).data
-                found.extend(base + item.name for item in page.objects or ())
+                for item in page.objects or ():
+                    modified = item.time_modified
+                    found.append((base + item.name, {
+                        'etag': item.etag, 'size': item.size,
+                        'mtime': modified.isoformat() if modified is not None else None}))
                 start = page.next_start_with
                 if not start:
                     return sorted(found)

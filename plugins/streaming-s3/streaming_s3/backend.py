@@ -233,6 +233,25 @@ class S3Backend(ProcessLocal):
 
         return self._call(url, 'Existence check', timeout, operation)
 
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'etag', 'size', 'mtime'}`` of the object, from one HEAD: the etag alone would not tell a rewrite with
+        the same bytes (it is their MD5), the modification time does.
+
+        Raises:
+            RemoteNotFoundError: there is no such object.
+        """
+        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        bucket, key = where.bucket, where.key
+        extra = self._extra(bucket)
+
+        def operation(client: Any) -> dict[str, Any]:
+            head = client.head_object(Bucket=bucket, Key=key, **extra)
+            modified = head.get('LastModified')
+            return {'etag': head.get('ETag'), 'size': head.get('ContentLength'),
+                    'mtime': modified.isoformat() if modified is not None else None}
+
+        return self._call(url, 'Stat', timeout, operation)
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object whose key starts with the URL's key, as ``s3://bucket/key`` URLs, sorted."""
         where = StorageURL.parse(url, scheme='s3')

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from streaming_core.plugin_api import (
     PermanentStorageError,
     ProcessLocal,
+    RemoteNotFoundError,
     StorageError,
     TruncatedDownloadError,
     check_options,
@@ -269,9 +270,20 @@ class SftpBackend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """Whether a regular file exists at the URL's path."""
-        return self.stat(url, timeout=timeout) is not None
+        return self._stat(url, timeout) is not None
 
-    def stat(self, url: str, *, timeout: float) -> dict[str, Any] | None:
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """``{'size', 'mtime'}`` of the file.
+
+        Raises:
+            RemoteNotFoundError: there is no regular file at the URL's path.
+        """
+        found = self._stat(url, timeout)
+        if found is None:
+            raise RemoteNotFoundError(f'Remote object not found: {parse_sftp_url(url, need_key=True).shown}')
+        return found
+
+    def _stat(self, url: str, timeout: float) -> dict[str, Any] | None:
         """``{'size', 'mtime'}`` of the file, or ``None`` when there is no regular file."""
         target = parse_sftp_url(url, need_key=True)
 

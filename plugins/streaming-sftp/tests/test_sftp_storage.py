@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
-from streaming_core.storage.facade import download_file, exists, get_backend, list_objects, upload_file
+from streaming_core.storage.facade import download_file, exists, get_backend, list_objects, stat_object, upload_file
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +51,11 @@ def test_round_trip_exists_list_and_ranged_reads(sftp_server: Any, options: dict
     assert exists(sftp_server.url(f'{root}/b.bin'), options=options)
     assert not exists(sftp_server.url(f'{root}/missing.bin'), options=options)
     assert not exists(sftp_server.url(f'{root}/a'), options=options), 'a directory is not a file'
+    found = stat_object(sftp_server.url(f'{root}/b.bin'), options=options)
+    assert found is not None and found.size == len(data) and found.mtime
+    for absent in ('missing.bin', 'a'):  # no file, or a directory
+        with pytest.raises(RemoteNotFoundError, match=absent):
+            stat_object(sftp_server.url(f'{root}/{absent}'), options=options, retries=0)
     assert list_objects(sftp_server.url(f'{root}/a/'), options=options) == sorted(
         sftp_server.url(f'{root}/{n}') for n in ('a/one.bin', 'a/two.bin', 'a/deeper/three.bin'))
     assert list_objects(sftp_server.url(f'{root}/a'), options=options) == sorted(
