@@ -47,12 +47,13 @@ def index_of(root: str) -> dict[str, Any]:
     (1234, 1234), (35.78, 35), ('1234', 1234), ('1234b', 1234), ('  1234 B ', 1234), ('1kb', 1024),
     (' 100 kb', 102400), ('1.39gb', 1492501135), ('2mb', 2 << 20), ('1tb', 1 << 40), ('1pb', 1 << 50),
     ('1eb', 1 << 60), ('1zb', 1 << 70), ('1yb', 1 << 80), ('1.5KB', 1536), ('0', 0),
+    ('512MiB', 512 << 20), ('1kib', 1024), ('1.5 GiB', 3 << 29),  # the binary prefixes (a superset of the reference)
 ])
 def test_bytes_to_int_table(value: Any, expected: int) -> None:
     assert bytes_to_int(value) == expected
 
 
-@pytest.mark.parametrize('value', ['', '12kbb', '27mxb', '79kkb', 'kb', '1k'])
+@pytest.mark.parametrize('value', ['', '12kbb', '27mxb', '79kkb', 'kb', '1k', '1ki', '1kibb', '1iib'])
 def test_bytes_to_int_errors(value: str) -> None:
     with pytest.raises(ValueError, match='Unsupported value/suffix'):
         bytes_to_int(value)

@@ -16,7 +16,8 @@ _COUNT_SUFFIXES = {'k': 10**3, 'm': 10**6, 'b': 10**9, 't': 10**12}
 
 
 def bytes_to_int(value: int | float | str) -> int:
-    """Parse a byte size: an int, a float (truncated), digits, ``'<digits>b'`` or ``'1.5gb'`` (powers of 1024).
+    """Parse a byte size: an int, a float (truncated), digits, ``'<digits>b'``, ``'1.5gb'`` or ``'512MiB'`` (both
+    suffix forms are powers of 1024; case does not matter).
 
     Raises:
         ValueError: ``'Unsupported value/suffix ...'`` for anything else (``''``, ``'12kbb'``).
@@ -33,11 +34,11 @@ def bytes_to_int(value: int | float | str) -> int:
     match = re.fullmatch(r'(\d+)\s*b', text)
     if match:
         return int(match.group(1))
-    match = re.fullmatch(r'(\d+(?:\.\d*)?|\.\d+)\s*([kmgtpezy]b)', text)
+    match = re.fullmatch(r'(\d+(?:\.\d*)?|\.\d+)\s*([kmgtpezy])i?b', text)
     if match:
-        return int(float(match.group(1)) * _BYTE_SUFFIXES[match.group(2)])
+        return int(float(match.group(1)) * _BYTE_SUFFIXES[match.group(2) + 'b'])
     raise ValueError(f'Unsupported value/suffix {value!r}: expected a byte count such as 1024, "500b", "64mb" '
-                     f'or "1.5gb" (kb..yb are powers of 1024).')
+                     f'or "1.5gb" (kb..yb, or kib..yib, are powers of 1024).')
 
 
 def number_abbrev_to_int(value: int | float | str) -> int:

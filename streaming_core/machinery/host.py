@@ -344,7 +344,7 @@ class PluginHost:
                 except Exception as err:
                     raise PluginLoadError(
                         f'Plugin {ep.name!r} (distribution {dist!r}, entry point {ep.value!r}) failed to import: '
-                        f'{type(err).__name__}: {err}. Fix or uninstall it, or skip it with '
+                        f'{type(err).__name__}: {str(err).rstrip(".")}. Fix or uninstall it, or skip it with '
                         f'{BLOCK_ENV}={ep.name}.') from err
                 info = PluginInfo(ep.name, dist, ep.dist.version if ep.dist is not None else '', ep.value)
                 self._register(pm, plugin, info)

@@ -228,7 +228,11 @@ def sync_index(stream: Any) -> SyncedIndex:
             try:
                 return _derived(stream, remote, sdir, copies=True)
             except ListingUnavailableError as listing:  # a store that cannot list (HTTP): the index is just missing
-                raise err from listing.__cause__
+                raise RemoteNotFoundError(
+                    f'{err} Without an {INDEX_BASENAME}, a directory is read through an index derived from its files '
+                    f'(Parquet, WebDataset...), which needs a listing, and {redact_url(remote)} cannot be listed '
+                    f'(plain HTTP has no listing): write an {INDEX_BASENAME} there, or read the files from a store '
+                    f'that lists (a local path, s3://, gs://...).') from listing.__cause__
     finally:
         locks.release(INDEX_LOCK_BYTE)
 

@@ -34,7 +34,8 @@ SLICE_ROWS = 32768
 
 def decoded_budget(value: str | None) -> int:
     """The decoded-slice budget from ``$STREAMING_PARQUET_DECODED_BYTES`` (``None``: the default, 512 MiB): a byte
-    count or size (``'2000000000'``, ``'512mb'``, ``'1.5gb'``), at least 0 (0 keeps only the newest slice).
+    count or size (``'2000000000'``, ``'512mb'``, ``'512MiB'``, ``'1.5gb'``), at least 0 (0 keeps only the newest
+    slice).
 
     Raises:
         ValueError: naming the variable, its value and what is valid.

@@ -29,6 +29,7 @@ def test_inspect_and_verify_a_parquet_directory(tmp_path):
     total = sum(os.path.getsize(tmp_path / name) for name in ('a.parquet', 'b.parquet'))
     assert f'({total} B)' in inspected.stdout
     assert 'id (int64), text (string)' in inspected.stdout
+    assert f'Dataset index: none; derived from the files of {tmp_path}' in inspected.stdout
     assert not os.path.exists(tmp_path / 'index.json')  # the user's directory is never written
     verified = _streaming('verify', str(tmp_path))
     assert verified.returncode == 0, verified.stderr

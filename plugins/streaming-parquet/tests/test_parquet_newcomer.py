@@ -77,6 +77,7 @@ def test_decoded_budget_variable_is_checked() -> None:
     assert decoded_budget(None) == 512 << 20 and decoded_budget('') == 512 << 20
     assert decoded_budget('1000') == 1000 and decoded_budget('512mb') == 512 << 20
     assert decoded_budget('1.5gb') == 3 << 29 and decoded_budget('0') == 0
+    assert decoded_budget('512MiB') == 512 << 20  # the unit the guide writes the default in
     for bad in ('abc', '-5', '12kbb'):
         with pytest.raises(ValueError, match=rf"STREAMING_PARQUET_DECODED_BYTES='{bad}' is not a byte size: give "
                                              r"a count of bytes >= 0 or a size such as 512mb"):
@@ -98,6 +99,7 @@ def test_decoded_budget_variable_when_the_plugin_loads(tmp_path: Any) -> None:
     done = subprocess.run([sys.executable, '-c', code, data], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "STREAMING_PARQUET_DECODED_BYTES='abc' is not a byte size" in done.stderr
+    assert '..' not in done.stderr.strip().splitlines()[-1]  # the plugin-load wrapper ends the message once
 
 
 def test_decode_images_without_pillow_names_the_extra(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -191,7 +191,10 @@ def _files(count: int) -> str:
 
 
 def _print(summary: dict[str, Any], with_shards: bool) -> None:
-    print(f'Dataset index: {summary["index"]} ({human_bytes(summary["index_bytes"])})')
+    if summary.get('derived'):
+        print(f'Dataset index: none; derived from the files of {summary["index"]}')
+    else:
+        print(f'Dataset index: {summary["index"]} ({human_bytes(summary["index_bytes"])})')
     shared = summary['files'] != summary['shards']  # units share files: say units and files
     formats = ', '.join(
         f'{name} ({count} {units_word([name])} in {_files(summary["files_per_format"].get(name, 0))})'
@@ -250,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
         if summary is None:
             found = open_located_index(found_file, args.dataset, args.split, options)
             summary = summarize(found.index, found.location, found.index_bytes)
+            summary['derived'] = found_file is None  # no index.json: the index a format derives from its files
     if args.json:
         if not args.shards:
             summary.pop('shard_list')

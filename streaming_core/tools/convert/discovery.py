@@ -137,7 +137,7 @@ def _add(subparsers: Any, reserved: set[str], name: str, where: str, block_name:
             raise ValueError('its register(subparsers) added no subcommand')
     except Exception as err:  # never break the CLI for one bad plugin
         _forget(subparsers, set(subparsers.choices) - before)
-        message = (f'{where} failed to load: {type(err).__name__}: {err}. Fix or reinstall it, or skip it with '
+        message = (f'{where} failed to load: {type(err).__name__}: {str(err).rstrip(".")}. Fix or reinstall it, or skip it with '
                    f'STREAMING_CORE_BLOCK_PLUGINS={block_name}.')
         if name not in subparsers.choices:
             _broken(subparsers, name, message)
