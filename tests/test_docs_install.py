@@ -17,9 +17,9 @@ import re
 import subprocess
 import sys
 import textwrap
-import tomllib
 
 import pytest
+import tomllib
 
 from tests.test_docs_examples import ROOT, python_blocks
 

@@ -137,8 +137,8 @@ def _add(subparsers: Any, reserved: set[str], name: str, where: str, block_name:
             raise ValueError('its register(subparsers) added no subcommand')
     except Exception as err:  # never break the CLI for one bad plugin
         _forget(subparsers, set(subparsers.choices) - before)
-        message = (f'{where} failed to load: {type(err).__name__}: {str(err).rstrip(".")}. Fix or reinstall it, or skip it with '
-                   f'STREAMING_CORE_BLOCK_PLUGINS={block_name}.')
+        message = (f'{where} failed to load: {type(err).__name__}: {str(err).rstrip(".")}. Fix or reinstall it, or '
+                   f'skip it with STREAMING_CORE_BLOCK_PLUGINS={block_name}.')
         if name not in subparsers.choices:
             _broken(subparsers, name, message)
         return [], message
