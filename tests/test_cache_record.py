@@ -341,3 +341,15 @@ def test_streaming_cache_shows_the_remote_each_dataset_holds(tmp_path, capsys):
     capsys.readouterr()
     assert not os.path.exists(default_local(url)) and record_of(default_local(url)) is None
     assert record_of(explicit) is not None  # another directory's state is kept
+
+
+def test_a_cache_root_that_cannot_be_created_says_which_variable_to_set(tmp_path, monkeypatch):
+    blocker = tmp_path / 'a-file'
+    blocker.write_text('not a directory')
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(blocker / 'cache'))
+    data = write_mds(str(tmp_path / 'data'), 10)
+    with pytest.raises(NotADirectoryError) as caught:  # the same error type as before, with what to do
+        StreamingDataset(local=data, batch_size=1)
+    message = str(caught.value)
+    assert f'cannot create the state directory of {data}' in message
+    assert 'set STREAMING_CORE_CACHE_DIR to a writable directory' in message and str(blocker) in message

@@ -17,6 +17,8 @@ import time
 import pytest
 
 from streaming_core import StreamingDataset
+from streaming_core.reading.stream import FOREIGN_TEMP_AGE
+from streaming_core.storage.facade import host_token
 from tests.fixtures.data import ids_of, write_mds
 from tests.multiproc import ROOT
 
@@ -151,8 +153,15 @@ def test_a_dead_readers_temporary_file_is_swept_where_readers_write(tmp_path, re
     StreamingDataset(batch_size=2, **kwargs)
     dead = int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
                               text=True, check=True).stdout)
-    left = os.path.join(local, f'shard.00000.mds.{dead}.0123abcd.tmp')
-    with open(left, 'wb') as handle:
-        handle.write(b'partial')
+    left = os.path.join(local, f'shard.00000.mds.{dead}-{host_token()}.0123abcd.tmp')
+    foreign = os.path.join(local, f'shard.00001.mds.{dead}-0badcafe.0123abcd.tmp')  # another host's (or container's)
+    stale = os.path.join(local, f'shard.00002.mds.{dead}-0badcafe.4567abcd.tmp')
+    for path in (left, foreign, stale):
+        with open(path, 'wb') as handle:
+            handle.write(b'partial')
+    day_ago = time.time() - FOREIGN_TEMP_AGE - 60
+    os.utime(stale, (day_ago, day_ago))
     assert ids_of(StreamingDataset(batch_size=2, **kwargs)) == list(range(20))
     assert os.path.exists(left) is not swept
+    assert os.path.exists(foreign)  # its pid means nothing here: kept while it may still be written
+    assert os.path.exists(stale) is not swept  # untouched for a day: removed like a dead writer's

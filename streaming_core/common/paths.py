@@ -75,5 +75,10 @@ def state_dir(local_dir: str, create: bool = True) -> str:
     """
     path = os.path.join(state_root(), state_key(local_dir))
     if create:
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as err:  # the same type, saying what to do
+            raise type(err)(err.errno, f'{err.strerror}: cannot create the state directory of {local_dir}. The cache '
+                                       f'root {cache_root()} must be writable: set {CACHE_ENV} to a writable '
+                                       f'directory', path) from err
     return path

@@ -25,7 +25,7 @@ from streaming_core.reading.format_options import apply_format_options, merge_fo
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
 from streaming_core.reading.shard_table import ShardTable
-from streaming_core.storage.facade import download_file, is_remote, join, local_path, temp_name
+from streaming_core.storage.facade import download_file, host_token, is_remote, join, local_path, temp_name
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
@@ -33,21 +33,39 @@ __all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_fi
            'merge_format_options']
 
 
-_TEMP = re.compile(r'.+\.(\d+)\.[0-9a-f]{8}\.tmp$')
+_TEMP = re.compile(r'.+\.(\d+)(?:-([0-9a-f]{8}))?\.[0-9a-f]{8}\.tmp$')
+#: A temporary file of another host or PID namespace (or of an earlier version, without a host token) is removed
+#: only when untouched this long: its writer cannot be asked whether it still runs.
+FOREIGN_TEMP_AGE = 24 * 3600.0
 
 
 def remove_dead_temp_files(directory: str) -> int:
-    """Remove the temporary download files left by processes of this host that no longer run."""
+    """Remove the temporary files (:func:`~streaming_core.storage.facade.temp_name`) left by processes of this
+    host and PID namespace that no longer run, and those of other hosts or namespaces untouched for
+    :data:`FOREIGN_TEMP_AGE` (another container on the same disk, another node on a shared filesystem: its process
+    ids are not ours to test)."""
     removed = 0
+    mine = host_token()
+    now = time.time()
     for dirpath, _, filenames in os.walk(directory):
         for name in filenames:
             if not name.endswith('.tmp'):  # most names: no regular expression run
                 continue
             match = _TEMP.match(name)
-            if match is None or _alive(int(match.group(1))):
+            if match is None:
                 continue
+            path = os.path.join(dirpath, name)
+            if match.group(2) == mine:
+                if _alive(int(match.group(1))):
+                    continue
+            else:
+                try:
+                    if now - os.path.getmtime(path) < FOREIGN_TEMP_AGE:
+                        continue
+                except OSError:
+                    continue
             try:
-                os.remove(os.path.join(dirpath, name))
+                os.remove(path)
                 removed += 1
             except OSError:
                 pass

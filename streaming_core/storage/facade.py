@@ -155,8 +155,35 @@ def clear_backend_cache() -> None:
 
 
 def temp_name(path: str) -> str:
-    """A unique temporary name next to ``path`` (same directory, so a rename into place is atomic)."""
-    return f'{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp'
+    """A unique temporary name next to ``path`` (same directory, so a rename into place is atomic):
+    ``<path>.<pid>-<host token>.<random>.tmp``, so that a sweep of dead writers' files judges only the files of its
+    own host and PID namespace by their process id (:func:`host_token`)."""
+    return f'{path}.{os.getpid()}-{host_token()}.{uuid.uuid4().hex[:8]}.tmp'
+
+
+_HOST_TOKEN: str | None = None
+
+
+def host_token() -> str:
+    """Eight hex digits naming this host (its name and boot) and PID namespace: process ids mean something only
+    among processes that share them. A cache on a shared filesystem, or shared by containers, holds temporary files
+    of processes this one cannot see."""
+    global _HOST_TOKEN
+    if _HOST_TOKEN is None:
+        import hashlib
+        import socket
+        parts = [socket.gethostname()]
+        try:
+            with open('/proc/sys/kernel/random/boot_id') as handle:
+                parts.append(handle.read().strip())
+        except OSError:
+            pass
+        try:
+            parts.append(str(os.stat('/proc/self/ns/pid').st_ino))
+        except OSError:
+            pass
+        _HOST_TOKEN = hashlib.blake2s('\0'.join(parts).encode('utf-8', 'surrogateescape'), digest_size=4).hexdigest()
+    return _HOST_TOKEN
 
 
 def write_file_atomic(path: str, data: bytes, *, sync: bool = True) -> None:
