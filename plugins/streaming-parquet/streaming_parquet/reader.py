@@ -312,35 +312,49 @@ class ParquetView:
         """Decode slice ``part`` of the row group: ``(its first row, its columns)`` (kept under the budget)."""
         import pyarrow as pa
         group = self._group
+        first = 0 if self._single else part * self._slice_rows
         try:
             if self._single:
                 table = self._file.read_row_group(group, columns=self._names)
             else:
-                batches = self._file.iter_batches(batch_size=self._slice_rows, row_groups=[group],
-                                                  columns=self._names)
-                for i, batch in enumerate(batches):
-                    if i == part:
-                        table = pa.Table.from_batches([batch])
-                        break
-                else:
-                    raise ShardCorruptError(f'{self.path}: row group {group} ended before slice {part}.')
+                table = self._rows(first, min(first + self._slice_rows, self._count))
         except (pa.ArrowException, OSError) as err:
             raise ShardCorruptError(f'{self.path}: row group {group} cannot be decoded ({type(err).__name__}: '
                                     f'{err}); the file is corrupt.') from None
         columns = []
         for name in self._names:
-            try:
-                columns.append(_column_values(table.column(name).combine_chunks()))
+            try:  # chunk by chunk: one chunk of more than 2 GiB of strings cannot be built
+                columns.append([value for chunk in table.column(name).chunks for value in _column_values(chunk)])
             except Exception as err:  # a value pyarrow read but that cannot become a Python value
                 raise CodecError(f'{self.path}: row group {group}, column {name!r} '
                                  f'({table.schema.field(name).type}): its values cannot be decoded '
                                  f'({type(err).__name__}: {err}). Leave the column out with columns=, or rewrite '
                                  f'it.') from err
-        found = (part * self._slice_rows, columns)
+        found = (first, columns)
         self._slices[(group, part)] = found
         decoded_cache.put((self._token, group, part),
                           int(table.nbytes) + 64 * table.num_rows * max(len(self._names), 1), self._slices)
         return found
+
+    def _rows(self, start: int, stop: int) -> Any:
+        """Rows ``[start, stop)`` of the row group as a table. pyarrow's batches hold *at most* the rows asked for
+        (fewer where the decoded values would pass 2 GiB), so the rows are counted, not the batches."""
+        import pyarrow as pa
+        pieces = []
+        offset = 0
+        for batch in self._file.iter_batches(batch_size=self._slice_rows, row_groups=[self._group],
+                                             columns=self._names):
+            end = offset + batch.num_rows
+            low, high = max(start - offset, 0), min(stop, end) - offset
+            if high > low:
+                pieces.append(batch.slice(low, high - low))
+            offset = end
+            if offset >= stop:
+                break
+        if sum(piece.num_rows for piece in pieces) != stop - start:
+            raise ShardCorruptError(f'{self.path}: row group {self._group} ended at row {offset}, before row '
+                                    f'{stop} (the index records {self._count} rows).')
+        return pa.Table.from_batches(pieces, schema=pieces[0].schema) if pieces else None
 
     def _locate(self, index: int) -> tuple[int, list[list[Any]]]:
         """``(row within its slice, the slice's columns)`` of row ``index``."""

@@ -128,6 +128,40 @@ def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatc
     assert reader_module.decoded_cache.keys_of(view._token) == []
 
 
+@pytest.mark.parametrize('seed', range(4))
+def test_slices_are_exact_when_pyarrow_gives_shorter_batches(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             seed: int) -> None:
+    """pyarrow's batches hold *at most* the rows asked for (fewer where the decoded values would pass 2 GiB: a row
+    group of wide strings): a slice must still start at its own first row, or rows are served in the wrong place."""
+    import random
+
+    import pyarrow.parquet as pq
+
+    import streaming_parquet.reader as reader_module
+    monkeypatch.setattr(reader_module, 'SLICE_ROWS', 16)
+    rng = random.Random(seed)
+    real = pq.ParquetFile.iter_batches
+
+    def shorter(self: Any, batch_size: int = 65536, **kwargs: Any) -> Any:  # as pyarrow does for huge values
+        for batch in real(self, batch_size=batch_size, **kwargs):
+            offset = 0
+            while offset < batch.num_rows:
+                rows = min(rng.randint(1, batch_size), batch.num_rows - offset)
+                yield batch.slice(offset, rows)
+                offset += rows
+
+    monkeypatch.setattr(pq.ParquetFile, 'iter_batches', shorter)
+    data = str(tmp_path / 'huge')
+    write_parquet(data, files=1, rows=100, row_group=100)
+    dataset = StreamingDataset(local=data, batch_size=1)
+    order = list(range(100))
+    rng.shuffle(order)
+    for i in order:
+        assert dataset[i]['id'] == i
+        assert_row(dataset[i])
+    assert [s['id'] for s in StreamingDataset(local=data, batch_size=1)] == list(range(100))
+
+
 def test_a_shuffled_epoch_decodes_each_row_group_once(tmp_path: Any) -> None:
     import streaming_parquet.reader as reader_module
     data = str(tmp_path / 'data')
