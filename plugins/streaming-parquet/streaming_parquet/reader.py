@@ -122,18 +122,18 @@ class _Footers:
     LIMIT = 64
 
     def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, int, int, int], tuple[Any, frozenset[str]]] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], tuple[Any, dict[str, str]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, int, int, int]) -> tuple[Any, frozenset[str]] | None:
-        """``(FileMetaData, column names)`` of that version of the file, if parsed before."""
+    def get(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, str]] | None:
+        """``(FileMetaData, {column name: Arrow type})`` of that version of the file, if parsed before."""
         with self._lock:
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, int, int, int], metadata: Any, names: frozenset[str]) -> None:
+    def put(self, key: tuple[Any, ...], metadata: Any, names: dict[str, str]) -> None:
         """Keep a parsed footer."""
         with self._lock:
             self._items[key] = (metadata, names)
@@ -288,7 +288,7 @@ class ParquetView:
             self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0])
             metadata = self._file.metadata
             if parsed is None:
-                parsed = (metadata, frozenset(field.name for field in metadata.schema.to_arrow_schema()))
+                parsed = (metadata, {field.name: str(field.type) for field in metadata.schema.to_arrow_schema()})
                 footers.put(key, *parsed)
             groups = metadata.num_row_groups
             rows = metadata.row_group(self._group).num_rows if self._group < groups else None
@@ -304,6 +304,13 @@ class ParquetView:
         if missing:
             self.close()
             raise ShardCorruptError(f'{path}: columns {missing} recorded in the index are missing from the file.')
+        changed = [f'{name!r} is {parsed[1][name]} in the file but {kind} in the index'
+                   for name, kind in reader.columns if parsed[1][name] != kind]
+        if changed:  # a file replaced after the index (or a sidecar) described it: never values of two types
+            self.close()
+            raise ShardCorruptError(f'{path}: column {", ".join(changed)} (the file was replaced since the index was '
+                                    f'made; construct the dataset again, or run "streaming index" again if the '
+                                    f'directory has a sidecar).')
 
     def __len__(self) -> int:
         return self._count

@@ -120,6 +120,28 @@ def test_a_sidecar_claiming_other_row_groups_is_caught_when_the_file_opens(tmp_p
         list(dataset)
 
 
+def test_a_sidecar_claiming_other_column_types_is_caught_when_the_file_opens(tmp_path: Any) -> None:
+    """A file rewritten in place (same size) with a column of another type: the stale sidecar describes the old
+    types, and the file's footer says otherwise when it is opened: an error naming the file and the column, never
+    values of two types in one column."""
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=2, rows=60, row_group=30)
+    assert main(['index', data]) == 0
+    path = os.path.join(data, SIDECAR)
+    with open(path) as handle:
+        sidecar = json.load(handle)
+    stale = sidecar['files'][1]
+    assert ['id', 'int64'] in stale['columns']
+    stale['columns'] = [[name, 'double' if name == 'id' else kind] for name, kind in stale['columns']]
+    sidecar['files'] = [dict(row, columns=stale['columns']) for row in sidecar['files']]  # one schema: no drift error
+    with open(path, 'w') as handle:
+        json.dump(sidecar, handle)
+    dataset = StreamingDataset(local=data, batch_size=1)
+    with pytest.raises(ShardCorruptError, match=r"part-00000\.parquet: column 'id' is int64 in the file but double in "
+                                                r"the index"):
+        dataset[0]
+
+
 def test_a_subdirectory_sidecar_is_not_data(tmp_path: Any) -> None:
     root = tmp_path / 'root'
     ids = write_parquet(str(root / 'train'), files=2, rows=20, row_group=10)
