@@ -100,7 +100,8 @@ class SourceFile:
         name: Its path relative to the directory, ``/``-separated (``data/train-00000.parquet``).
         size: Its size in bytes.
         etag: The store's entity tag, when the listing reports one.
-        mtime: Its modification time as the store reports it (nanoseconds for local files), when known.
+        mtime: Its modification time as the store reports it, when known (for local files, nanoseconds then the
+            change time: ``'<mtime_ns>/<ctime_ns>'``).
     """
 
     name: str
@@ -147,7 +148,10 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
         if item.stat.size is None:
             raise DerivedIndexError(f'The listing of {redact_url(root)} gives no size for {name}; its storage backend '
                                     f'cannot describe files for a derived index. Write an index.json instead.')
-        found.append(SourceFile(name, int(item.stat.size), item.stat.etag, item.stat.mtime))
+        mtime = item.stat.mtime
+        if item.stat.ctime is not None:  # a local file: replaced in place with its old mtime restored, still seen
+            mtime = f'{mtime}/{item.stat.ctime}'
+        found.append(SourceFile(name, int(item.stat.size), item.stat.etag, mtime))
     return sorted(found, key=lambda item: item.name)
 
 

@@ -534,7 +534,7 @@ def list_with_stats(url: str, *, timeout: float = 60.0, options: Mapping[str, An
             except FileNotFoundError:  # removed meanwhile
                 continue
             found.append(ListedObject(path, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns),
-                                                       inode=info.st_ino)))
+                                                       inode=info.st_ino, ctime=str(info.st_ctime_ns))))
         return sorted(found, key=lambda item: item.url)
     backend = get_backend(url, options)
     detailed = getattr(backend, 'list_stats', None)

@@ -70,6 +70,31 @@ def test_copied_from_a_remote_directory_and_rebuilt_when_it_changes(tmp_path: An
     assert sorted(ids_of(replaced)) == list(range(50, 150)) + list(range(1000, 1010))
 
 
+def test_a_file_replaced_in_place_with_its_old_size_and_mtime_is_not_served_stale(tmp_path: Any) -> None:
+    """``cp -p`` / ``rsync -t --inplace`` over a file of the same size: its size and modification time are the old
+    ones, its change time is not; the local copy of the old version must not be served."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    os.makedirs(remote)
+    path = os.path.join(remote, 'part.parquet')
+
+    def write(offset: int) -> None:
+        table = pa.table({'id': pa.array(range(10), pa.int64()), 'val': pa.array(range(offset, offset + 10),
+                                                                                  pa.int64())})
+        pq.write_table(table, path, compression='NONE', use_dictionary=False, write_statistics=False)
+
+    write(0)
+    first = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert [first[i]['val'] for i in range(10)] == list(range(10))
+    before = os.stat(path)
+    write(1000)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert [again[i]['val'] for i in range(10)] == list(range(1000, 1010))
+
+
 def test_index_json_present_wins(tmp_path: Any) -> None:
     data = str(tmp_path / 'data')
     write_mds(data, 7)  # an MDS dataset's index.json in the same directory as Parquet files
