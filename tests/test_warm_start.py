@@ -7,6 +7,8 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,6 +45,7 @@ def _rewrite_keeping_stat(path: str, data: bytes) -> None:
     is not: no call sets it)."""
     info = os.stat(path)
     assert len(data) == info.st_size
+    time.sleep(0.05)  # past the file system's timestamp granularity (a few ms): a change within it is invisible
     with open(path, 'r+b') as handle:
         handle.write(data)
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
@@ -226,3 +229,57 @@ def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_w
     later = StreamingDataset(remote=remote, local=local, batch_size=1)
     assert ids_of(later) == list(range(200, 245))
     assert later.streams[0].index_identity.startswith('stat:')
+
+
+@pytest.mark.parametrize('trouble', ['rewritten again during the check', 'second stat fails'])
+def test_a_rewrite_with_identical_index_bytes_is_seen_whatever_names_the_bytes_read(tmp_path, monkeypatch, trouble):
+    """The remote's stat changed since the cache was filled, its index bytes did not (same sizes, no hashes): the
+    cached shards are stale. That holds even when the bytes read end up identified by their digest (the remote
+    changed again between the probe and the download, or could not be stat'ed again)."""
+    from streaming_core.reading import index_sync
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    index = os.path.join(remote, 'index.json')
+    write_mds(remote, 30, start=100, size_limit=300)
+    first = open(index, 'rb').read()
+    assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == list(range(100, 130))
+    write_mds(remote, 30, start=200, size_limit=300, exist_ok=True)
+    assert open(index, 'rb').read() == first  # same sample sizes: the same index bytes
+    real_probe = index_sync._probe
+    calls = []
+
+    def probe(stream, url):  # type: ignore[no-untyped-def]
+        calls.append(url)
+        if trouble == 'second stat fails' and len(calls) > 1:
+            return None
+        found = real_probe(stream, url)
+        if trouble != 'second stat fails' and len(calls) == 1:  # another job rewrites the remote right then
+            write_mds(remote, 30, start=300, size_limit=300, exist_ok=True)
+        return found
+
+    monkeypatch.setattr(index_sync, '_probe', probe)
+    expected = list(range(300, 330)) if trouble != 'second stat fails' else list(range(200, 230))
+    caught = StreamingDataset(remote=remote, local=local, batch_size=1)
+    assert len(calls) == 2 and caught.streams[0].index_identity.startswith('sha256:')
+    assert ids_of(caught) == expected
+    monkeypatch.setattr(index_sync, '_probe', real_probe)
+    assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == expected
+
+
+def test_a_record_without_the_change_time_is_the_same_version(tmp_path):
+    """A cache filled by a version whose local-remote identities lacked the change time: the same remote is not
+    taken for a rewritten one (which would remove every cached shard without a hash)."""
+    from streaming_core.common.paths import state_dir
+    from streaming_core.reading.cache_record import read_record, write_record
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 30, size_limit=300)
+    assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == list(range(30))
+    record = read_record(state_dir(local))
+    assert ';ctime=' in record.source_identity
+    old = re.sub(r';ctime=\d+', '', record.source_identity)
+    record.source_identity = old
+    write_record(state_dir(local), record)
+    shards = sorted(name for name in os.listdir(local) if name.startswith('shard.'))
+    inodes = [os.stat(os.path.join(local, name)).st_ino for name in shards]
+    again = StreamingDataset(remote=remote, local=local, batch_size=1)
+    assert ids_of(again) == list(range(30))
+    assert [os.stat(os.path.join(local, name)).st_ino for name in shards] == inodes  # kept, not downloaded again

@@ -349,6 +349,16 @@ def read_listing(sdir: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
 
 
+def _same_entry(before: list[Any] | None, now: list[Any]) -> bool:
+    """Whether two listing entries (:meth:`SourceFile.key`) name one version of a file: equal, or equal but for the
+    change time that a local file's entry recorded before version 0.2 lacks (its mtime alone, no ``/``)."""
+    if before is None or before == now:
+        return before == now
+    if len(before) != 4 or not isinstance(before[3], str) or '/' in before[3] or not isinstance(now[3], str):
+        return False
+    return before[:3] == now[:3] and now[3].split('/', 1)[0] == before[3] and '/' in now[3]
+
+
 def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
     """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
     present copy of a listed name when the previous listing is unknown)."""
@@ -359,7 +369,7 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     real_root = os.path.realpath(local_dir)
     stale = []
     for name in sorted(set(new) | set(previous)):
-        if old is not None and name in new and previous.get(name) == new[name]:
+        if old is not None and name in new and _same_entry(previous.get(name), new[name]):
             continue
         try:
             check_basename(name, 'listing')

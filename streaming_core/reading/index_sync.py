@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import warnings
 from typing import Any
@@ -228,13 +229,25 @@ def sync_index(stream: Any) -> SyncedIndex:
             try:
                 return _derived(stream, remote, sdir, copies=True)
             except ListingUnavailableError as listing:  # a store that cannot list (HTTP): the index is just missing
-                raise RemoteNotFoundError(
+                raise type(err)(
                     f'{err} Without an {INDEX_BASENAME}, a directory is read through an index derived from its files '
                     f'(Parquet, WebDataset...), which needs a listing, and {redact_url(remote)} cannot be listed '
                     f'(plain HTTP has no listing): write an {INDEX_BASENAME} there, or read the files from a store '
                     f'that lists (a local path, s3://, gs://...).') from listing.__cause__
     finally:
         locks.release(INDEX_LOCK_BYTE)
+
+
+_CTIME = re.compile(r';ctime=\d+')
+
+
+def _same_version(a: str, b: str) -> bool:
+    """Whether two identities name one version: equal, or equal but for the change time, which the identities a
+    local remote's stat gave before version 0.2 lack (so an upgrade does not take every cached file for stale)."""
+    if a == b:
+        return True
+    older = [x for x in (a, b) if not _CTIME.search(x)]
+    return len(older) == 1 and _CTIME.sub('', a) == _CTIME.sub('', b)
 
 
 def _binary_present(local_dir: str, identity: str) -> bool:
@@ -407,7 +420,7 @@ class _Refresh:
 
     def _fresh(self, record: CacheRecord) -> bool:
         if self.probe is not None:
-            return self.probe == record.source_identity
+            return _same_version(self.probe, record.source_identity)
         return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
 
     def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
@@ -448,9 +461,10 @@ class _Refresh:
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
-            if old == new:
-                rewritten = (record is not None and record.source_identity != identity
-                             and record.source_identity.startswith('stat:') and identity.startswith('stat:'))
+            if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
+                rewritten = (record is not None and self.probe is not None
+                             and record.source_identity.startswith('stat:')
+                             and not _same_version(record.source_identity, self.probe))
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
             else:
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)

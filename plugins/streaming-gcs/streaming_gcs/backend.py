@@ -185,8 +185,8 @@ class GcsBackend(ProcessLocal):
                          lambda client: bool(client.bucket(bucket).blob(key).exists(timeout=timeout, retry=None)))
 
     def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
-        """``{'etag', 'size', 'mtime'}`` of the object from its metadata (the etag carries the generation, which
-        every write changes).
+        """``{'etag', 'size', 'mtime'}`` of the object from its metadata (as the etag, its generation, which every
+        write of its data changes).
 
         Raises:
             RemoteNotFoundError: there is no such object.
@@ -222,8 +222,10 @@ class GcsBackend(ProcessLocal):
 
 
 def _blob_stat(blob: Any) -> dict[str, Any]:
+    """The object's generation (new at every write of its data, unlike its etag, which a metadata update changes
+    too) as its etag; its etag only when no generation is given."""
     updated = blob.updated
-    return {'etag': f'{blob.etag or ""}#{blob.generation or ""}', 'size': blob.size,
+    return {'etag': f'generation:{blob.generation}' if blob.generation else blob.etag, 'size': blob.size,
             'mtime': updated.isoformat() if updated is not None else None}
 
 

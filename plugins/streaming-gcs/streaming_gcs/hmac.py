@@ -117,8 +117,8 @@ class GcsHmacClient(ProcessLocal):
         return self._run(url, 'Existence check', timeout, operation)
 
     def stat(self, bucket: str, key: str, url: str, timeout: float) -> dict[str, Any]:
-        """HEAD the object: ``{'etag', 'size', 'mtime'}`` (the etag carries the generation when the store sends
-        it; a 404 raises :class:`RemoteNotFoundError` through the translation)."""
+        """HEAD the object: ``{'etag', 'size', 'mtime'}`` (as the etag, the generation when the store sends it; a
+        404 raises :class:`RemoteNotFoundError` through the translation)."""
         def operation(client: Any) -> dict[str, Any]:
             head = client.head_object(Bucket=bucket, Key=key)
             headers = (head.get('ResponseMetadata') or {}).get('HTTPHeaders') or {}
@@ -151,7 +151,7 @@ class GcsHmacClient(ProcessLocal):
 
 
 def _object_stat(etag: Any, size: Any, modified: Any, generation: Any) -> dict[str, Any]:
-    return {'etag': f'{etag or ""}#{generation or ""}', 'size': size,
+    return {'etag': f'generation:{generation}' if generation else etag, 'size': size,
             'mtime': modified.isoformat() if modified is not None else None}
 
 

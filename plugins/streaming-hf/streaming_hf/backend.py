@@ -360,9 +360,12 @@ class HfBackend(ProcessLocal):
         """``{'etag', 'size'}`` of the file at the commit its revision names, from the node's listing of its
         directory at that commit (listed once per node; no request when it is kept).
 
-        The etag is a digest of every file of that directory (paths, sizes, blob ids), so it changes when the file
-        or any file beside it changes, and not otherwise: a dataset pushed again with an identical ``index.json``
-        but other shards is a new version (its cached shards are stale), a commit elsewhere in the repository is not.
+        The etag is a digest of the files of that directory (paths, sizes, blob ids), so it changes when the file
+        or a file beside it changes, and not otherwise: a dataset pushed again with an identical ``index.json``
+        but other shards is a new version (its cached shards are stale), a commit elsewhere in the repository is not,
+        nor one that only edits the directory's own ``*.md`` files or hidden files (``README.md``, ``.gitattributes``
+        of a dataset at the repository's root). A URL naming a commit names one version: its etag is the commit,
+        and nothing is listed.
 
         Raises:
             RemoteNotFoundError: the file is not in the commit.
@@ -370,6 +373,8 @@ class HfBackend(ProcessLocal):
         where = parse_hf_url(url)
         if not where.path:
             raise PermanentStorageError(f'{url}: names a repository, not a file in it.')
+        if where.revision and _COMMIT.match(where.revision):
+            return {'etag': f'commit:{where.revision}', 'size': None, 'mtime': None}
         directory = where.path.rsplit('/', 1)[0] + '/' if '/' in where.path else ''
         rows = self.list_stats(where.with_path(directory), timeout=timeout)
         mine = [info for item, info in rows if item == url]
@@ -377,8 +382,12 @@ class HfBackend(ProcessLocal):
             commit = self.commit_of(where, url, timeout)
             raise RemoteNotFoundError(f'{url}: not found on the Hub (not in the listing of commit {commit}).')
         digest = hashlib.blake2b(digest_size=16)
+        start = len(where.with_path(directory)) if directory else len(where.root) + 1
         for item, info in rows:
-            digest.update(f'{item}\0{info.get("size")}\0{info.get("etag")}\n'.encode('utf-8', 'surrogatepass'))
+            name = item[start:]  # relative to the directory: the same whichever way the URL names the revision
+            if '/' not in name and (name.startswith('.') or name.endswith('.md')):
+                continue
+            digest.update(f'{name}\0{info.get("size")}\0{info.get("etag")}\n'.encode('utf-8', 'surrogatepass'))
         return {'etag': f'dir:{digest.hexdigest()}', 'size': mine[0].get('size'), 'mtime': None}
 
     def list(self, url: str, *, timeout: float) -> list[str]:

@@ -151,23 +151,27 @@ def test_refused_uploads_say_what_to_do(hub: HubServer, tmp_path: Any, monkeypat
     assert 'f.txt' in repo.commits[repo.refs['dev']] and 'f.txt' not in repo.commits[repo.refs['main']]
 
 
+@pytest.mark.parametrize('directory', ['ds', ''])
 def test_a_dataset_pushed_again_with_an_identical_index_is_read_anew(hub: HubServer, tmp_path: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    directory: str) -> None:
     """Samples of the same sizes pushed again (no hashes, the writer's default): the new commit's ``index.json`` has
-    the same bytes as the cached one, so only the commit tells that the cached shards are stale. A commit that
-    changes nothing under the dataset's directory keeps them."""
+    the same bytes as the cached one, so only the listing of its directory at the new commit tells that the cached
+    shards are stale. A commit that changes nothing of the dataset's files (a README edit, even beside them at the
+    repository's root) keeps them; so does naming the commit."""
     require('streaming_mds')
     from streaming_core import MDSWriter
     repo = _repo(hub)
     monkeypatch.setenv('HF_TOKEN', TOKEN)
-    remote = 'hf://datasets/owner/name/ds'
+    remote = 'hf://datasets/owner/name' + (f'/{directory}' if directory else '')
+    index_name = f'{directory}/index.json' if directory else 'index.json'
 
     def write(tag: str) -> bytes:
         with MDSWriter(out=(str(tmp_path / f'out-{tag}'), remote), columns={'id': 'int', 'tag': 'str'},
                        size_limit=300, exist_ok=True) as writer:
             for i in range(40):
                 writer.write({'id': i, 'tag': f'{tag}-{i:04}'})
-        return repo.commits[repo.refs['main']]['ds/index.json']
+        return repo.commits[repo.refs['main']][index_name]
 
     def tags() -> list[str]:
         forget_process_state()  # a new job: the branch is resolved again
@@ -180,6 +184,12 @@ def test_a_dataset_pushed_again_with_an_identical_index_is_read_anew(hub: HubSer
     assert tags() == [f'B-{i:04}' for i in range(40)]
     shard = os.path.join(str(tmp_path / 'cache'), 'shard.00000.mds')
     kept = os.stat(shard).st_ino
-    repo.push({'README.md': b'---\nlicense: apache-2.0\n---\n'})  # another commit, nothing under ds/ changed
+    repo.push({'README.md': b'---\nlicense: apache-2.0\n---\n'})  # another commit, no file of the dataset changed
     assert tags() == [f'B-{i:04}' for i in range(40)]
     assert os.stat(shard).st_ino == kept
+    from streaming_core.storage.facade import stat_object
+    at_commit = remote.replace('owner/name', f'owner/name@{repo.refs["main"]}', 1)
+    found = stat_object(f'{at_commit}/index.json')
+    assert found is not None and found.etag == f'commit:{repo.refs["main"]}'
+    before = len(hub.state.requests)
+    assert stat_object(f'{at_commit}/index.json') == found and len(hub.state.requests) == before  # nothing asked

@@ -237,3 +237,28 @@ def test_indexing_shows_a_progress_bar_of_the_files_read(tmp_path: Any, monkeypa
     # A kept index reads no file: no bar.
     StreamingDataset(remote=data, local=str(tmp_path / 'cache'), batch_size=4)
     assert len(bars) == 1
+
+
+def test_copies_listed_before_the_change_time_was_kept_are_not_taken_for_stale(tmp_path: Any) -> None:
+    """A derived index of a local remote recorded by an earlier version (mtimes without the change time): the same
+    files are the same versions, so their local copies are kept (not downloaded again) when the index is rebuilt."""
+    import json
+
+    from streaming_core.reading.derived_index import DERIVED_LISTING_NAME
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_parquet(remote, files=2, rows=40, row_group=20)
+    first = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert sorted(ids_of(first)) == list(range(80))
+    listing_path = os.path.join(state_dir(local), DERIVED_LISTING_NAME)
+    listing = json.loads(open(listing_path).read())
+    assert all('/' in row[3] for row in listing['files'])
+    listing['files'] = [row[:3] + [row[3].split('/')[0]] for row in listing['files']]
+    listing['identity'] = 'derived:parquet:recorded-by-an-earlier-version'
+    with open(listing_path, 'w') as handle:
+        json.dump(listing, handle)
+    copies = {name: os.stat(os.path.join(local, name)).st_ino for name in os.listdir(local)
+              if name.endswith('.parquet')}
+    assert copies
+    again = StreamingDataset(remote=remote, local=local, batch_size=2)
+    assert sorted(ids_of(again)) == list(range(80))
+    assert {name: os.stat(os.path.join(local, name)).st_ino for name in copies} == copies
