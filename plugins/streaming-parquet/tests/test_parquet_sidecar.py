@@ -102,18 +102,25 @@ def test_a_malformed_sidecar_is_refused_naming_it(tmp_path: Any) -> None:
             build_index(data)
 
 
-def test_a_sidecar_claiming_other_row_groups_is_caught_when_the_file_opens(tmp_path: Any) -> None:
-    """A file rewritten in place with the same size (and a store with no etags) is not noticed by the listing; the
-    file's own footer disagrees with the sidecar when it is opened, and that is an error, never a wrong sample."""
+def _stale_sidecar(tmp_path: Any, files: int, edit: Any) -> str:
+    """A directory of ``files`` Parquet files indexed by ``streaming index``, whose sidecar ``edit(sidecar)`` then
+    changes in place, as if the files had been replaced after it was written (same sizes, no etags)."""
     data = str(tmp_path / 'data')
-    write_parquet(data, files=1, rows=60, row_group=30)
+    write_parquet(data, files=files, rows=60, row_group=30)
     assert main(['index', data]) == 0
     path = os.path.join(data, SIDECAR)
     with open(path) as handle:
         sidecar = json.load(handle)
-    sidecar['files'][0]['row_groups'] = [20, 40]
+    edit(sidecar)
     with open(path, 'w') as handle:
         json.dump(sidecar, handle)
+    return data
+
+
+def test_a_sidecar_claiming_other_row_groups_is_caught_when_the_file_opens(tmp_path: Any) -> None:
+    """A file rewritten in place with the same size (and a store with no etags) is not noticed by the listing; the
+    file's own footer disagrees with the sidecar when it is opened, and that is an error, never a wrong sample."""
+    data = _stale_sidecar(tmp_path, 1, lambda sidecar: sidecar['files'][0].update(row_groups=[20, 40]))
     dataset = StreamingDataset(local=data, batch_size=1)
     with pytest.raises(ShardCorruptError, match=r'part-00000\.parquet: row group 0 holds 30 rows, but the index '
                                                 r'records 20'):
@@ -124,18 +131,13 @@ def test_a_sidecar_claiming_other_column_types_is_caught_when_the_file_opens(tmp
     """A file rewritten in place (same size) with a column of another type: the stale sidecar describes the old
     types, and the file's footer says otherwise when it is opened: an error naming the file and the column, never
     values of two types in one column."""
-    data = str(tmp_path / 'data')
-    write_parquet(data, files=2, rows=60, row_group=30)
-    assert main(['index', data]) == 0
-    path = os.path.join(data, SIDECAR)
-    with open(path) as handle:
-        sidecar = json.load(handle)
-    stale = sidecar['files'][1]
-    assert ['id', 'int64'] in stale['columns']
-    stale['columns'] = [[name, 'double' if name == 'id' else kind] for name, kind in stale['columns']]
-    sidecar['files'] = [dict(row, columns=stale['columns']) for row in sidecar['files']]  # one schema: no drift error
-    with open(path, 'w') as handle:
-        json.dump(sidecar, handle)
+    def edit(sidecar: dict[str, Any]) -> None:
+        columns = sidecar['files'][1]['columns']
+        assert ['id', 'int64'] in columns
+        columns = [[name, 'double' if name == 'id' else kind] for name, kind in columns]
+        sidecar['files'] = [dict(row, columns=columns) for row in sidecar['files']]  # one schema: no drift error
+
+    data = _stale_sidecar(tmp_path, 2, edit)
     dataset = StreamingDataset(local=data, batch_size=1)
     with pytest.raises(ShardCorruptError, match=r"part-00000\.parquet: column 'id' is int64 in the file but double in "
                                                 r"the index"):
