@@ -3,8 +3,9 @@ names can run that page's first example.
 
 Each case finds the page's first ``pip install -e . ...`` command (in a code block, or inline in backquotes), takes
 the plugin distributions it names, and runs a script in a fresh process with every other plugin of the repository
-blocked (``STREAMING_CORE_BLOCK_PLUGINS``: its names and hooks never load, though its package stays importable): the page's first Python block, or for the
-pages whose example needs cloud storage (the README, the quick start) the same steps on a local directory. A page
+blocked (``STREAMING_CORE_BLOCK_PLUGINS``: its names and hooks never load, though its package stays importable):
+the page's first Python block, or for the pages whose example needs cloud storage (the README, the quick start) the
+same steps on a local directory. A page
 that forgets a plugin its example needs (the default shuffle, ``streaming-py1e``, was missing from three) fails here
 with the error the newcomer would have seen.
 """
