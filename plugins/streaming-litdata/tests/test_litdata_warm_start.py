@@ -51,6 +51,31 @@ def test_an_unchanged_litdata_index_is_not_derived_again(tmp_path: Any) -> None:
     assert again['items'] == changed['items'] and 'streaming_parquet' not in again['modules']
 
 
+def test_an_index_copied_in_place_with_its_old_mtime_is_derived_again(tmp_path: Any) -> None:
+    """``cp -p`` / ``rsync -a --inplace`` over litdata's ``index.json``: the same size and modification time, other
+    chunks (here the same chunks in the other order); its change time tells."""
+    import time
+    local = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), local)
+    cache = str(tmp_path / 'cache')
+    index = os.path.join(local, 'index.json')
+    with open(index) as handle:
+        obj = json.load(handle)
+    assert len(obj['chunks']) >= 2
+    with open(index, 'w') as handle:
+        json.dump(obj, handle)
+    cold = _run(local, cache)
+    before = os.stat(index)
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    with open(index, 'r+') as handle:
+        handle.write(json.dumps(dict(obj, chunks=obj['chunks'][::-1])))
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(index).st_size, os.stat(index).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    swapped = _run(local, cache)
+    assert swapped['identity'] != cold['identity']
+    assert sorted(swapped['items']) == sorted(cold['items']) and swapped['items'] != cold['items']
+
+
 _COLUMNS = '''
 import json
 from streaming_core import StreamingDataset
