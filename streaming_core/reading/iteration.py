@@ -133,8 +133,12 @@ class EpochIterator:
             heapq.heappush(self._heap, (self._positions.run_end(run), shard, run))
 
     def _on_cache_pressure(self) -> None:
+        """In the prefetch thread, while it waits for room or for another reader's preparation: tell the loop, and
+        if the loop is idle (its DataLoader worker waits for the main process) give up its pins to a reader of the node
+        short of room, as after the last run (:meth:`_relieve`): that reader may be the one everybody waits for."""
         with self._cond:
             self._pressure = True
+            self._relieve()
             self._cond.notify_all()
 
     def _chunk(self, c: int) -> Chunk:
