@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
+from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
@@ -70,10 +71,6 @@ def open_view_cap() -> int:
     except (OSError, ValueError):
         pass
     return max(64, min(files // 2, maps // 4))
-
-
-def _identity(stat: os.stat_result) -> tuple[int, ...]:
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 class ShardPrepareError(StreamingError, OSError):
@@ -505,7 +502,7 @@ class ShardManager:
                 if actual != raw.hashes[algo]:
                     problem = f'its {algo} is {actual} but the index records {raw.hashes[algo]}'
             if problem is not None:
-                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem, _identity(stat)))
+                raise ShardCorruptError(self._bad_file(shard, path, zipped, problem, stat_identity(stat)))
         self._checked.add(self.file_of(shard))
 
     def _bad_file(self, shard: int, path: str, zipped: Any, problem: str, identity: tuple[int, ...]) -> str:
@@ -522,7 +519,7 @@ class ShardManager:
             try:
                 locks.acquire(byte, True, stream.wait_timeout, f'the preparation of {path}')
                 try:
-                    if _identity(os.stat(path)) == identity:
+                    if stat_identity(os.stat(path)) == identity:
                         os.remove(path)
                 except FileNotFoundError:
                     pass  # another thread or process found it bad first and removed it

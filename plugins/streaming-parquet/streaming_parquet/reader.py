@@ -361,7 +361,7 @@ class ParquetView:
         if sum(piece.num_rows for piece in pieces) != stop - start:
             raise ShardCorruptError(f'{self.path}: row group {self._group} ended at row {offset}, before row '
                                     f'{stop} (the index records {self._count} rows).')
-        return pa.Table.from_batches(pieces, schema=pieces[0].schema) if pieces else None
+        return pa.Table.from_batches(pieces)
 
     def _locate(self, index: int) -> tuple[int, list[list[Any]]]:
         """``(row within its slice, the slice's columns)`` of row ``index``."""

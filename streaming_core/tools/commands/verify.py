@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streaming_core.errors import RemoteNotFoundError, StreamingError
+from streaming_core.reading.cache_record import FileIdentity, stat_identity
 from streaming_core.reading.index_file import resolve_inside
 from streaming_core.storage.facade import download_file, join
 from streaming_core.tools.commands._common import (
@@ -127,14 +128,14 @@ class StreamedShards:
         self.path = path
         self.location = location
         self._len: int | None = None
-        self._stat: tuple[int, int, int, int] | None = None
+        self._stat: FileIdentity | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from streaming_core.errors import IndexFormatError
         from streaming_core.reading.index_file_stream import iter_index_entries
         with open(self.path, 'rb') as handle:
             info = os.fstat(handle.fileno())
-            stat = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+            stat = stat_identity(info)
             if self._stat is None:
                 self._stat = stat
             elif stat != self._stat:
