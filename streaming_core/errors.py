@@ -169,6 +169,11 @@ class WorkerDiedError(StreamingError, RuntimeError):
     """A DataLoader worker process died (killed, out of memory, crashed) while the loader waited on it."""
 
 
+class DatasetVersionError(StreamingError, RuntimeError):
+    """Ranks of one job read different versions of a dataset (it changed while they started); the message names the
+    streams and both ranks."""
+
+
 class FormatOptionError(StreamingError, ValueError):
     """A stream's ``format_options`` (or ``columns=``) name an option its format does not take, or have a value the
     format refuses; the message names the option and the format."""

@@ -17,6 +17,7 @@ from streaming_core.common.arguments import bytes_to_int
 from streaming_core.errors import CacheLimitError, EmptyDatasetError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
+from streaming_core.ordering.rank_versions import VersionCheck
 from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
@@ -162,6 +163,8 @@ class StreamingDataset(IterableDataset):
         self.num_streams = len(self.streams)
         self.catalogue = self._load_catalogue()
         self.layout_identity = self.catalogue.layout_identity()
+        self._version_check = VersionCheck.of_dataset(self.streams, self.catalogue)
+        self._version_check.run()  # ranks of one job on different versions: an error (now, or once a group exists)
 
         # Cache limit.
         self.cache_limit = bytes_to_int(cache_limit) if cache_limit else None
@@ -274,6 +277,9 @@ class StreamingDataset(IterableDataset):
     # ----------------------------------------------------------------------------------------------------------
     # World, epochs and planning.
     def __getstate__(self) -> dict[str, Any]:
+        check = getattr(self, '_version_check', None)
+        if check is not None:
+            check.run()  # pickled for spawned DataLoader workers or ranks: the rank's main process compares first
         state = self.__dict__.copy()
         state['_position'] = None  # this process's iterator (threads, open views) stays here
         if state.get('_explicit_world') is None:
@@ -431,6 +437,9 @@ class StreamingDataset(IterableDataset):
         """Iterate over this rank's (and DataLoader worker's) samples of the next epoch."""
         from streaming_core.reading.iteration import EpochIterator, gc_paused
         refuse_foreign_sharding(self)
+        check = getattr(self, '_version_check', None)
+        if check is not None:
+            check.run()
         world = self._worker_world()
         epoch, offset, skip, ids = self._begin(world)
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None

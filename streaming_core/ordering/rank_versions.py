@@ -1,0 +1,136 @@
+"""Every rank of a job reads the same version of a dataset, or the job stops with an error.
+
+Ranks construct their datasets at slightly different times. A dataset rewritten meanwhile (``index.json`` replaced,
+a push to an ``hf://`` branch, files added to a Parquet directory) would give them different shard layouts: each
+rank's share of the sample order would then be cut from a different list, and samples would be lost or repeated
+without a sign. A dataset keeps one index version for its lifetime; this module makes the ranks agree on it.
+
+Each dataset carries a :class:`VersionCheck`: the name of what it reads (its streams' remotes, or local
+directories, and splits), its ordinal among this process's datasets of that name, and its version (a digest of
+every stream's shard names, hashes and sample counts, the same on every machine). In each rank's main process, as
+soon as a ``torch.distributed`` process group exists (at construction, or later: before DataLoader workers fork,
+when the dataset is pickled for spawned workers, or when iteration starts), the version is offered to the group's
+rendezvous store with one ``compare_set``: the first rank's version stays, and a rank that finds another one
+raises :class:`DatasetVersionError`. No collective runs and nothing waits, as for the node layout
+(:mod:`streaming_core.ordering.world`); a forked DataLoader worker never touches the store, and raises the error its
+parent recorded. Without a process group there is no check (a single process, or ranks launched without one).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import os
+import threading
+import weakref
+from typing import Any, Sequence
+
+from streaming_core.errors import DatasetVersionError
+from streaming_core.ordering.world import _dist, _in_dataloader_worker, _store_key
+from streaming_core.storage.redact import redact_url
+
+__all__ = ['VersionCheck']
+
+logger = logging.getLogger('streaming_core.ordering.rank_versions')
+
+_PREFIX = 'streaming_core/dataset_version'
+_ordinals: collections.Counter[str] = collections.Counter()
+_ordinals_lock = threading.Lock()
+_pending: 'weakref.WeakSet[VersionCheck]' = weakref.WeakSet()  # checks not yet offered to a store
+
+
+class VersionCheck:
+    """One dataset's version, to be compared with the other ranks' (see the module doc).
+
+    Args:
+        names: What the dataset reads, the same on every rank (each stream's remote or local directory, and split).
+        version: The dataset's version (machine-independent).
+        description: The streams, for messages.
+    """
+
+    def __init__(self, names: list[str], version: str, description: str) -> None:
+        digest = hashlib.blake2b(digest_size=12)
+        for name in names:
+            digest.update(name.encode('utf-8') + b'\0')
+        self.name = digest.hexdigest()
+        with _ordinals_lock:
+            self.ordinal = _ordinals[self.name]
+            _ordinals[self.name] += 1
+        self.version = version
+        self.description = description
+        self.error: str | None = None
+        self._checked: Any = None  # the store it was compared in (this process)
+        _pending.add(self)
+
+    @classmethod
+    def of_dataset(cls, streams: Sequence[Any], catalogue: Any) -> 'VersionCheck':
+        """The check of a dataset reading ``streams`` (its :class:`~streaming_core.reading.stream.Stream` objects),
+        whose shards are ``catalogue``."""
+        digest = hashlib.blake2b(catalogue.layout_identity().encode(), digest_size=12)
+        for index in range(len(streams)):
+            digest.update(catalogue.stream_layout(index).encode())
+        names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}' for s in streams]
+        where = ', '.join(redact_url(s.remote_dir) if s.remote_dir else s.local_dir for s in streams)
+        return cls(names, digest.hexdigest(), f'streams: {where}')
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state['_checked'] = None  # a spawned rank compares again (its answer is the same)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.error is None:
+            _pending.add(self)
+
+    def run(self, raise_error: bool = True) -> None:
+        """Compare this dataset's version with the other ranks' (see the module doc); a no-op without a process group,
+        in a DataLoader worker (which only raises what its parent found), or once compared.
+
+        Raises:
+            DatasetVersionError: another rank of the job read another version of the dataset.
+        """
+        if self.error is None and not _in_dataloader_worker():
+            self._compare()
+        if self.error is not None and raise_error:
+            raise DatasetVersionError(self.error)
+
+    def _compare(self) -> None:
+        dist = _dist()
+        found = None if dist is None else _store_key(dist)
+        if found is None or self._checked is found[0]:
+            return
+        store = found[0]
+        rank = dist.get_rank()
+        key = f'{_PREFIX}/{self.name}/{self.ordinal}'
+        offered = f'{self.version} {rank}'
+        got = store.compare_set(key, '', offered)
+        got = got.decode('utf-8', 'replace') if isinstance(got, bytes) else str(got)
+        self._checked = store
+        _pending.discard(self)
+        version, _, first = got.partition(' ')
+        if version != self.version:
+            self.error = (
+                f'Rank {rank} reads another version of the dataset than rank {first} of this job ({self.description}): '
+                f'its shards or their sample counts differ (version {self.version} here, {version} there). The dataset '
+                f'changed while the ranks started (index.json rewritten, files added or replaced, a push to an hf:// '
+                f'branch), and ranks on different versions would lose or repeat samples. Restart the job once the '
+                f'dataset no longer changes; for hf://, name a commit (hf://datasets/owner/name@<commit>/...).')
+            logger.error('%s', self.error)
+
+
+def _run_pending_before_fork() -> None:
+    """Before this process forks DataLoader workers: compare the pending checks (errors recorded, raised in the
+    workers and at the next iteration: a fork hook cannot raise)."""
+    if not _pending or _dist() is None or _in_dataloader_worker():
+        return
+    for check in list(_pending):
+        try:
+            check.run(raise_error=False)
+        except Exception as err:  # a store that fails is the training loop's problem, not this hook's
+            logger.debug('dataset version check before fork: %s', err)
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(before=_run_pending_before_fork)
