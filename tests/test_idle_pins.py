@@ -5,7 +5,9 @@ shards of its keep window; it cannot release them itself. Before this, another p
 the cache's timeout and failed with ``CacheLimitError`` (seen in a loaded CI run of the exactly-once test). Here
 process A reads a few samples and stops (its generator suspended, its pins held) while process B, on the same cache
 with room for about as much as A holds, reads a whole epoch: B finishes quickly, then A finishes its epoch, and both
-read every sample exactly once, in the order of an uninterrupted run.
+read every sample exactly once, in the order of an uninterrupted run. A pause 2 samples before the end of A's epoch,
+once its prefetcher has handled every run, is the case two DataLoader workers met at the end of each epoch (a
+``return`` inside the prefetcher's ``try`` skipped the loop that gives pins up after the last run).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READER = '''
 import json, os, sys, time
 from streaming_core import StreamingDataset
-remote, local, limit, out, pause, go = sys.argv[1:7]
+remote, local, limit, out, pause, go, pause_at = sys.argv[1:8]
 dataset = StreamingDataset(remote=remote, local=local, cache_limit=int(limit), batch_size=4, shuffle=True,
                            shuffle_seed=9, predownload=64, download_timeout=5, download_retry=0)
 samples = iter(dataset)
@@ -35,7 +37,7 @@ ids = []
 started = time.monotonic()
 for sample in samples:
     ids.append(int(sample['id']))
-    if pause != '-' and len(ids) == 42:  # its keep window then pins all the room (8 shards of 991 bytes)
+    if pause != '-' and len(ids) == int(pause_at):  # its keep window then pins the room
         open(pause, 'w').close()                    # suspended here, holding its pins
         while not os.path.exists(go):
             time.sleep(0.05)
@@ -60,20 +62,25 @@ def _wait(path: str, proc: subprocess.Popen, timeout: float) -> None:
 
 
 @pytest.mark.slow
-def test_an_idle_reader_gives_its_pins_to_a_reader_short_of_room(tmp_path) -> None:
+@pytest.mark.parametrize('pause_at, room', [
+    (42, 8),    # early in the epoch: its keep window pins 8 shards of 991 bytes
+    (478, 3),   # 2 samples before its end: its prefetcher has handled every run of the epoch and only waits
+])
+def test_an_idle_reader_gives_its_pins_to_a_reader_short_of_room(tmp_path, pause_at, room) -> None:
     remote = write_mds(str(tmp_path / 'remote'), 480, size_limit=1 << 10, sample_size=64)  # ~40 shards of ~1 KB
     probe = StreamingDataset(remote=remote, local=str(tmp_path / 'probe'), batch_size=4, shuffle=True,
                              shuffle_seed=9)
     expected = [int(s['id']) for s in probe]
     largest = max(r.max_size for r in probe.shard_manager.readers)
-    limit = probe._index_bytes + 8 * largest               # room for 8 shards on the node
+    limit = probe._index_bytes + room * largest            # room for `room` shards on the node
     script = textwrap.dedent(READER)
     cache_root, local = str(tmp_path / 'root'), str(tmp_path / 'cache')
     paused, go = str(tmp_path / 'paused'), str(tmp_path / 'go')
-    a = _start(script, remote, local, str(limit), str(tmp_path / 'a.json'), paused, go, cache_root=cache_root)
+    a = _start(script, remote, local, str(limit), str(tmp_path / 'a.json'), paused, go, str(pause_at),
+               cache_root=cache_root)
     try:
         _wait(paused, a, 120)
-        b = _start(script, remote, local, str(limit), str(tmp_path / 'b.json'), '-', '-', cache_root=cache_root)
+        b = _start(script, remote, local, str(limit), str(tmp_path / 'b.json'), '-', '-', '0', cache_root=cache_root)
         _, b_err = b.communicate(timeout=120)
         assert b.returncode == 0, b_err[-3000:]
         open(go, 'w').close()

@@ -181,7 +181,7 @@ class EpochIterator:
                     found = self._next_run(k)
                     if found is None:
                         finished = True
-                        return
+                        break  # not return: the idle loop below must still run
                     if found is not True and self._open_ahead and found[0] in self._open_until:
                         self._hold(found[0], k)  # still open from an earlier run: extend it
                         k += 1
