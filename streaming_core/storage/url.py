@@ -48,7 +48,7 @@ class StorageURL:
     @classmethod
     def parse(cls, url: str, *, scheme: str | None = None, need_key: bool = False, label: str | None = None,
               bucket_word: str = 'bucket', usage: str | None = None, unquote_key: bool = False,
-              namespace: bool = False) -> StorageURL:
+              namespace: bool = False, literal_key: bool = False) -> StorageURL:
         """Parse ``url``, checking its scheme, that it names a bucket and, with ``need_key``, an object.
 
         Args:
@@ -60,6 +60,8 @@ class StorageURL:
             usage: The URL form suggested in errors (default ``scheme://BUCKET/KEY``); ``''`` suggests none.
             unquote_key: Percent-decode the key (Azure blob names).
             namespace: Split ``bucket@namespace`` netlocs (OCI).
+            literal_key: The key is the URL's text after the netloc as it is, ``?`` and ``#`` included (object stores,
+                where they are characters of object names; there is then no query).
 
         Raises:
             PermanentStorageError: for another scheme, a missing bucket, or (with ``need_key``) a missing object;
@@ -75,13 +77,18 @@ class StorageURL:
         hint = f' Use {usage}.' if usage else ('' if usage == '' else f' Use {found}://BUCKET/KEY.')
         if not parsed.netloc:
             raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no {bucket_word}.{hint}')
-        key = (unquote(parsed.path) if unquote_key else parsed.path).lstrip('/')
+        path, query = parsed.path, parsed.query
+        if literal_key:
+            netloc, _, path = url.partition('://')[2].partition('/')
+            parsed = parsed._replace(netloc=netloc)
+            path, query = '/' + path, ''
+        key = (unquote(path) if unquote_key else path).lstrip('/')
         if need_key and (not key or key.endswith('/')):
             raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no object.{hint}')
         bucket, _, space = parsed.netloc.partition('@') if namespace else (parsed.netloc, '', '')
         if not bucket:
             raise PermanentStorageError(f'Invalid {label} URL {shown}: it names no {bucket_word}.{hint}')
-        return cls(url, found, parsed.netloc, bucket, key, parsed.query, space)
+        return cls(url, found, parsed.netloc, bucket, key, query, space)
 
     @property
     def redacted(self) -> str:

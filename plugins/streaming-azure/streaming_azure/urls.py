@@ -42,7 +42,7 @@ class AzureLocation:
 
 
 def _parts(url: str, scheme: str) -> tuple[str, str]:
-    where = StorageURL.parse(url, scheme=scheme, bucket_word='container or account', usage='', unquote_key=True)
+    where = StorageURL.parse(url, scheme=scheme, bucket_word='container or account', usage='', literal_key=True)
     return where.netloc, where.key
 
 

@@ -38,10 +38,10 @@ class DbfsUrl:
 
 def parse_dbfs_url(url: str, *, need_key: bool) -> DbfsUrl:
     """Split ``dbfs:/Volumes/<catalog>/<schema>/<volume>/<path>`` or ``dbfs:/<path>`` (``dbfs:///...`` is the
-    same URL) into a :class:`DbfsUrl`.
+    same URL) into a :class:`DbfsUrl`. The path is the URL's text as written (``?``, ``#`` and ``%`` included).
 
     Raises:
-        PermanentStorageError: for another scheme, a host in the URL, a query, a volume path without catalog,
+        PermanentStorageError: for another scheme, a host in the URL, a volume path without catalog,
             schema and volume, or (with ``need_key``) a URL that names no file.
     """
     parsed = urlparse(url)
@@ -52,9 +52,9 @@ def parse_dbfs_url(url: str, *, need_key: bool) -> DbfsUrl:
         raise PermanentStorageError(
             f'Invalid Databricks URL {shown}: {parsed.netloc!r} is read as a host name. Write dbfs:/Volumes/CATALOG/'
             f'SCHEMA/VOLUME/PATH for a Unity Catalog volume or dbfs:/PATH for DBFS (one slash after "dbfs:").')
-    if parsed.query or parsed.fragment:
-        raise PermanentStorageError(f'Invalid Databricks URL {shown}: a query or fragment is not allowed.')
-    path = parsed.path
+    path = url.partition(':')[2]  # as written: `?` and `#` are characters of file names, not a query or fragment
+    if path.startswith('//'):
+        path = path[2:]
     if not path.startswith('/'):
         raise PermanentStorageError(f'Invalid Databricks URL {shown}: the path must be absolute (dbfs:/PATH).')
     prefix = url[:len(url) - len(path)] if url.endswith(path) else 'dbfs:'

@@ -157,7 +157,7 @@ class GcsBackend(ProcessLocal):
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
         """Download the object (checksums verified by the client when the server sends them)."""
-        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='gs', need_key=True)
         bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.download(bucket, key, path, url, timeout)
@@ -167,7 +167,7 @@ class GcsBackend(ProcessLocal):
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """Upload ``path`` (one multipart request, or a resumable upload above 8 MiB)."""
-        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='gs', need_key=True)
         bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.upload(path, bucket, key, url, timeout)
@@ -177,7 +177,7 @@ class GcsBackend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """Whether the object exists."""
-        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='gs', need_key=True)
         bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.exists(bucket, key, url, timeout)
@@ -191,7 +191,7 @@ class GcsBackend(ProcessLocal):
         Raises:
             RemoteNotFoundError: there is no such object.
         """
-        where = StorageURL.parse(url, scheme='gs', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='gs', need_key=True)
         bucket, key = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.stat(bucket, key, url, timeout)
@@ -202,7 +202,7 @@ class GcsBackend(ProcessLocal):
 
     def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
         """Every object under the prefix with its etag, size and modification time (one paginated listing)."""
-        where = StorageURL.parse(url, scheme='gs')
+        where = StorageURL.parse(url, literal_key=True, scheme='gs')
         bucket, prefix = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.list_stats(bucket, prefix, url, timeout)
@@ -212,7 +212,7 @@ class GcsBackend(ProcessLocal):
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object under the prefix, as ``gs://bucket/name`` URLs, sorted."""
-        where = StorageURL.parse(url, scheme='gs')
+        where = StorageURL.parse(url, literal_key=True, scheme='gs')
         bucket, prefix = where.bucket, where.key
         if self._hmac is not None:
             return self._hmac.list(bucket, prefix, url, timeout)

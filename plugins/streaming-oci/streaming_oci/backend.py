@@ -56,7 +56,7 @@ def parse_oci_url(url: str, *, need_key: bool) -> tuple[str, str | None, str]:
     Raises:
         PermanentStorageError: for another scheme, a missing bucket, or (with ``need_key``) a missing object.
     """
-    where = StorageURL.parse(url, scheme='oci', need_key=need_key, label='OCI', usage='oci://BUCKET@NAMESPACE/PATH',
+    where = StorageURL.parse(url, literal_key=True, scheme='oci', need_key=need_key, label='OCI', usage='oci://BUCKET@NAMESPACE/PATH',
                              namespace=True)
     return where.bucket, where.namespace or None, where.key
 
@@ -236,7 +236,7 @@ class OciBackend(ProcessLocal):
 
     def _list(self, url: str, timeout: float, fields: str) -> list[tuple[str, dict[str, Any]]]:
         bucket, namespace, prefix = parse_oci_url(url, need_key=False)
-        base = StorageURL.parse(url, scheme='oci').base
+        base = StorageURL.parse(url, literal_key=True, scheme='oci').base
 
         def operation(client: Any, ns: str) -> list[tuple[str, dict[str, Any]]]:
             found: list[tuple[str, dict[str, Any]]] = []

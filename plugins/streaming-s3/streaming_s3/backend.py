@@ -175,7 +175,7 @@ class S3Backend(ProcessLocal):
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
         """Stream the object at ``url`` into ``path`` (one GET; a short body raises a retryable error)."""
-        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
 
@@ -193,7 +193,7 @@ class S3Backend(ProcessLocal):
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """Upload ``path`` to ``url`` (one PUT, or multipart above ``multipart_threshold``)."""
-        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
         acl = self.canned_acl
@@ -216,7 +216,7 @@ class S3Backend(ProcessLocal):
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """HEAD the object: ``True`` if present, ``False`` on a 404."""
-        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
 
@@ -240,7 +240,7 @@ class S3Backend(ProcessLocal):
         Raises:
             RemoteNotFoundError: there is no such object.
         """
-        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
 
@@ -254,7 +254,7 @@ class S3Backend(ProcessLocal):
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """Every object whose key starts with the URL's key, as ``s3://bucket/key`` URLs, sorted."""
-        where = StorageURL.parse(url, scheme='s3')
+        where = StorageURL.parse(url, literal_key=True, scheme='s3')
         bucket, prefix = where.bucket, where.key
         extra = self._extra(bucket)
 
@@ -269,7 +269,7 @@ class S3Backend(ProcessLocal):
 
     def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
         """GET ``Range=bytes=start-end`` of the object: the bytes that exist there (none past its end)."""
-        where = StorageURL.parse(url, scheme='s3', need_key=True)
+        where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
         if length <= 0:
@@ -297,7 +297,7 @@ class S3Backend(ProcessLocal):
 
     def list_stats(self, url: str, *, timeout: float) -> list[tuple[str, dict[str, Any]]]:
         """Every object under the prefix with its etag, size and modification time (one paginated listing)."""
-        where = StorageURL.parse(url, scheme='s3')
+        where = StorageURL.parse(url, literal_key=True, scheme='s3')
         bucket, prefix = where.bucket, where.key
         extra = self._extra(bucket)
 
