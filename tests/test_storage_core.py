@@ -157,6 +157,7 @@ def test_url_helpers() -> None:
 
 def test_split_bucket_url_and_check_options() -> None:
     assert split_bucket_url('s3://bucket/a/b', scheme='s3', need_key=True) == ('bucket', 'a/b')
+    assert split_bucket_url('s3://bucket/a#1/b?c', scheme='s3', need_key=True) == ('bucket', 'a#1/b?c')
     assert split_bucket_url('s3://bucket', scheme='s3', need_key=False) == ('bucket', '')
     with pytest.raises(PermanentStorageError, match='names no bucket'):
         split_bucket_url('s3:///key', scheme='s3', need_key=True)

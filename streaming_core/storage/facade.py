@@ -106,21 +106,14 @@ def check_options(scheme: str, options: Mapping[str, Any], allowed: Any) -> None
 
 
 def split_bucket_url(url: str, *, scheme: str, need_key: bool) -> tuple[str, str]:
-    """Split ``scheme://bucket/key`` into ``(bucket, key)``.
+    """Split ``scheme://bucket/key`` into ``(bucket, key)`` (the key as written, ``?`` and ``#`` included).
 
     Raises:
         PermanentStorageError: when the URL has another scheme, no bucket, or (with ``need_key``) no key.
     """
-    parsed = urlparse(url)
-    shown = redact_url(url)
-    if parsed.scheme.lower() != scheme:
-        raise PermanentStorageError(f'Expected a {scheme}:// URL, got {shown}.')
-    if not parsed.netloc:
-        raise PermanentStorageError(f'Invalid {scheme} URL {shown}: it names no bucket. Use {scheme}://BUCKET/KEY.')
-    key = parsed.path.lstrip('/')
-    if need_key and (not key or key.endswith('/')):
-        raise PermanentStorageError(f'Invalid {scheme} URL {shown}: it names no object. Use {scheme}://BUCKET/KEY.')
-    return parsed.netloc, key
+    from streaming_core.storage.url import StorageURL
+    where = StorageURL.parse(url, scheme=scheme, need_key=need_key, literal_key=True)  # `?` and `#` in keys: kept
+    return where.netloc, where.key
 
 
 def get_backend(url: str, options: Mapping[str, Any] | None = None) -> StorageBackend:
