@@ -7,7 +7,8 @@ import os
 import socket
 import subprocess
 import sys
-from typing import Any
+import time
+from typing import Any, Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,3 +76,43 @@ def global_batches(results: list[dict[str, Any]], epoch: int = 0) -> list[list[i
                 merged.extend(batches[j])
         out.append(merged)
     return out
+
+
+def run_two_ranks_across_a_change(tmp: Any, dataset: dict[str, Any], init: str, workers: int, context: str | None,
+                                  change: Callable[[], Any] | None, first_reads: bool = True) -> list[dict[str, Any]]:
+    """Ranks 0 and 1 of a gloo job (``tests.workers.version_rank``): rank 1 constructs its dataset only after rank 0
+    has, and after ``change()`` (None: no change) rewrote the dataset. ``init``: the group is created ``'before'`` or
+    ``'after'`` the construction; ``first_reads=False``: rank 0 does not iterate (its files were rewritten under it).
+    Returns each rank's output: ``len``, then ``ids`` read or ``error`` (type name, message)."""
+    built, go = str(tmp / 'rank0-built'), str(tmp / 'rank1-go')
+    config = {'init': init, 'workers': workers, 'context': context,
+              'dataset': {'batch_size': 4, 'shuffle': True, 'shuffle_seed': 7, **dataset},
+              'ranks': {'0': {'built': built, 'iterate': first_reads}, '1': {'wait': go}}}
+    port = free_port()
+    procs, outs = [], []
+    for rank in range(2):
+        out = str(tmp / f'rank{rank}.json')
+        outs.append(out)
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE='2', LOCAL_WORLD_SIZE='2', LOCAL_RANK=str(rank),
+                   MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+        procs.append(subprocess.Popen([sys.executable, '-m', 'tests.workers.version_rank', json.dumps(config), out],
+                                      env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(built):
+            assert procs[0].poll() is None, procs[0].communicate()[0].decode(errors='replace')[-3000:]
+            assert time.monotonic() < deadline, 'rank 0 never constructed its dataset'
+            time.sleep(0.05)
+        if change is not None:
+            change()
+        open(go, 'w').close()
+        logs = [proc.communicate(timeout=240)[0].decode(errors='replace') for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    results = []
+    for proc, out, log in zip(procs, outs, logs):
+        assert proc.returncode == 0, log[-3000:]
+        with open(out) as handle:
+            results.append(json.load(handle))
+    return results
