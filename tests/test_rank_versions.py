@@ -47,3 +47,27 @@ def test_ranks_on_one_version_read_every_sample_once(tmp_path, init):
     ids = [i for result in results for i in result['ids']]
     assert all('error' not in result for result in results), results
     assert sorted(ids) == list(range(40))
+
+
+def test_a_store_that_cannot_compare_is_a_warning_not_a_failure(tmp_path, monkeypatch, caplog):
+    """A process group whose store has no working ``compare_set``: datasets construct and read, with a warning."""
+    import streaming_core.ordering.rank_versions as rank_versions
+    from streaming_core import StreamingDataset
+
+    class Store:
+        def compare_set(self, *args):
+            raise RuntimeError('compare_set is not supported by this store')
+
+    class Dist:
+        @staticmethod
+        def get_rank():
+            return 0
+
+    store = Store()
+    monkeypatch.setattr(rank_versions, '_dist', lambda: Dist)
+    monkeypatch.setattr(rank_versions, '_store_key', lambda dist: (store, (id(store), 2)))
+    remote = write_mds(str(tmp_path / 'remote'), 20)
+    with caplog.at_level('WARNING', logger='streaming_core.ordering.rank_versions'):
+        dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
+    assert sorted(sample['id'] for sample in dataset) == list(range(20))
+    assert 'Cannot compare the dataset version across ranks' in caplog.text and 'not supported' in caplog.text

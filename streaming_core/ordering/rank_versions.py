@@ -105,10 +105,15 @@ class VersionCheck:
         rank = dist.get_rank()
         key = f'{_PREFIX}/{self.name}/{self.ordinal}'
         offered = f'{self.version} {rank}'
-        got = store.compare_set(key, '', offered)
-        got = got.decode('utf-8', 'replace') if isinstance(got, bytes) else str(got)
         self._checked = store
         _pending.discard(self)
+        try:
+            got = store.compare_set(key, '', offered)
+        except Exception as err:  # a store without compare_set, or one that fails: no check, never a failure
+            logger.warning('Cannot compare the dataset version across ranks (%s): %s: %s', self.description,
+                           type(err).__name__, err)
+            return
+        got = got.decode('utf-8', 'replace') if isinstance(got, bytes) else str(got)
         version, _, first = got.partition(' ')
         if version != self.version:
             self.error = (
