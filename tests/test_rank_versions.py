@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.deps import require
 from tests.fixtures.data import write_mds
 from tests.multiproc import run_two_ranks_across_a_change
 
@@ -71,3 +72,43 @@ def test_a_store_that_cannot_compare_is_a_warning_not_a_failure(tmp_path, monkey
         dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
     assert sorted(sample['id'] for sample in dataset) == list(range(20))
     assert 'Cannot compare the dataset version across ranks' in caplog.text and 'not supported' in caplog.text
+
+
+def test_splits_chosen_by_format_options_are_different_datasets(tmp_path, monkeypatch):
+    """Train and validation of one Hugging Face-layout Parquet directory (the split is a format option), with a
+    dataset built on rank 0 only first (Lightning's ``prepare_data``): no rank sees another version. Before, the two
+    splits had one name, so rank 1's validation set was compared with rank 0's second training set."""
+    require('pyarrow')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import streaming_core.ordering.rank_versions as rank_versions
+    from streaming_core import Stream, StreamingDataset
+    root = tmp_path / 'hub'
+    (root / 'data').mkdir(parents=True)
+    pq.write_table(pa.table({'id': list(range(40))}), str(root / 'data' / 'train-00000-of-00001.parquet'))
+    pq.write_table(pa.table({'id': list(range(6))}), str(root / 'data' / 'validation-00000-of-00001.parquet'))
+
+    class Store(dict):
+        def compare_set(self, key, expected, desired):
+            return self.setdefault(key, desired).encode()
+
+    class Dist:
+        rank = 0
+
+        @classmethod
+        def get_rank(cls):
+            return cls.rank
+
+    store = Store()
+    monkeypatch.setattr(rank_versions, '_dist', lambda: Dist)
+    monkeypatch.setattr(rank_versions, '_store_key', lambda dist: (store, (id(store), 2)))
+
+    def build(split):
+        return StreamingDataset(streams=[Stream(local=str(root), format_options={'split': split})], batch_size=4)
+
+    build('train')  # rank 0 only
+    assert [len(build('train')), len(build('validation'))] == [40, 6]
+    Dist.rank = 1  # the other rank's process: its own construction order
+    monkeypatch.setattr(rank_versions, '_ordinals', type(rank_versions._ordinals)())
+    assert [len(build('train')), len(build('validation'))] == [40, 6]

@@ -6,12 +6,12 @@ rank's share of the sample order would then be cut from a different list, and sa
 without a sign. A dataset keeps one index version for its lifetime; this module makes the ranks agree on it.
 
 Each dataset carries a :class:`VersionCheck`: the name of what it reads (its streams' remotes, or local
-directories, and splits), its ordinal among this process's datasets of that name, and its version (a digest of
-every stream's shard names, hashes and sample counts, the same on every machine). In each rank's main process, as
-soon as a ``torch.distributed`` process group exists (at construction, or later: before DataLoader workers fork,
-when the dataset is pickled for spawned workers, or when iteration starts), the version is offered to the group's
-rendezvous store with one ``compare_set``: the first rank's version stays, and a rank that finds another one
-raises :class:`DatasetVersionError`. No collective runs and nothing waits, as for the node layout
+directories, splits, formats and format options), its ordinal among this process's datasets of that name, and its
+version (a digest of every stream's shard names, hashes and sample counts, the same on every machine). In each
+rank's main process, as soon as a ``torch.distributed`` process group exists (at construction, or later: before
+DataLoader workers fork, when the dataset is pickled for spawned workers, or when iteration starts), the version is
+offered to the group's rendezvous store with one ``compare_set``: the first rank's version stays, and a rank that
+finds another one raises :class:`DatasetVersionError`. No collective runs and nothing waits, as for the node layout
 (:mod:`streaming_core.ordering.world`); a forked DataLoader worker never touches the store, and raises the error its
 parent recorded. Without a process group there is no check (a single process, or ranks launched without one).
 """
@@ -44,7 +44,8 @@ class VersionCheck:
     """One dataset's version, to be compared with the other ranks' (see the module doc).
 
     Args:
-        names: What the dataset reads, the same on every rank (each stream's remote or local directory, and split).
+        names: What the dataset reads, the same on every rank (each stream's remote or local directory, split, class,
+            format and format options: a Hugging Face split or config is a format option).
         version: The dataset's version (machine-independent).
         description: The streams, for messages.
     """
@@ -70,7 +71,8 @@ class VersionCheck:
         digest = hashlib.blake2b(catalogue.layout_identity().encode(), digest_size=12)
         for index in range(len(streams)):
             digest.update(catalogue.stream_layout(index).encode())
-        names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}' for s in streams]
+        names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}\0{type(s).__name__}\0{s.format or ""}\0'
+                 f'{sorted((str(k), repr(v)) for k, v in (s.format_options or {}).items())}' for s in streams]
         where = ', '.join(redact_url(s.remote_dir) if s.remote_dir else s.local_dir for s in streams)
         return cls(names, digest.hexdigest(), f'streams: {where}')
 
