@@ -8,8 +8,8 @@ rank started by ``fork`` or ``spawn`` with the dataset in its arguments, as Ligh
 saving the object) also gives a private copy of the contents.
 
 Layout (little-endian int64 words): ``[generation, blob length, current epoch, its start offset, next epoch per
-worker slot..., resume generation consumed per worker slot...]`` followed by a JSON blob holding the last
-``load_state_dict`` state.
+worker slot..., resume generation consumed per worker slot..., per-worker resume status per worker slot...]``
+followed by a JSON blob holding the last ``load_state_dict`` state.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ BLOB_BYTES = 1 << 16
 _GEN, _BLOB, _CUR_EPOCH, _CUR_OFFSET, _HEADER = 0, 1, 2, 3, 4
 _NEXT = _HEADER
 _CONSUMED = _HEADER + MAX_SLOTS
-_WORDS = _HEADER + 2 * MAX_SLOTS
+_RESUMED = _HEADER + 2 * MAX_SLOTS
+_WORDS = _HEADER + 3 * MAX_SLOTS
 _SIZE = 8 * _WORDS + BLOB_BYTES
 
 _live: 'weakref.WeakSet[SharedState]' = weakref.WeakSet()
@@ -215,6 +216,24 @@ class SharedState:
         self._check_slot(slot)
         words = self.words
         words[_CONSUMED + slot] = words[_GEN]
+
+    def publish_resumed(self, slot: int, tag: int, finished: bool) -> None:
+        """Worker slot ``slot`` resumes from a per-worker position (torchdata's) tagged ``tag`` (its epoch and start
+        offset, the same for every worker of one saved state), and whether it had read its whole share."""
+        self._check_slot(slot)
+        self.words[_RESUMED + slot] = 2 * tag + (0 if finished else 1)
+
+    def resumed_statuses(self, slots: int, tag: int) -> list[bool | None]:
+        """For worker slots ``0..slots-1``: whether each resumed from a position tagged ``tag`` with its share left
+        (True), with its share read (False), or has not said so yet (None)."""
+        words = self.words
+        return [None if int(words[_RESUMED + slot]) // 2 != tag else bool(int(words[_RESUMED + slot]) % 2)
+                for slot in range(slots)]
+
+    def clear_resumed(self, slot: int) -> None:
+        """Worker slot ``slot`` starts an epoch from its counters (no per-worker position)."""
+        self._check_slot(slot)
+        self.words[_RESUMED + slot] = 0
 
     def clear_resume(self) -> None:
         """Forget the resume state."""

@@ -109,12 +109,13 @@ def parse_state(obj: Any, layout_identity: str) -> dict[str, Any]:
 
 
 def worker_start(state: Mapping[str, Any], world: World, parallel: World,
-                 batch_size: Callable[[], int]) -> tuple[int, int, int]:
+                 batch_size: Callable[[], int]) -> tuple[int, int, int, bool]:
     """Where this worker starts from a per-worker state (torchdata's ``StatefulDataLoader``): ``(epoch, global start
-    offset, samples of this worker to skip)``.
+    offset, samples of this worker to skip, whether it had read its whole share)``.
 
-    Exact with the ``num_workers`` and number of ranks the state was saved with (a worker that had finished its share
-    starts the next epoch); a state saved without workers, at a whole batch, converts to a global count.
+    Exact with the ``num_workers`` and number of ranks the state was saved with; a worker that had read its whole
+    share skips all of it (the dataset decides, from its siblings, whether it starts the next epoch instead: see
+    ``StreamingDataset._start_epoch``). A state saved without workers, at a whole batch, converts to a global count.
 
     Args:
         state: A :func:`parse_state` result holding ``worker_position``.
@@ -132,11 +133,9 @@ def worker_start(state: Mapping[str, Any], world: World, parallel: World,
                          f'{parallel.num_ranks}. Resume a different number of ranks from a loader-level state '
                          f'(StreamingDataLoader.state_dict()).')
     if int(saved['num_workers']) == world.workers_per_rank and int(saved['worker']) == world.worker:
-        if samples >= int(saved['total']):
-            return epoch + 1, 0, 0  # this worker had finished the epoch
-        return epoch, offset, samples
+        return epoch, offset, samples, samples >= int(saved['total'])
     if int(saved['num_workers']) == 1 and samples % batch_size() == 0:
-        return epoch, offset + samples * parallel.num_ranks, 0  # one worker read a prefix: exact as a count
+        return epoch, offset + samples * parallel.num_ranks, 0, False  # one worker read a prefix: exact as a count
     raise ValueError(f'This resumption state was saved by DataLoader worker {saved["worker"]} of '
                      f'{saved["num_workers"]}; this is worker {world.worker} of {world.workers_per_rank}. Resume '
                      f'with num_workers={saved["num_workers"]}, or from a loader-level state '

@@ -21,11 +21,13 @@ EPOCHS = 2
 STEPS = harness.STEPS_PER_EPOCH
 CLIENT = 'tests.trainers.torch_client'
 #: name -> (state name, steps done when it was saved)
-MOMENTS = {'mid-epoch': ('step-7', 7), 'last-step-of-epoch': (f'step-{STEPS}', STEPS),
+MOMENTS = {'mid-epoch': ('step-7', 7), 'second-last-step': (f'step-{STEPS - 1}', STEPS - 1),
+           'last-step-of-epoch': (f'step-{STEPS}', STEPS),
            'epoch-end': ('epochend-0', STEPS), 'later-epoch': (f'step-{STEPS + 7}', STEPS + 7)}
 #: (client, case): every moment with 2 workers, torchdata without workers at two (time budget), and another number
-#: of processes / workers.
-CASES = ([('streaming-2-workers', m) for m in [*MOMENTS, 'one-process']]
+#: of processes / workers. The second-last step: one worker of each rank has read its share, the other has a batch
+#: left (torchdata's per-worker states resumed the finished worker in the next epoch: its share was read twice).
+CASES = ([('streaming-2-workers', m) for m in [*MOMENTS, 'one-process'] if m != 'second-last-step']
          + [('stateful-2-workers', m) for m in [*MOMENTS, 'one-process', 'one-worker']]
          + [('stateful-0-workers', 'mid-epoch'), ('stateful-0-workers', 'epoch-end')])
 
