@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 import warnings
 from typing import Any
@@ -61,9 +60,13 @@ from streaming_core.reading.cache_record import (
     is_in_place,
     read_record,
     remote_key,
+    same_version,
     sha256_hex,
     stat_identity,
     write_record,
+)
+from streaming_core.reading.cache_record import (
+    file_id_text as _file_id_text,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.reading.index_versions import stale_files
@@ -155,10 +158,6 @@ class SyncedIndex:
         return f'SyncedIndex(path={self.path!r}, identity={self.identity!r}, read={self._data is not None})'
 
 
-def _file_id_text(ident: FileIdentity) -> str:
-    return f'file:size={ident[0]};mtime_ns={ident[1]};inode={ident[2]};ctime_ns={ident[3]}'
-
-
 def _read(path: str) -> tuple[bytes, FileIdentity]:
     with open(path, 'rb') as handle:
         info = os.fstat(handle.fileno())
@@ -236,18 +235,6 @@ def sync_index(stream: Any) -> SyncedIndex:
                     f'that lists (a local path, s3://, gs://...).') from listing.__cause__
     finally:
         locks.release(INDEX_LOCK_BYTE)
-
-
-_CTIME = re.compile(r';ctime=\d+')
-
-
-def _same_version(a: str, b: str) -> bool:
-    """Whether two identities name one version: equal, or equal but for the change time, which the identities a
-    local remote's stat gave before version 0.2 lack (so an upgrade does not take every cached file for stale)."""
-    if a == b:
-        return True
-    older = [x for x in (a, b) if not _CTIME.search(x)]
-    return len(older) == 1 and _CTIME.sub('', a) == _CTIME.sub('', b)
 
 
 def _binary_present(local_dir: str, identity: str) -> bool:
@@ -420,7 +407,7 @@ class _Refresh:
 
     def _fresh(self, record: CacheRecord) -> bool:
         if self.probe is not None:
-            return _same_version(self.probe, record.source_identity)
+            return same_version(self.probe, record.source_identity)
         return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
 
     def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
@@ -464,7 +451,7 @@ class _Refresh:
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = (record is not None and self.probe is not None
                              and record.source_identity.startswith('stat:')
-                             and not _same_version(record.source_identity, self.probe))
+                             and not same_version(record.source_identity, self.probe))
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
             else:
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
-from streaming_core.reading.cache_record import stat_identity
+from streaming_core.reading.cache_record import check_still_current, stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
@@ -415,6 +415,7 @@ class ShardManager:
             if not self.is_ready(shard):
                 self.prepare(shard, on_wait)
             paths = self.raw_paths(shard)
+            self._check_current(shard)
             try:
                 if self.file_of(shard) not in self._checked:
                     self.check_files(shard, paths)
@@ -423,6 +424,14 @@ class ShardManager:
                 last = err
         raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
                                 f'{stream.local_dir} while being opened: {last}') from last
+
+    def _check_current(self, shard: int) -> None:
+        """Before reading a shard's files: its directory still holds this dataset's index version (one ``stat``)."""
+        index = int(self.stream_per_shard[shard])
+        source = self.catalogue.sources[index]
+        if isinstance(source, ShardTable):
+            stream = self.streams[index]
+            check_still_current(stream.local_dir, source.identity, repr(stream))
 
     def sample(self, shard: int, index: int) -> Any:
         """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is
@@ -452,6 +461,7 @@ class ShardManager:
                 if not self.is_ready(shard):
                     self.prepare(shard, make_room)
                 paths = self.raw_paths(shard)
+                self._check_current(shard)
                 try:
                     if self.file_of(shard) not in self._checked:
                         self.check_files(shard, paths)
