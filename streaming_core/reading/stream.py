@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
 from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
-from streaming_core.reading.cache_record import is_in_place
+from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
@@ -330,7 +330,11 @@ class Stream:
             raise err
         self._sweep_temp_files(table)
         if expect is not None:
-            if table.identity != expect[0] and table.layout != expect[1]:
+            # Another machine has its own stat of a local index (the layout must match); a remote's version is the
+            # remote's (its etag, a Hub commit's listing...), the same everywhere, so it must match itself: a
+            # rewrite with the same names and counts (Parquet files, MDS without hashes) is another version.
+            remote = self.remote_dir is not None and is_remote(self.remote_dir)
+            if not same_version(table.identity, expect[0]) and (remote or table.layout != expect[1]):
                 raise IndexFormatError(
                     f'{synced.path} of {self!r} changed since this dataset was created (index {expect[0]!r}, now '
                     f'{table.identity!r}, with other shards): a dataset keeps one index version for its lifetime. '
