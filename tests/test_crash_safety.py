@@ -165,3 +165,19 @@ def test_a_dead_readers_temporary_file_is_swept_where_readers_write(tmp_path, re
     assert os.path.exists(left) is not swept
     assert os.path.exists(foreign)  # its pid means nothing here: kept while it may still be written
     assert os.path.exists(stale) is not swept  # untouched for a day: removed like a dead writer's
+
+
+def test_a_damaged_sweep_marker_is_rewritten(tmp_path):
+    """The state directory's sweep marker holding bytes that are not text (a damaged disk, a stray write): the
+    directory is swept and the marker rewritten, instead of every construction failing with a bare
+    ``UnicodeDecodeError``."""
+    from streaming_core.common.paths import state_dir
+    data = write_mds(str(tmp_path / 'data'), 20)
+    local = str(tmp_path / 'local')
+    StreamingDataset(remote=data, local=local, batch_size=2)
+    marker = os.path.join(state_dir(local), 'temp-sweep')
+    assert os.path.exists(marker)
+    with open(marker, 'wb') as handle:
+        handle.write(os.urandom(64) + b'\xff\xfe')
+    assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
+    assert open(marker, 'rb').read().isdigit()  # rewritten: the directory's modification time at the sweep

@@ -74,12 +74,25 @@ def test_every_input_changes_the_key(change, tmp_path):
     assert plan_cache.plan_key(**args) != base
 
 
-def test_a_damaged_plan_file_is_computed_again(cache_root, tmp_path):
+@pytest.mark.parametrize('damage', ['truncated', 'empty', 'one value changed', 'a byte flipped'])
+def test_a_damaged_plan_file_is_computed_again(cache_root, tmp_path, damage):
+    """A plan file is trusted only with its checksum (a valid ``.npy`` with another value gave a wrong epoch; an empty
+    file a bare ``EOFError``); the checksum is verified once per file version, as for a binary index."""
     world = World()
     planner = CountingPlanner(seed=3, log=str(tmp_path / 'log'))
     expected = np.array(plan_cache.node_plan(planner, world, 0, 0, 0))
     path = cache_root / 'plans' / f'{plan_cache.plan_key(planner, world, 0, 0, 0)}.npy'
-    path.write_bytes(path.read_bytes()[:40])  # truncated: header cut
+    data = path.read_bytes()
+    if damage == 'truncated':
+        path.write_bytes(data[:40])  # header cut
+    elif damage == 'empty':
+        path.write_bytes(b'')
+    elif damage == 'one value changed':
+        changed = expected.copy()
+        changed.reshape(-1)[1] = changed.reshape(-1)[0]
+        np.save(str(path), changed)  # a valid .npy of the right shape
+    else:
+        path.write_bytes(data[:-20] + bytes([data[-20] ^ 1]) + data[-19:])  # in the last value, checksum kept
     assert np.array_equal(plan_cache.node_plan(planner, world, 0, 0, 0), expected)
     assert _computations(planner.log) == 2
 

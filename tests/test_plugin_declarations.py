@@ -155,3 +155,15 @@ def test_entry_points_text_is_parsed_like_importlib_metadata():
     assert parse_entry_points(text) == {
         'streaming_core': [('mds', 'streaming_mds.plugin')],
         'streaming_core.names': [('codec.list[jpeg]', 'streaming_mds.plugin'), ('format.mds', 'streaming_mds.plugin')]}
+
+
+def test_a_distribution_whose_entry_points_are_not_utf8_is_skipped(tmp_path):
+    """Another package's damaged ``entry_points.txt`` (not UTF-8) on the path: discovery goes on (it raised a bare
+    ``UnicodeDecodeError`` for every lookup)."""
+    broken = tmp_path / 'broken-1.0.dist-info'
+    broken.mkdir()
+    (broken / 'entry_points.txt').write_bytes(b'[console_scripts]\nx = \xff\xfe\n')
+    ours = tmp_path / 'ours-1.0.dist-info'
+    ours.mkdir()
+    (ours / 'entry_points.txt').write_text('[streaming_core]\nmine = ours.plugin\n')
+    assert list(read_declarations([str(tmp_path)])) == ['mine']

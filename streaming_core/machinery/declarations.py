@@ -126,7 +126,7 @@ def read_declarations(path: list[str] | None = None,
         if metadata_dirs is not None:
             metadata_dirs[dist] = metadata
         try:
-            with open(os.path.join(metadata, 'entry_points.txt'), encoding='utf-8') as f:
+            with open(os.path.join(metadata, 'entry_points.txt'), encoding='utf-8', errors='replace') as f:
                 text = f.read()
         except OSError:
             continue

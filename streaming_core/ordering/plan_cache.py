@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import struct
 import threading
 import time
 import zlib
@@ -104,8 +105,7 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
             plan = np.ascontiguousarray(planner.plan_node(world, epoch, sample_in_epoch, node), dtype=np.int64)
             tmp = temp_name(path)
             try:
-                with open(tmp, 'wb') as handle:
-                    np.save(handle, plan)
+                _save(plan, tmp)
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
@@ -182,9 +182,14 @@ def _remove_unless_held(locks: RangeLocks, path: str, key: str) -> bool:
     if not locks.try_acquire(byte, True):
         return False  # a live process (maybe this one) holds it
     try:
-        os.remove(path)
-        return True
-    except FileNotFoundError:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        try:
+            os.remove(path + '.verified')  # its checksum's verification record, if any
+        except OSError:
+            pass
         return True
     except OSError:
         return False
@@ -192,13 +197,34 @@ def _remove_unless_held(locks: RangeLocks, path: str, key: str) -> bool:
         locks.release(byte)
 
 
+def _save(plan: NDArray[np.int64], tmp: str) -> None:
+    """Write ``plan`` as ``.npy`` followed by the checksum of those bytes (8 bytes, little-endian)."""
+    from streaming_core.reading.binary_index import checksum_of
+    with open(tmp, 'w+b') as handle:
+        np.save(handle, plan)
+        length = handle.tell()
+        handle.write(struct.pack('<Q', checksum_of(handle, length)))
+
+
 def _load(path: str) -> NDArray[np.int64] | None:
+    """The plan at ``path``, memory-mapped; None when it is absent, truncated or corrupt (it is then computed again).
+    Its checksum is verified once per file version and node."""
+    from streaming_core.reading.binary_index import checksum_vouched
     try:
+        with open(path, 'rb') as handle:
+            stat = os.fstat(handle.fileno())
+            if stat.st_size < 8 + 10:
+                return None
+            handle.seek(stat.st_size - 8)
+            (stored,) = struct.unpack('<Q', handle.read(8))
+            if not checksum_vouched(handle, path, stat, stat.st_size - 8, stored):
+                logger.warning('Epoch plan %s is corrupt (checksum mismatch): computing it again.', path)
+                return None
         try:
             plan = np.load(path, mmap_mode='r')
         except ValueError:  # an empty array cannot be memory-mapped
             plan = np.load(path)
-    except (FileNotFoundError, ValueError, OSError):
+    except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
     try:
         os.utime(path)

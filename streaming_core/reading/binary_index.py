@@ -387,6 +387,22 @@ def _write_record(path: str, stat: os.stat_result, checksum: int) -> None:
             pass
 
 
+def checksum_of(handle: Any, length: int) -> int:
+    """The checksum (``xxh3_64``) of the first ``length`` bytes of the open binary file ``handle``."""
+    return _checksum(handle, length)
+
+
+def checksum_vouched(handle: Any, path: str, stat: os.stat_result, length: int, stored: int) -> bool:
+    """Whether the first ``length`` bytes of the file at ``path`` (open as ``handle``, ``stat`` its ``fstat``) have
+    the checksum ``stored``; computed once per file version and node, as for a binary index (:func:`open_binary`)."""
+    if _recorded(path, stat, stored):
+        return True
+    if _checksum(handle, length) != stored:
+        return False
+    _write_record(path, stat, stored)
+    return True
+
+
 def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:
     """Map a binary index read-only after checking its size, magic, checksum and identity.
 

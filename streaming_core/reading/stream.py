@@ -360,8 +360,8 @@ class Stream:
         except OSError:
             return
         try:
-            with open(marker) as handle:
-                last = handle.read()
+            with open(marker, 'rb') as handle:
+                last = handle.read().decode('ascii', 'replace')  # damaged: not the mtime, so swept and rewritten
             fresh = time.time() - os.path.getmtime(marker) < _SWEEP_EVERY
         except OSError:
             last, fresh = '', False
