@@ -275,8 +275,11 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
             size = os.path.getsize(tmp)
             if expected_size is not None and size != expected_size:
+                cause = ('the download was cut, or the remote file was rewritten' if size < expected_size else
+                         'the remote file was rewritten')
                 raise TruncatedDownloadError(
-                    f'Download of {shown} gave {size} bytes, but the index declares {expected_size}.')
+                    f'Download of {shown} gave {size} bytes, but the index declares {expected_size}: {cause} since '
+                    f'the index was read (then create the dataset again to read the new version).')
             if expected_hash is not None:
                 from streaming_core.storage.hashing import get_hash
                 algo, want = expected_hash
