@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import time
 import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -392,9 +391,10 @@ class StreamingDataset(IterableDataset):
         self._counted_at_end = None
         if position is not None:
             self._worker_resume = None
-            from streaming_core.reading.state_dict import worker_start
+            from streaming_core.reading.state_dict import loader_had_finished, worker_start
             epoch, offset, skip, finished = worker_start(position, world, parallel, self._batch_size)
-            if self._loader_had_finished(slot, world, epoch, offset, finished):
+            timeout = max(s.wait_timeout for s in self.streams)
+            if loader_had_finished(self._state, slot, world, epoch, offset, finished, timeout):
                 epoch, offset, skip = epoch + 1, 0, 0
             # torchdata builds one iterator from a loaded state and, when that state says the loader had finished,
             # discards it and builds a fresh one: the resumed epoch counts as started only once it is read through.
@@ -412,26 +412,6 @@ class StreamingDataset(IterableDataset):
         if self._counted_at_end is not None:
             self._state.set_next_of(slot, epoch)
         return epoch, offset, skip
-
-    def _loader_had_finished(self, slot: int, world: World, epoch: int, offset: int, finished: bool) -> bool:
-        """Whether a worker resuming from its own position (torchdata's) starts the next epoch: only when it and every
-        sibling had read their shares (the state was saved after the rank's last batch). A worker done while a sibling
-        still had batches left reads nothing more of the epoch: the loader's pass is not over."""
-        tag = 1 + ((epoch % (1 << 20)) << 40) + offset % (1 << 40)
-        self._state.publish_resumed(slot, tag, finished)
-        if not finished:
-            return False
-        deadline = time.monotonic() + max(s.wait_timeout for s in self.streams)
-        while True:
-            statuses = self._state.resumed_statuses(world.workers_per_rank, tag)
-            if None not in statuses:
-                return not any(statuses)
-            if time.monotonic() > deadline:
-                logger.warning('DataLoader worker %d resumed with its share of epoch %d read, and not every sibling '
-                               'said whether it had read its own within the wait timeout: it starts epoch %d.',
-                               world.worker, epoch, epoch + 1)
-                return True
-            time.sleep(0.005)
 
     def _worker_sample_ids(self, world: World) -> tuple[int, NDArray[np.int64]]:
         """Start this worker's next epoch: ``(epoch, this worker's sample ids in order)``."""

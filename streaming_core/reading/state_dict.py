@@ -11,13 +11,18 @@ counters it shares with its DataLoader workers in :mod:`streaming_core.reading.s
 
 from __future__ import annotations
 
+import logging
 import numbers
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from streaming_core.ordering.world import World
 
-__all__ = ['STATE_KEYS', 'POSITION_FIELDS', 'WorkerPosition', 'make_state', 'parse_state', 'worker_start']
+__all__ = ['STATE_KEYS', 'POSITION_FIELDS', 'WorkerPosition', 'make_state', 'parse_state', 'worker_start',
+           'loader_had_finished']
+
+logger = logging.getLogger('streaming_core.reading.state_dict')
 
 #: The keys every state holds (mosaicml-streaming's).
 STATE_KEYS = ('epoch', 'sample_in_epoch', 'num_canonical_nodes', 'shuffle_seed')
@@ -140,3 +145,28 @@ def worker_start(state: Mapping[str, Any], world: World, parallel: World,
                      f'{saved["num_workers"]}; this is worker {world.worker} of {world.workers_per_rank}. Resume '
                      f'with num_workers={saved["num_workers"]}, or from a loader-level state '
                      f'(StreamingDataLoader.state_dict()).')
+
+
+def loader_had_finished(shared: Any, slot: int, world: World, epoch: int, offset: int, finished: bool,
+                        timeout: float) -> bool:
+    """Whether a DataLoader worker resuming from its own position (torchdata's: :func:`worker_start`) starts the next
+    epoch: only when it and every sibling had read their shares (the state was saved after the rank's last batch).
+    A worker done while a sibling still had batches left reads nothing more of the epoch: the loader's pass is not
+    over. The workers tell each other through the rank's :class:`~streaming_core.reading.shared_state.SharedState`
+    (``shared``); a finished worker waits up to ``timeout`` seconds for its siblings to say.
+    """
+    tag = 1 + ((epoch % (1 << 20)) << 40) + offset % (1 << 40)
+    shared.publish_resumed(slot, tag, finished)
+    if not finished:
+        return False
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses = shared.resumed_statuses(world.workers_per_rank, tag)
+        if None not in statuses:
+            return not any(statuses)
+        if time.monotonic() > deadline:
+            logger.warning('DataLoader worker %d resumed with its share of epoch %d read, and not every sibling said '
+                           'whether it had read its own within %.0f s: it starts epoch %d.', world.worker, epoch,
+                           timeout, epoch + 1)
+            return True
+        time.sleep(0.005)
