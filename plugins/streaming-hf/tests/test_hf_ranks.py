@@ -44,3 +44,29 @@ def test_ranks_resolving_a_branch_across_a_push_stop_with_an_error(hub: HubServe
     else:
         assert 'error' not in second
         assert sorted(first['ids'] + second['ids']) == list(range(40))
+
+
+def test_a_job_stops_when_a_later_job_on_its_cache_reads_a_newer_commit(hub: HubServer, tmp_path: Any) -> None:
+    """Two jobs on one local directory, a push between their starts (the files keep their names and row counts):
+    the earlier job stops with ``DatasetVersionError`` rather than read the later commit's files."""
+    from streaming_core import StreamingDataset
+    from streaming_core.errors import DatasetVersionError
+    from streaming_hf.testing import forget_process_state
+    repo = hub.state.repo('datasets', 'owner/name')
+    repo.push({f'data/train-{i}.parquet': _parquet(list(range(i * 20, i * 20 + 20))) for i in range(4)})
+    local = str(tmp_path / 'shared')
+    first = StreamingDataset(remote='hf://datasets/owner/name/data', local=local, batch_size=4, shuffle=True,
+                             cache_limit='40kb', predownload=4)
+    samples = iter(first)
+    ids = [int(next(samples)['id']) for _ in range(6)]
+    repo.push({f'data/train-{i}.parquet': _parquet(list(range(1000 + i * 20, 1000 + i * 20 + 20))) for i in range(4)})
+    forget_process_state()  # the later job: a new process resolves the branch again
+    later = StreamingDataset(remote='hf://datasets/owner/name/data', local=local, batch_size=4, cache_limit='40kb')
+    assert sorted(int(s['id']) for s in later) == list(range(1000, 1080))
+    try:
+        ids += [int(s['id']) for s in samples]
+    except DatasetVersionError as err:
+        assert 'changed while this job read it' in str(err)
+    else:
+        assert sorted(ids) == list(range(80))  # every file it needed was still open
+    assert all(i < 80 for i in ids), 'a row of the later commit was served under the earlier index'
