@@ -36,8 +36,11 @@ def test_ranks_on_different_versions_of_a_dataset_stop_with_an_error(tmp_path, i
         assert results[1]['len'] == 24
     name, message = results[late]['error']
     assert name == 'DatasetVersionError', results
-    assert f'Rank {late} reads another version of the dataset than rank {first}' in message
-    assert remote in message and 'hf://' in message
+    compared = f'Rank {late} reads another version of the dataset than rank {first}' in message and 'hf://' in message
+    # The ranks share one node's cache: the rank on the old version may also first meet the directory refreshed for
+    # the new one when it opens a file (the same error class, another message).
+    assert compared or (init == 'after' and late == 0 and 'changed while this job read it' in message), message
+    assert remote in message
 
 
 @pytest.mark.parametrize('init', ['before', 'after'])

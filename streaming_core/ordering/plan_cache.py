@@ -32,6 +32,7 @@ from streaming_core.common.paths import coordination_dir
 from streaming_core.errors import WaitTimeoutError
 from streaming_core.storage.facade import temp_name
 from streaming_core.storage.locking import RangeLocks
+from streaming_core.storage.verified_files import checksum_vouched, xxh3_checksum
 
 __all__ = ['plan_key', 'node_plan', 'prune_plans', 'PLAN_LOCK_TIMEOUT', 'MAX_PLAN_AGE', 'MAX_PLANS', 'MAX_PLAN_BYTES',
            'PLANS_HELD_PER_PROCESS']
@@ -199,17 +200,15 @@ def _remove_unless_held(locks: RangeLocks, path: str, key: str) -> bool:
 
 def _save(plan: NDArray[np.int64], tmp: str) -> None:
     """Write ``plan`` as ``.npy`` followed by the checksum of those bytes (8 bytes, little-endian)."""
-    from streaming_core.reading.binary_index import checksum_of
     with open(tmp, 'w+b') as handle:
         np.save(handle, plan)
         length = handle.tell()
-        handle.write(struct.pack('<Q', checksum_of(handle, length)))
+        handle.write(struct.pack('<Q', xxh3_checksum(handle, length)))
 
 
 def _load(path: str) -> NDArray[np.int64] | None:
     """The plan at ``path``, memory-mapped; None when it is absent, truncated or corrupt (it is then computed again).
     Its checksum is verified once per file version and node."""
-    from streaming_core.reading.binary_index import checksum_vouched
     try:
         with open(path, 'rb') as handle:
             stat = os.fstat(handle.fileno())

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from streaming_core.errors import IndexFormatError
 from streaming_core.reading.index_file import FileInfo, check_basename
 from streaming_core.reading.shard_table import ShardTable
+from streaming_core.storage.verified_files import record_path, vouch, vouched, xxh3_checksum
 
 __all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
            'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES', 'record_path', 'RECORD_MARGIN_NS']
@@ -321,21 +322,8 @@ def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column
 
 
 def _checksum(handle: Any, length: int) -> int:
-    """``xxh3_64`` of the first ``length`` bytes, read in chunks (through the mapping, every page would count in
-    this process's resident memory; read, they stay in the node's page cache only)."""
-    import xxhash  # when a checksum is computed: not on import, not on a vouched warm open
-    hasher = xxhash.xxh3_64()
-    handle.seek(0)
-    buf = bytearray(1 << 22)
-    view = memoryview(buf)
-    remaining = length
-    while remaining:
-        got = handle.readinto(view[:min(len(buf), remaining)])
-        if not got:
-            break
-        hasher.update(view[:got])
-        remaining -= got
-    return hasher.intdigest()
+    """``xxh3_64`` of the first ``length`` bytes (see :func:`streaming_core.storage.verified_files.xxh3_checksum`)."""
+    return xxh3_checksum(handle, length)
 
 
 #: A verification record is trusted only for a file last modified at least this long before it was verified: a
@@ -343,64 +331,16 @@ def _checksum(handle: Any, length: int) -> int:
 RECORD_MARGIN_NS = 1_000_000_000
 
 
-def record_path(path: str) -> str:
-    """Where the verification record of the binary index at ``path`` lives (beside it)."""
-    return path + '.verified'
-
-
-def _stamp(stat: os.stat_result) -> list[int]:
-    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
-
-
 def _recorded(path: str, stat: os.stat_result, stored: int) -> bool:
-    """Whether the record beside ``path`` vouches for this very file version (same device, inode, size, mtime and
-    ctime, and the checksum its trailer states), verified long enough after its last change."""
-    try:
-        with open(record_path(path), encoding='utf-8') as f:
-            record = json.load(f)
-        stamp, checksum, verified = record['stamp'], record['checksum'], record['verified_ns']
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return (stamp == _stamp(stat) and checksum == stored and isinstance(verified, int)
-            and verified - max(stat.st_mtime_ns, stat.st_ctime_ns) >= RECORD_MARGIN_NS)
+    """Whether the record beside ``path`` vouches for this very file version (see
+    :func:`streaming_core.storage.verified_files.vouched`)."""
+    return vouched(path, stat, stored, RECORD_MARGIN_NS)
 
 
 def _write_record(path: str, stat: os.stat_result, checksum: int) -> None:
-    """Record that the file version ``stat`` describes was verified (atomically; failing to write is no error).
-
-    Written only when the file was last changed at least :data:`RECORD_MARGIN_NS` ago, so a file changed again
-    within the timestamp granularity is never vouched for."""
-    now = time.time_ns()
-    if now - max(stat.st_mtime_ns, stat.st_ctime_ns) < RECORD_MARGIN_NS:
-        return
-    from streaming_core.storage.facade import temp_name
-    target = record_path(path)
-    tmp = temp_name(target)
-    try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            json.dump({'stamp': _stamp(stat), 'checksum': checksum, 'verified_ns': now}, f)
-        os.replace(tmp, target)
-    except OSError:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-
-
-def checksum_of(handle: Any, length: int) -> int:
-    """The checksum (``xxh3_64``) of the first ``length`` bytes of the open binary file ``handle``."""
-    return _checksum(handle, length)
-
-
-def checksum_vouched(handle: Any, path: str, stat: os.stat_result, length: int, stored: int) -> bool:
-    """Whether the first ``length`` bytes of the file at ``path`` (open as ``handle``, ``stat`` its ``fstat``) have
-    the checksum ``stored``; computed once per file version and node, as for a binary index (:func:`open_binary`)."""
-    if _recorded(path, stat, stored):
-        return True
-    if _checksum(handle, length) != stored:
-        return False
-    _write_record(path, stat, stored)
-    return True
+    """Record that the file version ``stat`` describes was verified (see
+    :func:`streaming_core.storage.verified_files.vouch`)."""
+    vouch(path, stat, checksum, RECORD_MARGIN_NS)
 
 
 def open_binary(path: str, identity: str | None) -> tuple[dict[str, Any], dict[str, NDArray[Any]], Any]:

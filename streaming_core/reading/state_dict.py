@@ -155,6 +155,9 @@ def loader_had_finished(shared: Any, slot: int, world: World, epoch: int, offset
     over. The workers tell each other through the rank's :class:`~streaming_core.reading.shared_state.SharedState`
     (``shared``); a finished worker waits up to ``timeout`` seconds for its siblings to say.
     """
+    from streaming_core.reading.shared_state import MAIN_SLOT
+    if slot == MAIN_SLOT:
+        return finished  # the rank's own process (no DataLoader workers): no sibling
     tag = 1 + ((epoch % (1 << 20)) << 40) + offset % (1 << 40)
     shared.publish_resumed(slot, tag, finished)
     if not finished:
