@@ -53,6 +53,8 @@ def mixed(i: int) -> dict[str, Any]:
     import torch
     from PIL import Image
     rng = np.random.default_rng(i)
+    if not os.path.exists(_jpeg_path(i)):  # the same JPEGs every time (seeded), in any process
+        _write_jpegs()
     return {'id': i, 'score': i / 3, 'flag': i % 2 == 0, 'name': f'item {i} \u00e9',
             'blob': bytes([i % 256]) * (3 + i % 5),
             'vec': rng.standard_normal(3).astype(np.float32), 'mat': np.arange(6, dtype=np.int16).reshape(2, 3) * i,
