@@ -14,6 +14,7 @@ import pytest
 
 from streaming_core import StreamingDataset
 from streaming_core.errors import DatasetVersionError
+from tests.deps import require
 from tests.fixtures.data import write_mds
 
 
@@ -59,3 +60,34 @@ def test_a_local_dataset_rewritten_in_place_between_epochs_stops_the_job(tmp_pat
     assert all(i < 200 for i in ids) and message is not None and 'index.json was rewritten' in message
     again = StreamingDataset(local=data, batch_size=4)  # a new dataset reads the new version
     assert sorted(int(s['id']) for s in again) == list(range(1000, 1200))
+
+
+def test_what_leaves_a_jobs_files_alone_does_not_stop_it(tmp_path):
+    """No false stops: the same directory read as a local dataset after a remote run cached it; a permissions change
+    of a local index.json; a file added to a remote Parquet directory that another job then reads."""
+    require('pyarrow')
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 60, size_limit=1 << 9)
+    assert sorted(int(s['id']) for s in StreamingDataset(remote=remote, local=local, batch_size=4)) == list(range(60))
+    cached = StreamingDataset(local=local, batch_size=4, shuffle=True)  # the cache read as a local dataset
+    samples = iter(cached)
+    first = [int(next(samples)['id']) for _ in range(10)]
+    os.chmod(os.path.join(local, 'index.json'), 0o644 if os.stat(os.path.join(local, 'index.json')).st_mode & 0o2
+             else 0o666)  # only its change time moves
+    assert sorted(first + [int(s['id']) for s in samples]) == list(range(60))
+
+    pq_remote, pq_local = str(tmp_path / 'pq'), str(tmp_path / 'pq-local')
+    os.makedirs(pq_remote)
+    for part in range(6):
+        pq.write_table(pa.table({'id': list(range(part * 10, part * 10 + 10))}), f'{pq_remote}/p{part}.parquet')
+    a = StreamingDataset(remote=pq_remote, local=pq_local, batch_size=4, shuffle=True, predownload=4)
+    samples = iter(a)
+    first = [int(next(samples)['id']) for _ in range(8)]
+    pq.write_table(pa.table({'id': list(range(60, 70))}), f'{pq_remote}/p6.parquet')  # a file added
+    b = StreamingDataset(remote=pq_remote, local=pq_local, batch_size=4)
+    assert sorted(int(s['id']) for s in b) == list(range(70))
+    assert sorted(first + [int(s['id']) for s in samples]) == list(range(60))

@@ -126,3 +126,20 @@ def test_processes_of_a_node_compute_a_plan_once(tmp_path, method):
         assert child.exitcode == 0
     assert plans[0] == plans[1] == plans[2]
     assert _computations(log) == 1
+
+
+def test_a_plan_checksum_is_verified_once_per_file_version(cache_root, tmp_path, monkeypatch):
+    """Loading a plan marks its use (its times change), which must not void its verification record: every process
+    of every epoch would read the whole plan again."""
+    from streaming_core.storage import verified_files
+    world = World()
+    planner = CountingPlanner(seed=5, log=str(tmp_path / 'log'))
+    plan_cache.node_plan(planner, world, 0, 0, 0)
+    calls = []
+    real = verified_files.xxh3_checksum
+    monkeypatch.setattr(verified_files, 'xxh3_checksum', lambda handle, length: calls.append(length) or
+                        real(handle, length))
+    for _ in range(4):
+        planner.warned.clear()  # (a field of the test planner: part of the plan's key)
+        plan_cache.node_plan(planner, world, 0, 0, 0)
+    assert len(calls) == 1 and _computations(planner.log) == 1

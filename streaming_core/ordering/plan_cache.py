@@ -51,6 +51,9 @@ MAX_PLAN_BYTES = 2 << 30
 PLANS_HELD_PER_PROCESS = 16
 _LOCK_BYTES = 1 << 20  # bytes [0, _LOCK_BYTES): "computing" locks; [_LOCK_BYTES, 2 * _LOCK_BYTES): "in use" locks
 _HOLD_TIMEOUT = 10.0
+#: The plan file format, in the key: files of another format (before the checksum trailer) are never looked up.
+PLAN_FORMAT = 2
+_corrupt_seen: set[str] = set()
 
 _held: 'OrderedDict[tuple[str, int], RangeLocks]' = OrderedDict()
 _held_pid = os.getpid()
@@ -67,7 +70,7 @@ def plan_key(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: i
         else:
             digest.update(f'{field.name}={value!r};'.encode())
     digest.update(f'world={world.num_nodes},{world.ranks_per_node},{world.workers_per_rank};'.encode())
-    digest.update(f'epoch={epoch};start={sample_in_epoch};node={node}'.encode())
+    digest.update(f'epoch={epoch};start={sample_in_epoch};node={node};format={PLAN_FORMAT}'.encode())
     return digest.hexdigest()
 
 
@@ -216,8 +219,11 @@ def _load(path: str) -> NDArray[np.int64] | None:
                 return None
             handle.seek(stat.st_size - 8)
             (stored,) = struct.unpack('<Q', handle.read(8))
-            if not checksum_vouched(handle, path, stat, stat.st_size - 8, stored):
-                logger.warning('Epoch plan %s is corrupt (checksum mismatch): computing it again.', path)
+            # Plans are only ever replaced by a rename (a new inode); their times mark use (see prune_plans).
+            if not checksum_vouched(handle, path, stat, stat.st_size - 8, stored, times=False):
+                if path not in _corrupt_seen:  # looked up twice per computation: said once
+                    _corrupt_seen.add(path)
+                    logger.warning('Epoch plan %s is corrupt (checksum mismatch): computing it again.', path)
                 return None
         try:
             plan = np.load(path, mmap_mode='r')

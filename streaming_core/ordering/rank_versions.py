@@ -60,6 +60,8 @@ class VersionCheck:
             _ordinals[self.name] += 1
         self.version = version
         self.description = description
+        self.hint = '; for hf://, name a commit (hf://datasets/owner/name@<commit>/...)' if 'hf://' in description \
+            else ''
         self.error: str | None = None
         self._checked: Any = None  # the store it was compared in (this process)
         _pending.add(self)
@@ -123,7 +125,7 @@ class VersionCheck:
                 f'its shards or their sample counts differ (version {self.version} here, {version} there). The dataset '
                 f'changed while the ranks started (index.json rewritten, files added or replaced, a push to an hf:// '
                 f'branch), and ranks on different versions would lose or repeat samples. Restart the job once the '
-                f'dataset no longer changes; for hf://, name a commit (hf://datasets/owner/name@<commit>/...).')
+                f'dataset no longer changes{getattr(self, "hint", "")}.')
             logger.error('%s', self.error)
 
 

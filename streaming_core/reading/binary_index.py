@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from streaming_core.errors import IndexFormatError
 from streaming_core.reading.index_file import FileInfo, check_basename
 from streaming_core.reading.shard_table import ShardTable
-from streaming_core.storage.verified_files import record_path, vouch, vouched, xxh3_checksum
+from streaming_core.storage.verified_files import RECORD_MARGIN_NS, record_path, vouch, vouched, xxh3_checksum
 
 __all__ = ['MAGIC', 'END_MAGIC', 'FORMAT_VERSION', 'BinaryIndexError', 'build_binary', 'binary_path', 'open_binary',
            'write_binary', 'ShardTable', 'KEEP_VERSIONS', 'Column', 'SPILL_BYTES', 'record_path', 'RECORD_MARGIN_NS']
@@ -324,11 +324,6 @@ def write_binary(path: str, header: dict[str, Any], columns: Mapping[str, Column
 def _checksum(handle: Any, length: int) -> int:
     """``xxh3_64`` of the first ``length`` bytes (see :func:`streaming_core.storage.verified_files.xxh3_checksum`)."""
     return xxh3_checksum(handle, length)
-
-
-#: A verification record is trusted only for a file last modified at least this long before it was verified: a
-#: change made within the file system's timestamp granularity of the verification could keep the same mtime.
-RECORD_MARGIN_NS = 1_000_000_000
 
 
 def _recorded(path: str, stat: os.stat_result, stored: int) -> bool:

@@ -28,12 +28,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streaming_core.common.paths import state_dir
-from streaming_core.errors import DatasetVersionError, StreamingError
+from streaming_core.errors import StreamingError
 from streaming_core.storage.facade import is_remote, local_path, write_file_atomic
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
-           'same_version', 'check_still_current', 'file_id_text', 'write_record', 'remote_key', 'file_identity',
+           'same_version', 'file_id_text', 'write_record', 'remote_key', 'file_identity',
            'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
 
 #: File name of the record inside a state directory.
@@ -167,41 +167,3 @@ def same_version(a: str, b: str) -> bool:
         return True
     older = [x for x in (a, b) if not _CTIME.search(x)]
     return len(older) == 1 and _CTIME.sub('', a) == _CTIME.sub('', b)
-
-
-_seen: dict[tuple[str, str], tuple[int, ...]] = {}  # (state directory, identity) -> record file identity found current
-
-
-def check_still_current(local_dir: str, identity: str, where: str) -> None:
-    """Raise when the record of ``local_dir`` names another index version than ``identity``, the one the caller's
-    dataset was built from: another process refreshed the directory for a new version of the data (its files are
-    being replaced), and reading on would serve the new version's samples under the old index. One ``stat`` when the
-    record has not changed since it was last found current.
-
-    Raises:
-        DatasetVersionError: naming the stream (``where``), the directory and both versions.
-    """
-    sdir = state_dir(local_dir, create=False)
-    try:
-        key = stat_identity(os.stat(os.path.join(sdir, RECORD_NAME)))
-    except OSError:  # no record: a local-only directory, read from its own index.json
-        if identity.startswith('file:'):
-            now = file_identity(os.path.join(local_dir, 'index.json'))
-            if now is None or file_id_text(now) != identity:
-                raise DatasetVersionError(
-                    f'The data of {where} changed while this job read it: {local_dir}/index.json was '
-                    f'{"removed" if now is None else "rewritten"} (this job reads {identity}). Reading on would serve '
-                    f'the new files under this job\'s index. Restart the job to read the new version; write new '
-                    f'versions of a dataset to new directories.') from None
-        return
-    if _seen.get((sdir, identity)) == key:
-        return
-    record = read_record(sdir)
-    if record is not None and not same_version(record.source_identity, identity):
-        raise DatasetVersionError(
-            f'The data of {where} changed while this job read it: its local directory {local_dir} now holds another '
-            f'version (index {record.source_identity}, recorded by a process that started on it since; this job '
-            f'reads {identity}). Reading on would serve the new version\'s files under this job\'s index. Restart the '
-            f'job to read the new version, or give jobs that must read different versions different local '
-            f'directories.')
-    _seen[(sdir, identity)] = key

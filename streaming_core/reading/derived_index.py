@@ -519,15 +519,20 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
+        purged = False
         for stale in _stale_copies(old, selected, stream.local_dir):
             try:
                 os.remove(stale)
+                purged = True
             except FileNotFoundError:
                 pass
             except OSError as err:
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
+        if purged:
+            from streaming_core.reading.version_guard import note_purge
+            note_purge(sdir)  # a job still reading the old files must not read what replaces them
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
                   extra={'detected': detected} if detected is not None else None)
     return path, data, identity

@@ -70,6 +70,7 @@ from streaming_core.reading.cache_record import (
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.reading.index_versions import stale_files
+from streaming_core.reading.version_guard import note_purge
 from streaming_core.storage.facade import (
     download_file,
     is_remote,
@@ -455,9 +456,11 @@ class _Refresh:
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
             else:
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)
-            if record is None:
-                stale.append(os.path.join(stream.local_dir, COORD_NAME))  # an earlier version's lock file
             removed = _remove(stale)
+            if removed:
+                note_purge(self.sdir)  # a job still reading the old version must not read what replaces them
+            if record is None:
+                _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
             if old != new:
                 write_file_atomic(path, new)
             if removed or old != new:

@@ -38,10 +38,11 @@ from numpy.typing import NDArray
 
 from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
 from streaming_core.machinery.protocols import ShardReader, ShardView
-from streaming_core.reading.cache_record import check_still_current, stat_identity
+from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
+from streaming_core.reading.version_guard import check_still_current
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
@@ -431,7 +432,7 @@ class ShardManager:
         source = self.catalogue.sources[index]
         if isinstance(source, ShardTable):
             stream = self.streams[index]
-            check_still_current(stream.local_dir, source.identity, repr(stream))
+            check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), repr(stream))
 
     def sample(self, shard: int, index: int) -> Any:
         """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is

@@ -25,6 +25,7 @@ from streaming_core.reading.format_options import apply_format_options, merge_fo
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
 from streaming_core.reading.shard_table import ShardTable
+from streaming_core.reading.version_guard import purge_count
 from streaming_core.storage.facade import download_file, host_token, is_remote, join, local_path, temp_name
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
@@ -134,9 +135,12 @@ class Stream:
     Attributes:
         index_identity: After :meth:`get_shards`, the identity of the index version this stream loaded (see
             :class:`streaming_core.reading.index_sync.SyncedIndex`); ``None`` before. A stream keeps that one version.
+        purges_at_load: The local directory's purge count when the index was loaded (see
+            :mod:`streaming_core.reading.version_guard`).
     """
 
     index_identity: str | None = None
+    purges_at_load: int = 0
     #: The format's options (see ``format_options``; a subclass that skips ``__init__`` has none).
     format_options: Mapping[str, Any] = {}
 
@@ -320,6 +324,7 @@ class Stream:
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
+        self.purges_at_load = purge_count(self.local_dir)  # see version_guard: later purges stop this dataset
         remove_dead_temp_files(state_dir(self.local_dir))
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
@@ -330,14 +335,17 @@ class Stream:
             raise err
         self._sweep_temp_files(table)
         if expect is not None:
-            # Another machine has its own stat of a local index (the layout must match); a remote's version is the
-            # remote's (its etag, a Hub commit's listing...), the same everywhere, so it must match itself: a
-            # rewrite with the same names and counts (Parquet files, MDS without hashes) is another version.
-            remote = self.remote_dir is not None and is_remote(self.remote_dir)
-            if not same_version(table.identity, expect[0]) and (remote or table.layout != expect[1]):
+            # Another machine has its own stat of a local index (the layout must match); a remote's version named
+            # the same way on both sides (its stat: etag..., or a listing of its files with their etags) is the same
+            # everywhere, so it must match itself: a rewrite with the same names and counts (Parquet files, MDS
+            # without hashes) is another version. (A digest of the bytes on one side, its stat on the other: layout.)
+            kinds = {identity.split(':', 1)[0] for identity in (table.identity, expect[0])}
+            strict = self.remote_dir is not None and is_remote(self.remote_dir) and kinds in ({'stat'}, {'derived'})
+            if not same_version(table.identity, expect[0]) and (strict or table.layout != expect[1]):
+                what = 'with other shards' if table.layout != expect[1] else 'the same shard names and counts'
                 raise IndexFormatError(
                     f'{synced.path} of {self!r} changed since this dataset was created (index {expect[0]!r}, now '
-                    f'{table.identity!r}, with other shards): a dataset keeps one index version for its lifetime. '
+                    f'{table.identity!r}, {what}): a dataset keeps one index version for its lifetime. '
                     f'Create the dataset again to read the new version.')
             return apply_format_options(self, table)
         self._check_validate_hash(table)

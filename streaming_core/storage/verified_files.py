@@ -46,34 +46,39 @@ def record_path(path: str) -> str:
     return path + '.verified'
 
 
-def _stamp(stat: os.stat_result) -> list[int]:
-    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+def _stamp(stat: os.stat_result, times: bool = True) -> list[int]:
+    stamp = [stat.st_dev, stat.st_ino, stat.st_size]
+    return stamp + [stat.st_mtime_ns, stat.st_ctime_ns] if times else stamp
 
 
-def vouched(path: str, stat: os.stat_result, stored: int, margin: int = RECORD_MARGIN_NS) -> bool:
+def vouched(path: str, stat: os.stat_result, stored: int, margin: int = RECORD_MARGIN_NS,
+            times: bool = True) -> bool:
     """Whether the record beside ``path`` vouches for this very file version (same device, inode, size, mtime and
-    ctime, and the checksum ``stored``), verified at least ``margin`` ns after its last change."""
+    ctime, and the checksum ``stored``), verified at least ``margin`` ns after its last change. ``times=False``: a
+    file only ever replaced by a rename (a new inode), whose times its users change (the plan cache's use marks)."""
     try:
         with open(record_path(path), encoding='utf-8') as f:
             record = json.load(f)
         stamp, checksum, verified = record['stamp'], record['checksum'], record['verified_ns']
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    if not times:
+        return stamp == _stamp(stat, False) and checksum == stored
     return (stamp == _stamp(stat) and checksum == stored and isinstance(verified, int)
             and verified - max(stat.st_mtime_ns, stat.st_ctime_ns) >= margin)
 
 
-def vouch(path: str, stat: os.stat_result, checksum: int, margin: int = RECORD_MARGIN_NS) -> None:
+def vouch(path: str, stat: os.stat_result, checksum: int, margin: int = RECORD_MARGIN_NS, times: bool = True) -> None:
     """Record that the file version ``stat`` describes has the checksum ``checksum`` (atomically; failing to write
-    is no error); only for a file last changed at least ``margin`` ns ago."""
+    is no error); only for a file last changed at least ``margin`` ns ago (any time with ``times=False``)."""
     now = time.time_ns()
-    if now - max(stat.st_mtime_ns, stat.st_ctime_ns) < margin:
+    if times and now - max(stat.st_mtime_ns, stat.st_ctime_ns) < margin:
         return
     target = record_path(path)
     tmp = temp_name(target)
     try:
         with open(tmp, 'w', encoding='utf-8') as f:
-            json.dump({'stamp': _stamp(stat), 'checksum': checksum, 'verified_ns': now}, f)
+            json.dump({'stamp': _stamp(stat, times), 'checksum': checksum, 'verified_ns': now}, f)
         os.replace(tmp, target)
     except OSError:
         try:
@@ -82,12 +87,14 @@ def vouch(path: str, stat: os.stat_result, checksum: int, margin: int = RECORD_M
             pass
 
 
-def checksum_vouched(handle: Any, path: str, stat: os.stat_result, length: int, stored: int) -> bool:
+def checksum_vouched(handle: Any, path: str, stat: os.stat_result, length: int, stored: int,
+                     times: bool = True) -> bool:
     """Whether the first ``length`` bytes of the file at ``path`` (open as ``handle``, ``stat`` its ``fstat``) have
-    the checksum ``stored``: from its verification record, or computed (and then recorded)."""
-    if vouched(path, stat, stored):
+    the checksum ``stored``: from its verification record, or computed (and then recorded). ``times``: see
+    :func:`vouched`."""
+    if vouched(path, stat, stored, times=times):
         return True
     if xxh3_checksum(handle, length) != stored:
         return False
-    vouch(path, stat, stored)
+    vouch(path, stat, stored, times=times)
     return True
