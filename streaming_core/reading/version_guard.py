@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
@@ -65,8 +66,17 @@ def _count(sdir: str) -> int:
 
 
 def purge_count(local_dir: str) -> int:
-    """How many refreshes of ``local_dir`` for another version removed files so far (0 when none ever did)."""
-    return _count(_state_dir_of(local_dir))
+    """How many refreshes of ``local_dir`` for another version removed files so far (0 when none ever did). Creates
+    the counter at 0 where the state directory has none (a check then costs one successful ``stat``)."""
+    sdir = _state_dir_of(local_dir)
+    path = os.path.join(sdir, PURGES_NAME)
+    if os.path.isdir(sdir) and not os.path.exists(path):
+        try:
+            with open(path, 'xb') as handle:  # never over another process's count
+                handle.write(b'0')
+        except OSError:
+            pass
+    return _count(sdir)
 
 
 def note_purge(sdir: str) -> None:
@@ -74,18 +84,19 @@ def note_purge(sdir: str) -> None:
     write_file_atomic(os.path.join(sdir, PURGES_NAME), str(max(_count(sdir), 0) + 1).encode('ascii'), sync=False)
 
 
-def check_still_current(local_dir: str, identity: str, purges: int, where: str) -> None:
+def check_still_current(local_dir: str, identity: str, purges: int, where: Any) -> None:
     """Before reading files of ``local_dir``: raise if they may belong to another version than ``identity`` (the index
     version the caller's dataset was built from, when the purge counter was ``purges``).
 
     Raises:
-        DatasetVersionError: naming the stream (``where``), the directory and both versions.
+        DatasetVersionError: naming the stream (``where``, shown by its ``repr`` only then), the directory and both
+            versions.
     """
     if identity.startswith('file:'):  # a local index.json read as it is: it must not have been rewritten
         now = file_identity(os.path.join(local_dir, 'index.json'))
         if now is None or _CTIME_NS.sub('', file_id_text(now)) != _CTIME_NS.sub('', identity):
             raise DatasetVersionError(
-                f'The data of {where} changed while this job read it: {local_dir}/index.json was '
+                f'The data of {where!r} changed while this job read it: {local_dir}/index.json was '
                 f'{"removed" if now is None else "rewritten"} (this job reads {identity}). Reading on would serve '
                 f'the new files under this job\'s index. Restart the job to read the new version; write new '
                 f'versions of a dataset to new directories.')
@@ -98,7 +109,7 @@ def check_still_current(local_dir: str, identity: str, purges: int, where: str) 
         _current.add((sdir, identity, count))
         return
     raise DatasetVersionError(
-        f'The data of {where} changed while this job read it: another process refreshed its local directory '
+        f'The data of {where!r} changed while this job read it: another process refreshed its local directory '
         f'{local_dir} for another version (index {record.source_identity}; this job reads {identity}) and removed '
         f'files of this version. Reading on would serve the new version\'s files under this job\'s index. Restart '
         f'the job to read the new version, or give jobs that must read different versions different local '
