@@ -32,7 +32,7 @@ from streaming_core.common.paths import coordination_dir
 from streaming_core.errors import WaitTimeoutError
 from streaming_core.storage.facade import temp_name
 from streaming_core.storage.locking import RangeLocks
-from streaming_core.storage.verified_files import checksum_vouched, xxh3_checksum
+from streaming_core.storage.verified_files import checksum_vouched, record_path, xxh3_checksum
 
 __all__ = ['plan_key', 'node_plan', 'prune_plans', 'PLAN_LOCK_TIMEOUT', 'MAX_PLAN_AGE', 'MAX_PLANS', 'MAX_PLAN_BYTES',
            'PLANS_HELD_PER_PROCESS']
@@ -191,7 +191,7 @@ def _remove_unless_held(locks: RangeLocks, path: str, key: str) -> bool:
         except FileNotFoundError:
             pass
         try:
-            os.remove(path + '.verified')  # its checksum's verification record, if any
+            os.remove(record_path(path))  # its checksum's verification record, if any
         except OSError:
             pass
         return True

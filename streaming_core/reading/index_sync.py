@@ -56,6 +56,7 @@ from streaming_core.reading.cache_record import (
     CacheRecord,
     CacheRemoteMismatchError,
     FileIdentity,
+    file_id_text,
     file_identity,
     is_in_place,
     read_record,
@@ -64,9 +65,6 @@ from streaming_core.reading.cache_record import (
     sha256_hex,
     stat_identity,
     write_record,
-)
-from streaming_core.reading.cache_record import (
-    file_id_text as _file_id_text,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.reading.index_versions import stale_files
@@ -182,8 +180,8 @@ def sync_index(stream: Any) -> SyncedIndex:
     remote = stream.remote_dir
     if not remote:
         ident_now = file_identity(path)
-        if ident_now is not None and _binary_present(stream.local_dir, _file_id_text(ident_now)):
-            return SyncedIndex(path, None, _file_id_text(ident_now), ident_now)  # warm: no byte of it read
+        if ident_now is not None and _binary_present(stream.local_dir, file_id_text(ident_now)):
+            return SyncedIndex(path, None, file_id_text(ident_now), ident_now)  # warm: no byte of it read
         warm = _foreign_warm(stream, ident_now) if ident_now is not None else None
         if warm is not None:
             return warm
@@ -201,7 +199,7 @@ def sync_index(stream: Any) -> SyncedIndex:
         foreign = _foreign_obj(data)
         if foreign is not None:
             return _foreign_locked(stream, data, foreign, ident)
-        return SyncedIndex(path, data, _file_id_text(ident))
+        return SyncedIndex(path, data, file_id_text(ident))
     local_dir = stream.local_dir
     in_place = is_in_place(remote, local_dir)
     request_time = time.time()
@@ -346,7 +344,7 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
     ident_now = file_identity(path)
     if ident_now is not None:
         record = read_record(sdir)
-        identity = _file_id_text(ident_now)
+        identity = file_id_text(ident_now)
         if record is not None and record.source_identity == identity and _binary_present(stream.local_dir, identity):
             return SyncedIndex(path, None, identity, ident_now)  # warm: recorded, and its binary index exists
     try:
@@ -354,7 +352,7 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
     except FileNotFoundError:
         raise MissingIndexError(f'The remote {redact_url(stream.remote_dir)} is the local directory itself and has '
                                 f'no {INDEX_BASENAME} ({path}).') from None
-    identity = _file_id_text(ident)
+    identity = file_id_text(ident)
     foreign = _foreign_obj(data)
     if foreign is not None:
         from streaming_core.reading.foreign_index import derive_foreign_index
@@ -499,7 +497,7 @@ class _Refresh:
         """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
         data, ident = _read(self.path)
         recorded = record is not None and ident == record.local_stat
-        identity = record.source_identity if recorded and record is not None else _file_id_text(ident)
+        identity = record.source_identity if recorded and record is not None else file_id_text(ident)
         when = (time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.checked_at))
                 if recorded and record is not None else 'an unknown time (no record)')
         message = (f'Cannot read the remote index {self.shown} ({type(err).__name__}: {err}); using the local copy '
