@@ -175,3 +175,23 @@ def test_remote_equal_to_local_deletes_nothing(tmp_path: Any) -> None:
     write_all(root)
     merge_index((root, f'file://{root}'), keep_local=False)
     assert read_merged(root) == expected(['0', '1', '10', '2'])
+
+
+def test_partitions_the_merged_index_would_misname_are_refused(tmp_path: Any, monkeypatch: Any) -> None:
+    """Two partitions in directories of one name (``x/0`` and ``y/0``) would both be named ``0/...``: one read twice,
+    the other lost. A partition that is not directly under a local-only output could never be read. Both are refused
+    before anything is written; ``index.json`` given from inside a partition, or with a ``./`` segment, names its
+    real directory."""
+    write_partition((str(tmp_path / 'x' / '0'), 'x0', 0))
+    write_partition((str(tmp_path / 'y' / '0'), 'y0', 100))
+    with pytest.raises(ValueError, match=r"x/0/index.json and .*y/0/index.json are both in a directory named '0'"):
+        merge_index([str(tmp_path / 'x' / '0' / 'index.json'), str(tmp_path / 'y' / '0' / 'index.json')],
+                    str(tmp_path / 'x'))
+    assert not (tmp_path / 'x' / 'index.json').exists()
+    with pytest.raises(ValueError, match=r'y/0/index.json is not a direct subdirectory of .*/x'):
+        merge_index([str(tmp_path / 'y' / '0' / 'index.json')], str(tmp_path / 'x'))
+    root = str(tmp_path / 'out')
+    write_all(root)
+    monkeypatch.chdir(os.path.join(root, '0'))
+    merge_index(['index.json', '../1/./index.json'], '..')
+    assert read_merged(root) == expected(['0', '1'])

@@ -317,3 +317,32 @@ def test_deterministic_bytes(fmt: str, tmp_path: Any) -> None:
     assert files == sorted(os.listdir(tmp_path / 'b'))
     for name in files:
         assert (tmp_path / 'a' / name).read_bytes() == (tmp_path / 'b' / name).read_bytes()
+
+
+@pytest.mark.parametrize('kind', ['mds', 'json'])
+def test_a_writer_shared_by_threads_keeps_every_sample_once(tmp_path: Any, kind: str) -> None:
+    """Threads writing through one writer (a thread pool feeding it) while it flushes small shards: every sample is
+    read back exactly once. The buffer used to be swapped out under a concurrent ``write``, losing and repeating
+    samples."""
+    import sys
+    import threading
+
+    from streaming_core import StreamingDataset
+    out = str(tmp_path / kind)
+    writer = WRITERS[kind](out, size_limit=300)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=lambda b=b: [writer.write(sample(b + i, 6)) for i in range(1000)])
+                   for b in (0, 100_000, 200_000)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    writer.finish()
+    got = sorted(int(s['number']) for s in StreamingDataset(local=out, batch_size=1))
+    assert got == sorted(b + i for b in (0, 100_000, 200_000) for i in range(1000))
+    with pytest.raises(RuntimeError, match='finished'):
+        writer.write(sample(1))

@@ -96,7 +96,8 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
         os.makedirs(local, exist_ok=True)
         index_path = os.path.join(local, INDEX_BASENAME)
         with tempfile.TemporaryDirectory(prefix='streaming-merge-') as scratch:
-            _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries)
+            _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries,
+                          out_dir=local if remote is None else None)
         if remote is None:
             return index_path
         url = join(remote, INDEX_BASENAME)
@@ -110,19 +111,35 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
 
 
 def _write_merged(sources: Sequence[Source], index_path: str, scratch: str, timeout: float,
-                  options: Mapping[str, Any] | None, retries: int) -> None:
+                  options: Mapping[str, Any] | None, retries: int, out_dir: str | None = None) -> None:
     """Write the merged index to ``index_path`` atomically, streaming each partition index one entry at a time
     (:func:`streaming_core.reading.index_file_stream.iter_index_entries`): partitions of millions of shards merge
     without one Python object per shard. The text is exactly :func:`merged_index_text`'s. Each partition is checked
-    whole before any of its entries is written (a bad partition leaves the previous merged index in place)."""
+    whole before any of its entries is written (a bad partition leaves the previous merged index in place). With
+    ``out_dir`` (a merged dataset with no remote), a local partition must sit directly under it, where the merged
+    index names its files."""
     from streaming_core.storage.facade import temp_name
     tmp = temp_name(index_path)
     try:
         with open(tmp, 'w', encoding='utf-8') as handle:
             handle.write('{"version": 2, "shards": [')
             first = True
+            prefixes: dict[str, str] = {}
             for i, source in enumerate(sources):
                 path, shown, prefix = _fetch(source, os.path.join(scratch, str(i)), timeout, options, retries)
+                if prefix in prefixes:
+                    raise ValueError(f'merge_index: the partitions {prefixes[prefix]} and {shown} are both in a '
+                                     f'directory named {prefix!r}; each partition\'s files are named in the merged '
+                                     f'index by that name (`{prefix}/shard...`), so one would be read twice and the '
+                                     f'other not at all. Give partitions distinct directory names, directly under '
+                                     f'the merged dataset\'s directory.')
+                prefixes[prefix] = shown
+                if out_dir is not None and not path.startswith(scratch) and \
+                        os.path.dirname(os.path.dirname(os.path.realpath(path))) != os.path.realpath(out_dir):
+                    raise ValueError(f'merge_index: the partition {shown} is not a direct subdirectory of {out_dir}, '
+                                     f'where the merged index names its files ({prefix}/shard...); the merged '
+                                     f'dataset could not read them. Write the partitions to {out_dir}/<name>/, or '
+                                     f'merge into their parent directory.')
                 for _ in _entries(path, shown):  # the whole partition is valid before any of it is written
                     pass
                 for n, entry in enumerate(_entries(path, shown)):
@@ -223,13 +240,19 @@ def _parent(path: str) -> str:
     return path.rstrip('/').rsplit('/', 2)[-2] if '/' in path.rstrip('/') else ''
 
 
+def _absolute(path: str) -> str:
+    """``path`` made absolute and normal, with ``/`` separators (``index.json`` run from inside a partition, or
+    ``0/./index.json``, names its real directory)."""
+    return os.path.normpath(os.path.abspath(path)).replace(os.sep, '/')
+
+
 def _fetch(source: Source, scratch: str, timeout: float, options: Mapping[str, Any] | None,
            retries: int) -> tuple[str, str, str]:
     """A local copy of one partition index: ``(local path, name for messages, partition prefix)``."""
     if isinstance(source, tuple):
         local, remote = source
         if local and os.path.isfile(local_path(local)):
-            return local_path(local), local, _parent(local_path(local).replace(os.sep, '/'))
+            return local_path(local), local, _parent(_absolute(local_path(local)))
         if not remote:
             raise FileNotFoundError(f'Check data availability! local index {local} is not accessible. remote index '
                                     f'{remote} does not exist')
@@ -239,7 +262,7 @@ def _fetch(source: Source, scratch: str, timeout: float, options: Mapping[str, A
             path = local_path(source)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f'Check data availability! local index {source} is not accessible.')
-            return path, source, _parent(path.replace(os.sep, '/'))
+            return path, source, _parent(_absolute(path))
         url = source
     target = os.path.join(scratch, INDEX_BASENAME)
     try:

@@ -193,6 +193,9 @@ class ShardWriter:
         self._futures: list[Future[None]] = []
         self._upload_error: BaseException | None = None
         self._error_lock = threading.Lock()
+        #: Serialises :meth:`write`, :meth:`flush_shard` and :meth:`finish`: a writer shared by threads keeps every
+        #: sample once (in the order the threads reach it).
+        self._write_lock = threading.RLock()
         self.shards: list[dict[str, Any]] = []
         self._samples: list[bytes] = []
         self._shard_size = self.extra_bytes_per_shard
@@ -329,19 +332,22 @@ class ShardWriter:
         if data is None:
             data = self.encode_sample(sample)
         cost = len(data) + self.extra_bytes_per_sample
-        size = self._shard_size + cost
-        limit = self.size_limit
-        if limit and limit < size:
-            if self.extra_bytes_per_shard + cost > self._max_size:
-                self._too_large(cost)  # raise before flushing: the sample fits in no shard
-            self.flush_shard()
+        with self._write_lock:
+            if self._finished:
+                raise RuntimeError('This writer is finished; create a new writer to write more samples.')
             size = self._shard_size + cost
-        if size > self._max_size:
-            self._too_large(cost)
-        self._samples.append(data)
-        self._shard_size = size
-        if self._bar is not None:
-            self._bar.update(1)
+            limit = self.size_limit
+            if limit and limit < size:
+                if self.extra_bytes_per_shard + cost > self._max_size:
+                    self._too_large(cost)  # raise before flushing: the sample fits in no shard
+                self.flush_shard()
+                size = self._shard_size + cost
+            if size > self._max_size:
+                self._too_large(cost)
+            self._samples.append(data)
+            self._shard_size = size
+            if self._bar is not None:
+                self._bar.update(1)
 
     def _too_large(self, cost: int) -> None:
         """Raise :class:`ShardTooLargeError` for a sample that does not fit (alone, or in a shard with no limit)."""
@@ -361,34 +367,35 @@ class ShardWriter:
 
     def flush_shard(self) -> None:
         """Write the buffered samples as the next shard (even when empty, as the reference does)."""
-        index = len(self.shards)
-        samples = self._samples
-        files = self.encode_shard(samples)
-        entry = dict(self.config)
-        entry['samples'] = len(samples)
-        written = []
-        for part in self.part_names:
-            raw = files[part]
-            basename = self._basename(index, part)
-            entry[f'raw_{part}'] = self._file_info(basename, raw)
-            if self._compressor is not None:
-                zipped = self._compressor.compress(raw, self._level)
-                zip_name = f'{basename}.{self._compressor.extension}'
-                entry[f'zip_{part}'] = self._file_info(zip_name, zipped)
-                data, name = zipped, zip_name
-            else:
-                entry[f'zip_{part}'] = None
-                data, name = raw, basename
-            with open(os.path.join(self.local, name), 'wb') as handle:
-                handle.write(data)
-            written.append(name)
-        self.shards.append(entry)
-        for name in written:
-            self._submit_upload(name)
-        self._samples = []
-        self._shard_size = self.extra_bytes_per_shard
-        if self._bar is not None:
-            self._bar.set_postfix(shards=len(self.shards))
+        with self._write_lock:
+            index = len(self.shards)
+            samples = self._samples
+            files = self.encode_shard(samples)
+            entry = dict(self.config)
+            entry['samples'] = len(samples)
+            written = []
+            for part in self.part_names:
+                raw = files[part]
+                basename = self._basename(index, part)
+                entry[f'raw_{part}'] = self._file_info(basename, raw)
+                if self._compressor is not None:
+                    zipped = self._compressor.compress(raw, self._level)
+                    zip_name = f'{basename}.{self._compressor.extension}'
+                    entry[f'zip_{part}'] = self._file_info(zip_name, zipped)
+                    data, name = zipped, zip_name
+                else:
+                    entry[f'zip_{part}'] = None
+                    data, name = raw, basename
+                with open(os.path.join(self.local, name), 'wb') as handle:
+                    handle.write(data)
+                written.append(name)
+            self.shards.append(entry)
+            for name in written:
+                self._submit_upload(name)
+            self._samples = []
+            self._shard_size = self.extra_bytes_per_shard
+            if self._bar is not None:
+                self._bar.set_postfix(shards=len(self.shards))
 
     def _file_info(self, basename: str, data: bytes) -> dict[str, Any]:
         return {'basename': basename, 'bytes': len(data), 'hashes': {name: hasher(data)
@@ -426,12 +433,14 @@ class ShardWriter:
             UploadError: when any upload failed; ``index.json`` is then neither uploaded nor left locally naming
                 files that are gone.
         """
-        if self._finished:
-            return
-        self._finished = True
+        with self._write_lock:
+            if self._finished:
+                return
+            self._finished = True
         try:
-            if self._upload_error is None and self._samples:
-                self.flush_shard()
+            with self._write_lock:
+                if self._upload_error is None and self._samples:
+                    self.flush_shard()
             self._wait_uploads()
             self._commit_index()
         finally:
