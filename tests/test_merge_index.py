@@ -170,6 +170,21 @@ def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str,
     assert sorted(set(names)) == ['0', '1', '10', '2']  # the remote listing decides (the local-only one is absent)
 
 
+def test_keep_local_false_keeps_a_file_whose_remote_namesake_differs(dirfs: dict[str, Any], tmp_path: Any,  # noqa
+                                                                     caplog: Any) -> None:
+    """A partition written locally only, merged into a remote that holds an older version of one of its files (of
+    another size): that file is the only copy of its data, so it is kept, with a warning."""
+    local = str(tmp_path / 'local')
+    write_partition(((os.path.join(local, '0'), 'dirfs://ds/0'), '0', 0, True))
+    stale = os.path.join(dirfs['root'], 'ds', '0', 'shard.00000.mds.zstd')
+    with open(stale, 'wb') as handle:
+        handle.write(b'an older version')
+    merge_index((local, 'dirfs://ds'), keep_local=False)
+    assert os.path.exists(os.path.join(local, '0', 'shard.00000.mds.zstd'))
+    assert not os.path.exists(os.path.join(local, '0', 'shard.00001.mds.zstd'))  # the same size remotely: removed
+    assert 'kept 1 local file(s) whose remote copy has another size' in caplog.text
+
+
 def test_remote_equal_to_local_deletes_nothing(tmp_path: Any) -> None:
     root = str(tmp_path / 'out')
     write_all(root)

@@ -54,6 +54,12 @@ class DirBackend:
     def exists(self, url: str, *, timeout: float) -> bool:
         return os.path.isfile(self._path(url))
 
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        if not os.path.isfile(self._path(url)):
+            raise FileNotFoundError(url)
+        info = os.stat(self._path(url))
+        return {'size': info.st_size, 'mtime': info.st_mtime_ns}
+
     def list(self, url: str, *, timeout: float) -> list[str]:
         found = []
         for dirpath, _, files in os.walk(STATE['root']):

@@ -40,6 +40,7 @@ from streaming_core.storage.facade import (
     is_remote,
     join,
     list_objects,
+    list_with_stats,
     local_path,
     upload_file,
     url_scheme,
@@ -289,23 +290,36 @@ def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) ->
 
 
 def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
-    """Delete local files that the remote listing shows (the reference removes the whole local directory; we never
-    delete a file without a remote copy), then the directories left empty.
+    """Delete local files that the remote listing shows with the same size (the reference removes the whole local
+    directory; we never delete a file without a remote copy, nor one whose remote namesake has another size: an
+    older version left there, which would leave the merged index naming files of two versions), then the
+    directories left empty.
     """
     try:
-        listed = list_objects(remote.rstrip('/') + '/', timeout=timeout, options=options)
+        listed = list_with_stats(remote.rstrip('/') + '/', timeout=timeout, options=options)
     except Exception as err:  # a backend without listing: keep everything
         logger.warning('merge_index(keep_local=False): cannot list %s (%s); keeping the local files.', remote, err)
         return
     root = remote.rstrip('/') + '/'
     if url_scheme(remote) == '':
         root = os.path.join(remote, '')
-    remote_rel = {url[len(root):].replace(os.sep, '/') for url in listed if url.startswith(root)}
+    remote_sizes = {item.url[len(root):].replace(os.sep, '/'): item.stat.size for item in listed
+                    if item.url.startswith(root)}
+    kept = []
     for dirpath, _, files in os.walk(local):
         for name in files:
             path = os.path.join(dirpath, name)
-            if os.path.relpath(path, local).replace(os.sep, '/') in remote_rel:
-                os.remove(path)
+            relative = os.path.relpath(path, local).replace(os.sep, '/')
+            if relative not in remote_sizes:
+                continue
+            if remote_sizes[relative] != os.path.getsize(path):
+                kept.append(relative)
+                continue
+            os.remove(path)
+    if kept:
+        logger.warning('merge_index(keep_local=False): kept %d local file(s) whose remote copy has another size '
+                       '(an older version?), for example %s; upload them before reading the merged dataset from %s.',
+                       len(kept), kept[0], remote)
     for dirpath, _, _ in sorted(os.walk(local), key=lambda item: -len(item[0])):
         try:
             os.rmdir(dirpath)
