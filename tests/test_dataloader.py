@@ -47,6 +47,32 @@ def test_streaming_dataloader_counts_samples(mds_dir):
     assert total == 30 and loader.num_samples_yielded == 30
 
 
+@pytest.mark.parametrize('workers', [0, 2])
+def test_a_state_after_an_epoch_that_drops_its_tail_resumes_at_the_next_epoch(mds_dir, workers):
+    """``drop_last=True`` with an epoch that is not a multiple of the batch size: the state after the last batch is
+    the next epoch's start (it counted only the yielded samples, so a resumed loop spent an epoch with no batch and
+    every later epoch ran one turn late)."""
+    path = mds_dir(10)
+
+    def make():
+        return StreamingDataLoader(StreamingDataset(local=path, batch_size=4, shuffle=True), batch_size=4,
+                                   num_workers=workers, drop_last=True)
+    loader = make()
+    epochs = [[b['id'].tolist() for b in loader] for _ in range(3)]
+    assert [len(e) for e in epochs] == [2, 2, 2]
+    loader = make()
+    assert [b['id'].tolist() for b in loader] == epochs[0]
+    state = loader.state_dict()
+    assert (state['epoch'], state['sample_in_epoch']) == (1, 0)
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert [[b['id'].tolist() for b in resumed] for _ in range(2)] == epochs[1:]
+    stopped = make()
+    for _ in stopped:
+        break  # a loop left early is not over
+    assert stopped.state_dict()['epoch'] == 0
+
+
 def test_nothing_left_in_dev_shm(mds_dir):
     before = _shm_names()
     loader = DataLoader(StreamingDataset(local=mds_dir(40), batch_size=4), batch_size=4, num_workers=2)

@@ -66,6 +66,10 @@ class _EpochSampler(_InfiniteConstantSampler):
             loader.set_epoch(epoch)
 
 
+#: More samples than any epoch holds: a count that covers the rest of the epoch.
+_WHOLE_EPOCH = 1 << 62
+
+
 class StreamingDataLoader(DataLoader):
     """A DataLoader whose ``state_dict()`` records how many samples the training loop consumed.
 
@@ -78,6 +82,7 @@ class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        self._ran_out = False  # the last iteration ended by itself: its epoch is over whatever it yielded
         self.collate_fn = _Counted(self.collate_fn, self._auto_collation)
         if isinstance(self.sampler, _InfiniteConstantSampler):  # DataLoader forbids setting it after __init__
             object.__setattr__(self, 'sampler', _EpochSampler(self))
@@ -105,11 +110,13 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         self._check_batch_size()
         self.num_samples_yielded = 0
+        self._ran_out = False
         iterator = super().__iter__()
         while True:
             try:
                 count, batch = next(iterator)
             except StopIteration:
+                self._ran_out = True
                 return
             except (ConnectionError, EOFError) as err:
                 # A worker killed while the main process fetched a tensor it shared surfaces from torch as a bare
@@ -132,6 +139,10 @@ class StreamingDataLoader(DataLoader):
         num_samples = self.num_samples_yielded * world.num_ranks
         if self.dataset.replication:
             num_samples //= self.dataset.replication
+        if self._ran_out:
+            # The loop consumed the epoch, even where samples were never yielded (the tail ``drop_last`` drops, a
+            # batching method's partial batches): the state is the next epoch's start, as after any last batch.
+            num_samples = max(num_samples, _WHOLE_EPOCH)
         return self.dataset.state_dict(num_samples, False)
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
