@@ -96,3 +96,61 @@ def test_an_idle_reader_gives_its_pins_to_a_reader_short_of_room(tmp_path, pause
         second = json.load(handle)
     assert first['ids'] == expected and second['ids'] == expected
     assert second['seconds'] < 20, f'the reader short of room waited {second["seconds"]:.0f} s for the idle one'
+
+
+RANDOM_READER = '''
+import json, sys, time
+from streaming_core import StreamingDataset
+remote, local, limit, out = sys.argv[1:5]
+dataset = StreamingDataset(remote=remote, local=local, cache_limit=int(limit), batch_size=4, download_timeout=5)
+started = time.monotonic()
+ids = [int(sample['id']) for sample in dataset]
+with open(out, 'w') as handle:
+    json.dump({'ids': ids, 'seconds': time.monotonic() - started}, handle)
+'''
+
+
+@pytest.mark.parametrize('other', ['dataset', 'deleted', 'process'])
+def test_idle_random_access_gives_its_pins_to_a_reader_short_of_room(tmp_path, other) -> None:
+    """``ds[i]`` keeps the shards it touched twice open and pinned (a notebook, an evaluation pass), then is never
+    called again. Another reader of the node that needs that room (another dataset of the directory, the same after
+    the first was deleted, another process) used to wait for the cache's timeout and fail; now the idle pins are
+    given up and it reads its epoch at once."""
+    import gc
+    import threading
+    remote = write_mds(str(tmp_path / 'remote'), 480, size_limit=1 << 10, sample_size=64)
+    local = str(tmp_path / 'cache')
+    first = StreamingDataset(remote=remote, local=local, batch_size=4, download_timeout=5)
+    largest = max(r.max_size for r in first.shard_manager.readers)
+    limit = first._index_bytes + 8 * largest + largest // 2  # no room for a ninth shard while 8 are pinned
+    del first
+    reader = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit, download_timeout=5)
+    offsets = reader.sample_offset_per_shard
+    for _ in range(2):
+        for shard in range(8):
+            assert int(reader[int(offsets[shard])]['id']) == int(offsets[shard])
+    assert len(reader.shard_manager.open_views) == 8  # kept open and pinned: the room is taken
+    if other == 'process':
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        done = subprocess.run([sys.executable, '-c', textwrap.dedent(RANDOM_READER), remote, local, str(limit),
+                               str(tmp_path / 'b.json')], env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        with open(tmp_path / 'b.json') as handle:
+            result = json.load(handle)
+        ids, seconds = result['ids'], result['seconds']
+    else:
+        if other == 'deleted':
+            del reader
+            gc.collect()
+        second = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit, download_timeout=5)
+        found: list = []
+        started = time.monotonic()
+        thread = threading.Thread(target=lambda: found.append([int(s['id']) for s in second]), daemon=True)
+        thread.start()
+        thread.join(120)
+        seconds = time.monotonic() - started
+        assert found, 'the second reader did not finish its epoch'
+        ids = found[0]
+    assert ids == list(range(480))
+    assert seconds < 15, f'the reader short of room waited {seconds:.0f} s for the idle random access'

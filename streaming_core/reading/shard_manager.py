@@ -40,6 +40,7 @@ from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorru
 from streaming_core.machinery.protocols import ShardReader, ShardView
 from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.pin_relief import note_random_access, release_at_collection
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
 from streaming_core.reading.version_guard import check_still_current
@@ -157,11 +158,18 @@ class ShardManager:
         self._cache: CacheState | None = None
         self._checked: set[int] = set()  # files (by first unit) this process has checked against the index
         self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
+        self._pinned: dict[int, tuple[RangeLocks, int]] = {}  # shard -> the "in use" lock its open view holds
+        self._release_at_collection = release_at_collection(self, self._pinned)
+        #: When random access last read through a pinned view, and the thread that gives such views up when idle
+        #: (:mod:`~streaming_core.reading.pin_relief`).
+        self.random_access_at = 0.0
+        self.relief_thread: threading.Thread | None = None
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_short_of_room',
-                     '_cache', '_pid', '_checked', '_paths', '_view_cap'):
+                     '_cache', '_pid', '_checked', '_paths', '_view_cap', '_pinned', '_release_at_collection',
+                     'random_access_at', 'relief_thread'):
             state.pop(name, None)
         return state
 
@@ -172,6 +180,15 @@ class ShardManager:
     def adopt_process(self) -> None:
         """In a forked process (a DataLoader worker): drop the parent's views, locks and threads, once."""
         self._check_pid()
+
+    @property
+    def views_lock(self) -> threading.RLock:
+        """The lock guarding this process's views and holds."""
+        return self._views_lock
+
+    def unheld_views(self) -> list[int]:
+        """The shards whose views are open but held by no iterator (random access's; call under :attr:`views_lock`)."""
+        return [shard for shard in self._views if shard not in self._holds]
 
     @property
     def open_views(self) -> dict[int, ShardView]:
@@ -386,6 +403,8 @@ class ShardManager:
                     self._locks(shard).release(self._use_byte(shard))
                 return existing
             self._views[shard] = view
+            if pinned:
+                self._pinned[shard] = (self._locks(shard), self._use_byte(shard))
             over = len(self._views) - self._view_cap
             oldest = list(itertools.islice((s for s in self._views if s != shard and self._closable(s)), over)) \
                 if over > 0 else []
@@ -452,6 +471,8 @@ class ShardManager:
                 view = self.open(shard, make_room)
             if len(self._views) > self.max_open:
                 self.trim(spare=shard, unmap=False)  # random access may run in several threads
+            if make_room is not None and self.evictable(shard):
+                note_random_access(self)
             return view[index]
         cold[shard] = None
         if len(cold) > 4 * self.max_open:
@@ -570,6 +591,7 @@ class ShardManager:
         if unmap:
             view.close()
         if self.evictable(shard) and self._pid == os.getpid():
+            self._pinned.pop(shard, None)
             self._locks(shard).release(self._use_byte(shard))
 
     def trim(self, keep: int | None = None, spare: int | None = None, unmap: bool = True) -> None:
