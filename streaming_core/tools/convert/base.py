@@ -55,6 +55,11 @@ class Source:
         """A short description of a part for error messages (override)."""
         return repr(part)
 
+    def locate(self, part: Any, index: int) -> str:
+        """Where record ``index`` (counted from 0) of a part is, for error messages (default: the part's
+        description and the record's number in it)."""
+        return f'{self.describe(part)}: record {index} of this part'
+
 
 def list_files(src: str, suffixes: Sequence[str], what: str) -> list[str]:
     """The input files of ``src``: the file itself, every matching file under a directory (recursive, sorted by

@@ -14,8 +14,11 @@ anything else: ``bool``, ``None``, lists, objects, mixed  ``json``
 types, or a key missing from some records
 ========================================================  ===============
 
-CSV values are text: a column whose sampled values all parse as integers is ``int``, as numbers ``float64``, else
-``str``. Parquet columns follow their Arrow type (see :mod:`streaming_core.tools.convert.parquet`).
+CSV values are text: a column whose sampled values are all plain decimal integers (ASCII digits with an optional
+sign, no leading zero: ``007`` is an identifier) is ``int``, all decimal numbers (also with a fraction or an
+exponent, or ``nan``, ``inf``, ``-inf`` in any letter case) ``float64``, else ``str``. Python-only syntax
+(``1_000``, surrounding spaces, non-ASCII digits) stays text. Parquet columns follow their Arrow type (see
+:mod:`streaming_core.tools.convert.parquet`).
 
 The ``json``, ``csv`` and ``tsv`` formats store only ``str``, ``int`` and ``float`` columns; MDS integer encodings
 become ``int``, float encodings ``float`` and ``str`` stays ``str``. Any other column is refused with a message
@@ -25,6 +28,8 @@ that names it.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -144,23 +149,28 @@ def infer_value_columns(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return result
 
 
-def _parses(value: str, kind: type) -> bool:
-    try:
-        kind(value)
-    except ValueError:
-        return False
-    return True
+_DIGITS = r'(?:0|[1-9][0-9]*)'
+_INFER_INT = re.compile(rf'[+-]?{_DIGITS}')
+_INFER_FLOAT = re.compile(rf'[+-]?(?:{_DIGITS}(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?')
+_INT_TEXT = re.compile(r'[+-]?[0-9]+')
+_FLOAT_TEXT = re.compile(r'[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?')
+_FLOAT_WORDS = re.compile(r'[+-]?(?:nan|inf|infinity)', re.IGNORECASE)
+
+
+def _infers_float(value: str) -> bool:
+    return _INFER_FLOAT.fullmatch(value) is not None or _FLOAT_WORDS.fullmatch(value) is not None
 
 
 def infer_text_columns(header: Sequence[str], rows: Iterable[Sequence[str]]) -> dict[str, str]:
-    """Infer encodings of CSV columns: all integers -> ``int``, all numbers -> ``float64``, else ``str``."""
+    """Infer encodings of CSV columns: all plain decimal integers -> ``int``, all decimal numbers -> ``float64``,
+    else ``str`` (see the module docstring)."""
     ints = [True] * len(header)
     floats = [True] * len(header)
     for row in rows:
         for i, value in enumerate(row[:len(header)]):
-            if ints[i] and not _parses(value, int):
+            if ints[i] and _INFER_INT.fullmatch(value) is None:
                 ints[i] = False
-            if floats[i] and not ints[i] and not _parses(value, float):
+            if floats[i] and not ints[i] and not _infers_float(value):
                 floats[i] = False
     return {name: 'int' if ints[i] else 'float64' if floats[i] else 'str' for i, name in enumerate(header)}
 
@@ -229,20 +239,55 @@ def adapt_columns(columns: Mapping[str, str], fmt: str) -> dict[str, str]:
     return result
 
 
-def _to_int(value: Any) -> Any:
-    if isinstance(value, str):
-        return int(value.strip())
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
+def _int_coercer(encoding: str) -> Coercer:
+    """Text with decimal digits, integers and integral floats to ``int``, checked against the dtype's range."""
+    limits = np.iinfo(encoding) if encoding.startswith(('int', 'uint')) and encoding != 'int' else None
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if _INT_TEXT.fullmatch(text) is None:
+                raise ValueError(f'{value!r} is not a decimal integer')
+            value = int(text)
+        elif isinstance(value, np.integer):
+            value = int(value)
+        elif isinstance(value, (float, np.floating)):
+            if not float(value).is_integer():
+                raise ValueError(f'{value!r} is not an integer')
+            value = int(value)
+        if limits is not None and isinstance(value, int) and not limits.min <= value <= limits.max:
+            raise ValueError(f'{value} is out of the range of {encoding} ({limits.min} to {limits.max})')
+        return value
+    return convert
 
 
-def _to_float(value: Any) -> Any:
-    if isinstance(value, str):
-        return float(value.strip())
-    if isinstance(value, (int, np.integer, np.floating)) and not isinstance(value, bool):
-        return float(value)
-    return value
+def _float_coercer(encoding: str) -> Coercer:
+    """Decimal text and numbers to ``float``; a finite value that would become infinite is refused."""
+    dtype = np.dtype(encoding) if encoding in ('float16', 'float32') else None
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if _FLOAT_TEXT.fullmatch(text) is not None:
+                finite = True
+            elif _FLOAT_WORDS.fullmatch(text) is not None:
+                finite = False
+            else:
+                raise ValueError(f'{value!r} is not a decimal number')
+            number = float(text)
+        elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+            number = float(value)
+            finite = math.isfinite(number)
+        else:
+            return value
+        if finite:
+            with np.errstate(over='ignore'):
+                cast = float(dtype.type(number)) if dtype is not None else number
+            if math.isinf(cast):
+                largest = np.finfo(dtype or np.float64).max
+                raise ValueError(f'{value!r} overflows {encoding} (largest {largest}) to infinity')
+        return number
+    return convert
 
 
 def _to_decimal(value: Any) -> Any:
@@ -271,13 +316,59 @@ def _to_bytes(value: Any) -> Any:
     return value
 
 
+def _has_null(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_has_null(item) for item in value)
+    return value is None
+
+
+def _cast_array(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` as ``dtype``, refusing what the cast would change: a fraction, a value out of an integer range, or
+    a finite value becoming infinite.
+
+    Raises:
+        ValueError: naming the first such element.
+    """
+    kind = array.dtype.kind
+    if dtype.kind in 'iu' and kind in 'iuf':
+        if kind == 'f':
+            fraction = ~np.isfinite(array) | (array != np.trunc(array))
+            if fraction.any():
+                _refuse(array, fraction, 'is not an integer')
+        limits = np.iinfo(dtype)
+        if array.size and (array.min().item() < limits.min or array.max().item() > limits.max):
+            values = array.astype(object)
+            _refuse(array, (values < limits.min) | (values > limits.max),
+                    f'is out of the range of {dtype} ({limits.min} to {limits.max})')
+    elif dtype.kind == 'f' and kind in 'iuf':
+        with np.errstate(over='ignore'):
+            cast = array.astype(dtype)
+        overflow = np.isinf(cast) & np.isfinite(array.astype(np.float64))
+        if overflow.any():
+            _refuse(array, overflow, f'overflows {dtype} to infinity')
+        return cast
+    return array.astype(dtype)
+
+
+def _refuse(array: np.ndarray, bad: np.ndarray, problem: str) -> None:
+    index = [int(i) for i in np.argwhere(bad)[0]]
+    raise ValueError(f'element {index} ({array[tuple(index)].item()!r}) {problem}')
+
+
 def _ndarray(dtype: str | None, shape: tuple[int, ...] | None) -> Coercer:
+    target = np.dtype(dtype) if dtype else None
+
     def convert(value: Any) -> Any:
         if isinstance(value, str):
             value = json.loads(value)
-        array = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
+        if _has_null(value):
+            raise ValueError('the list holds a null; fill or drop the nulls first, or use the json encoding')
+        array = np.asarray(value)
         if array.dtype == object:
-            raise CodecError('nested lists of different lengths cannot form an ndarray; use the json encoding.')
+            raise CodecError('nested lists of different lengths (or integers beyond 64 bits) cannot form an '
+                             'ndarray; use the json encoding.')
+        if target is not None and array.dtype != target:
+            array = np.asarray(value, dtype=target) if array.dtype.kind in 'US' else _cast_array(array, target)
         if shape is not None and array.shape != shape:
             array = array.reshape(shape)
         return array
@@ -297,9 +388,9 @@ def coercer(encoding: str, *, text_source: bool = False) -> Coercer | None:
     """
     name, _, args = encoding.partition(':')
     if encoding in INT_ENCODINGS:
-        return _to_int
+        return _int_coercer(encoding)
     if encoding in ('float', 'float16', 'float32', 'float64', 'str_float'):
-        return _to_float
+        return _float_coercer(encoding)
     if encoding == 'str_decimal':
         return _to_decimal
     if encoding == 'str':

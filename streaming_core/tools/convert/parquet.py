@@ -15,6 +15,10 @@ list of numbers (any depth: 2-D arrays too)         ``ndarray:<dtype>``
 bool, struct, map, other lists, null                ``json``
 dictionary (categorical)                            that of its values
 ==================================================  ==================
+
+Every file must have the first file's columns, in the same order and with the same types. A null in a number,
+text, bytes or ``ndarray`` column stops the conversion (``json`` columns store it). Hive-style partition
+directories (``date=2024-01-01/``) are searched like any other directory: their keys are not columns.
 """
 
 from __future__ import annotations
@@ -107,6 +111,13 @@ class ParquetSource(Source):
             elif file_schema.names != schema.names:
                 raise ValueError(f'{path} has the columns {file_schema.names} but {self.files[0]} has '
                                  f'{schema.names}; every Parquet file of a conversion needs the same columns.')
+            else:
+                for first, other in zip(schema, file_schema):
+                    if first.type != other.type:
+                        raise ValueError(f'Schema drift: column {other.name!r} is {other.type} in {path} but '
+                                         f'{first.type} in {self.files[0]}; every Parquet file of a conversion '
+                                         f'needs the same column types. Rewrite that file with the same types, or '
+                                         f'convert the files separately.')
         self.schema = schema
         self.total = sum(sum(groups) for groups in self.row_groups)
 
@@ -147,6 +158,16 @@ class ParquetSource(Source):
                         yield from batch.to_pylist()
                         progress(batch.num_rows)
                 base += rows
+
+    def locate(self, part: RowPart, index: int) -> str:
+        """The file and row (counted from 0 in that file) of record ``index`` of a part."""
+        row = part.start + index
+        for path, groups in zip(self.files, self.row_groups):
+            size = sum(groups)
+            if row < size:
+                return f'{path} row {row}'
+            row -= size
+        return super().locate(part, index)
 
     def describe(self, part: RowPart) -> str:
         """The row range."""

@@ -21,7 +21,13 @@ from typing import Any
 from streaming_core.errors import StreamingError
 from streaming_core.storage.facade import exists, is_remote, join, local_path
 from streaming_core.tools.convert.base import Source
-from streaming_core.tools.convert.columns import adapt_columns, check_encoding, coercer, select_columns
+from streaming_core.tools.convert.columns import (
+    INFER_RECORDS,
+    adapt_columns,
+    check_encoding,
+    coercer,
+    select_columns,
+)
 
 __all__ = ['ConversionError', 'ConvertResult', 'convert_source', 'partition_names']
 
@@ -63,6 +69,7 @@ class _Task:
     format: str
     columns: dict[str, str]
     writer_kwargs: dict[str, Any] = field(default_factory=dict)
+    inferred: bool = False
 
 
 def partition_names(count: int) -> list[str]:
@@ -158,45 +165,61 @@ def _run_shared(task: _Task) -> tuple[int, int]:
 
 
 def _write_part(task: _Task, progress: Any) -> tuple[int, int]:
-    """Write one part with its own writer; returns ``(samples, shards)``. The index is committed only on success."""
+    """Write one part with its own writer; returns ``(samples, shards)``. The index is committed only on success.
+
+    Raises:
+        ConversionError: a record that cannot be written: a missing column, a null outside a ``json`` column, a
+            value that does not fit its encoding, or (with inferred columns) a key that is not a column.
+    """
     from streaming_core.machinery.lookup import get_registry
     writer_cls = get_registry('format').get(task.format).writer
     source = task.source
     plan = [(name, coercer(encoding, text_source=source.text_values), encoding)
             for name, encoding in task.columns.items()]
+    names = set(task.columns)
     writer = writer_cls(columns=task.columns, out=task.out, **task.writer_kwargs)
-    part_text = source.describe(task.part)
     count = 0
     for record in source.read(task.part, progress):
+        if task.inferred and not record.keys() <= names:
+            key = next(key for key in record if key not in names)
+            example = ','.join([*task.columns, f'{key}:json'])
+            raise ConversionError(f'{source.locate(task.part, count)} has the key {key!r}, which is not one of the '
+                                  f'columns inferred from the first {INFER_RECORDS} records '
+                                  f'({", ".join(task.columns)}). Pass --columns (columns= in Python) to name every '
+                                  f'column to write, such as --columns {_short(example, quote=False)}.')
         sample = {}
         for name, coerce, encoding in plan:
             try:
                 value = record[name]
             except KeyError:
                 if encoding != 'json':
-                    raise ConversionError(f'{part_text}: record {count} of this part has no column {name!r} '
+                    raise ConversionError(f'{source.locate(task.part, count)} has no column {name!r} '
                                           f'(columns: {", ".join(task.columns)}).') from None
                 value = None
+            if value is None and coerce is not None and encoding != 'json':
+                raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value is null, '
+                                      f'which the encoding {encoding} cannot store. Fill or drop the nulls before '
+                                      f'converting, or give the column the json encoding with --columns.')
             if coerce is not None:
                 try:
                     value = coerce(value)
                 except (TypeError, ValueError, ArithmeticError) as err:
-                    raise ConversionError(f'{part_text}: record {count} of this part, column {name!r}: the value '
+                    raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value '
                                           f'{_short(value)} does not fit the encoding {encoding} ({err}). Give the '
                                           f'column another encoding with --columns.') from err
             sample[name] = value
         try:
             writer.write(sample)
         except (TypeError, ValueError) as err:
-            raise ConversionError(f'{part_text}: record {count} of this part cannot be written as {task.format} '
+            raise ConversionError(f'{source.locate(task.part, count)} cannot be written as {task.format} '
                                   f'with columns {task.columns}: {err}') from err
         count += 1
     writer.finish()
     return count, len(writer.shards)
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def _short(value: Any, quote: bool = True) -> str:
+    text = repr(value) if quote else str(value)
     return text if len(text) <= 60 else text[:57] + '...'
 
 
@@ -244,6 +267,7 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
         raise ValueError(f'workers must be a positive integer, got {workers!r}.')
     get_registry('format').get(format)  # an unknown format fails here, listing the installed ones
     final = _final_columns(source, columns, format)
+    inferred = not columns
     source.configure(final)
     local, remote = _split_out(out)
     options = dict(storage_options or {})
@@ -256,7 +280,7 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
         bar = _bar(source, progress, 1)
         try:
             samples, shards = _write_part(_Task(source, parts[0], out if isinstance(out, str) else tuple(out),
-                                                format, final, kwargs), _Counter(bar).add)
+                                                format, final, kwargs, inferred), _Counter(bar).add)
         finally:
             if bar is not None:
                 bar.close()
@@ -271,7 +295,7 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
         part_out: str | tuple[str, str] = (part_local, part_remote) if part_local and part_remote else \
             (part_local or part_remote)  # type: ignore[assignment]
         tasks.append(_Task(source, part, part_out, format, final, {**kwargs, 'keep_local': True
-                                                                   if local and remote else keep_local}))
+                                                                   if local and remote else keep_local}, inferred))
         if part_local and part_remote:
             indexes.append((os.path.join(part_local, 'index.json'), join(part_remote, 'index.json')))
         else:

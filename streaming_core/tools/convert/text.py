@@ -1,10 +1,11 @@
 """JSON-lines and CSV sources, split into byte ranges that start and end on record boundaries.
 
 Uncompressed files are cut anywhere and the cut is moved forward to the next record start: the next newline for
-JSON lines (a JSON string cannot hold a raw newline), the next newline outside a quoted field for CSV (one with an
-even number of quote characters before it in the file, which holds for RFC 4180 quoting where a quote inside a
-field is doubled). Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.zst``) are never cut: each is read whole by one
-part.
+JSON lines (a JSON string cannot hold a raw newline), the next newline outside a quoted field for CSV. Quoted fields
+are found with the rules of :func:`csv.reader`, scanning from the start of the file: a quote opens a quoted field
+only at the start of a field (after a delimiter or a line end), ``""`` inside one is a quote, and a quote inside an
+unquoted field (``5" screen``) is an ordinary character. Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.zst``)
+are never cut: each is read whole by one part. A UTF-8 byte order mark at the start of a file is skipped.
 """
 
 from __future__ import annotations
@@ -81,33 +82,102 @@ def _decompressing(raw: _Range, path: str) -> BinaryIO:
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
 
 
-def _quote_parity(path: str, end: int, quote: int) -> int:
-    """The number of quote bytes in ``[0, end)`` of the file, modulo 2."""
-    count = 0
+_BOM = b'\xef\xbb\xbf'
+
+
+def _bom_size(path: str) -> int:
+    """3 when the file starts with a UTF-8 byte order mark, else 0."""
     with open(path, 'rb') as handle:
-        left = end
-        while left > 0:
-            data = handle.read(min(_CHUNK, left))
+        return len(_BOM) if handle.read(len(_BOM)) == _BOM else 0
+
+
+def _csv_chunk(chunk: np.ndarray, before: np.ndarray, inside: bool, quote: int,
+               delimiter: bytes) -> tuple[np.ndarray, bool]:
+    """The newlines of ``chunk`` that end a CSV record, and whether the chunk ends inside a quoted field.
+
+    Quotes are taken in runs of consecutive quote bytes (a chunk never ends inside a run). From outside a quoted
+    field, a run at the start of a field opens one and the rest of it is ``""`` pairs (an odd run leaves the field
+    open); any other run is literal text. From inside, the run is ``""`` pairs and an odd one closes the field. So
+    an odd run at a field start toggles the state, an odd run elsewhere leaves it outside, an even run changes
+    nothing: the state after each run follows from cumulative sums, without a Python loop over the bytes.
+
+    Args:
+        chunk: The bytes.
+        before: The ``len(delimiter)`` bytes preceding the chunk (newlines at the start of the scan).
+        inside: Whether the chunk starts inside a quoted field.
+        quote: The quote byte.
+        delimiter: The field separator, UTF-8 encoded.
+    """
+    newlines = np.flatnonzero(chunk == 10)
+    quotes = np.flatnonzero(chunk == quote)
+    if not len(quotes):
+        return newlines[:0] if inside else newlines, inside
+    breaks = np.flatnonzero(np.diff(quotes) > 1)
+    first = quotes[np.concatenate([[0], breaks + 1])]
+    last = quotes[np.concatenate([breaks, [len(quotes) - 1]])]
+    odd = ((last - first) & 1) == 0
+    data = np.concatenate([before, chunk])
+    width = len(before)
+    prev = data[first + width - 1]
+    at_field_start = (prev == 10) | (prev == 13)
+    matches = np.ones(len(first), bool)
+    for k, byte in enumerate(delimiter):
+        matches &= data[first + width - len(delimiter) + k] == byte
+    at_field_start |= matches
+    toggles = np.cumsum(at_field_start & odd)
+    resets = np.maximum.accumulate(np.where(~at_field_start & odd, np.arange(len(first)), -1))
+    state = np.where(resets >= 0, toggles - toggles[np.maximum(resets, 0)], toggles + int(inside)) & 1
+    runs = np.searchsorted(last, newlines)  # runs ending before each newline
+    at_newline = np.where(runs > 0, state[np.maximum(runs - 1, 0)], int(inside))
+    return newlines[at_newline == 0], bool(state[-1])
+
+
+def _csv_record_starts(path: str, offsets: list[int], quote: bytes, delimiter: bytes) -> list[int]:
+    """For each of the ascending ``offsets`` (all in ``(0, size)``), the first CSV record start at or after it,
+    in one scan from the start of the file (the file size when none is left)."""
+    size = os.path.getsize(path)
+    result: list[int] = []
+    inside = False
+    before = np.frombuffer(b'\n' * len(delimiter), np.uint8)
+    with open(path, 'rb') as handle:
+        pos = _bom_size(path)
+        handle.seek(pos)
+        while len(result) < len(offsets):
+            data = handle.read(_CHUNK)
             if not data:
                 break
-            left -= len(data)
-            count += data.count(bytes([quote]))
-    return count & 1
+            while data.endswith(quote):  # a run of quotes is never split between chunks
+                more = handle.read(1 << 12)
+                if not more:
+                    break
+                data += more
+            chunk = np.frombuffer(data, np.uint8)
+            ends, inside = _csv_chunk(chunk, before, inside, quote[0], delimiter)
+            starts = ends + (pos + 1)
+            while len(result) < len(offsets):
+                i = int(np.searchsorted(starts, offsets[len(result)]))
+                if i == len(starts):
+                    break
+                result.append(int(starts[i]))
+            before = np.concatenate([before, chunk])[-len(delimiter):]
+            pos += len(data)
+    return result + [size] * (len(offsets) - len(result))
 
 
-def next_record_start(path: str, offset: int, quote: bytes | None = None) -> int:
+def next_record_start(path: str, offset: int, quote: bytes | None = None, delimiter: bytes = b',') -> int:
     """The first record start at or after ``offset`` (0 is a record start; the file size means none is left).
 
-    A record starts after a newline; with ``quote``, only after a newline outside quotes (an even number of quote
-    bytes before it).
+    A record starts after a newline; with ``quote`` (CSV), only after a newline outside quoted fields, found with
+    the quoting rules of :func:`csv.reader` for ``delimiter`` (see the module docstring).
     """
     size = os.path.getsize(path)
     if offset <= 0:
         return 0
     if offset >= size:
         return size
+    if quote:
+        return _csv_record_starts(path, [offset], quote, delimiter)[0]
     pos = offset - 1  # a record starts at offset when the byte before it ends a record
-    parity = _quote_parity(path, pos, quote[0]) if quote else 0
     with open(path, 'rb') as handle:
         handle.seek(pos)
         while pos < size:
@@ -115,13 +185,7 @@ def next_record_start(path: str, offset: int, quote: bytes | None = None) -> int
             if not len(data):
                 break
             newlines = np.flatnonzero(data == 10)
-            if quote:
-                quotes = np.cumsum(data == quote[0], dtype=np.int64)
-                even = newlines[((quotes[newlines] + parity) & 1) == 0]  # even quotes before the newline
-                if len(even):
-                    return pos + int(even[0]) + 1
-                parity = (parity + int(quotes[-1])) & 1
-            elif len(newlines):
+            if len(newlines):
                 return pos + int(newlines[0]) + 1
             pos += len(data)
     return size
@@ -143,20 +207,35 @@ class _TextSource(Source):
         """Where records start in file ``index`` (after a header; override)."""
         return 0
 
+    def cuttable(self, index: int) -> bool:
+        """Whether file ``index`` may be cut inside (compressed files are read whole)."""
+        return not is_compressed(self.files[index])
+
+    def record_starts(self, index: int, offsets: list[int]) -> list[int]:
+        """The first record start at or after each of the ascending ``offsets`` of file ``index``."""
+        return [next_record_start(self.files[index], offset, self.quote) for offset in offsets]
+
     def split(self, parts: int) -> list[TextPart]:
         """Cut into ``parts`` byte ranges on record boundaries (compressed files whole)."""
-        cuts = [(0, 0)]
         starts = np.concatenate([[0], np.cumsum(self.sizes)]).tolist()
+        targets = []
         for i in range(1, parts):
             target = self.total * i // parts
             f = max(0, min(int(np.searchsorted(starts, target, side='right')) - 1, len(self.files) - 1))
-            offset = target - starts[f]
+            targets.append((f, target - starts[f]))
+        wanted: dict[int, list[int]] = {}
+        for f, offset in targets:
+            if self.cuttable(f):
+                wanted.setdefault(f, []).append(max(offset, self.data_start(f)))
+        found = {f: iter(self.record_starts(f, offsets)) for f, offsets in wanted.items()}
+        cuts = [(0, 0)]
+        for f, offset in targets:
             size = self.sizes[f]
-            if is_compressed(self.files[f]):
-                cut = (f, 0) if offset < size / 2 else (f + 1, 0)
-            else:
-                at = next_record_start(self.files[f], max(offset, self.data_start(f)), self.quote)
+            if f in found:
+                at = next(found[f])
                 cut = (f, at) if at < size else (f + 1, 0)
+            else:
+                cut = (f, 0) if offset < size / 2 else (f + 1, 0)
             cuts.append(max(cut, cuts[-1]))
         cuts.append((len(self.files), 0))
         return [TextPart(cuts[i], cuts[i + 1]) for i in range(parts)]
@@ -172,7 +251,7 @@ class _TextSource(Source):
     def _lines(self, f: int, a: int, b: int, progress: Progress) -> Iterator[tuple[io.TextIOWrapper, _Range]]:
         raw = _Range(self.files[f], a, b)
         binary: Any = _decompressing(raw, self.files[f]) if is_compressed(self.files[f]) else io.BufferedReader(raw)
-        text = io.TextIOWrapper(binary, encoding='utf-8', newline='')
+        text = io.TextIOWrapper(binary, encoding='utf-8-sig' if a == 0 else 'utf-8', newline='')
         try:
             yield text, raw
         finally:
@@ -263,19 +342,30 @@ class CSVSource(_TextSource):
     def _header(self, index: int) -> tuple[list[str], int]:
         path = self.files[index]
         if is_compressed(path):
-            with io.TextIOWrapper(_decompressing(_Range(path), path), encoding='utf-8', newline='') as text:
+            with io.TextIOWrapper(_decompressing(_Range(path), path), encoding='utf-8-sig', newline='') as text:
                 row = next(csv.reader(text, delimiter=self.delimiter), None)
             end = 0
         else:
-            end = next_record_start(path, 1, self.quote)
+            end = next_record_start(path, 1, self.quote, self.delimiter.encode('utf-8'))
             with open(path, 'rb') as handle:
-                head = handle.read(end).decode('utf-8')
+                head = handle.read(end).decode('utf-8-sig')
             row = next(csv.reader(io.StringIO(head, newline=''), delimiter=self.delimiter), None)
         if not row:
             raise ValueError(f'{path} has no header line; the first line of a CSV file must name its columns.')
         if len(set(row)) != len(row):
             raise ValueError(f'{path}: the header {row} names a column twice.')
         return row, end
+
+    def cuttable(self, index: int) -> bool:
+        """Whether file ``index`` may be cut (uncompressed, with a delimiter that is not a quote or a line end)."""
+        return super().cuttable(index) and self.delimiter not in '"\r\n'
+
+    def record_starts(self, index: int, offsets: list[int]) -> list[int]:
+        """The first record start at or after each of the ascending ``offsets``, in one scan of the file."""
+        size = self.sizes[index]
+        inner = [offset for offset in offsets if 0 < offset < size]
+        found = iter(_csv_record_starts(self.files[index], inner, self.quote, self.delimiter.encode('utf-8')))
+        return [0 if offset <= 0 else size if offset >= size else next(found) for offset in offsets]
 
     @property
     def header(self) -> list[str]:
