@@ -14,13 +14,19 @@ XSV_ENCODINGS: dict[str, type] = {'str': str, 'int': int, 'float': float}
 
 
 def xsv_encode(name: str, encoding: str, value: Any) -> str:
-    """The text of one value: the string itself, or ``str(int)`` / ``str(float)``."""
+    """The text of one value: the string itself, or ``str(int(value))`` / ``str(float(value))``.
+
+    The conversion writes a ``bool`` (or another ``int`` subclass, whose ``str`` may not be a number) as the
+    integer it equals: ``True`` is written ``1`` and reads back as ``1``.
+    """
     if not isinstance(value, XSV_ENCODINGS[encoding]):
         hint = ' (an int is not a float; convert it with float())' if encoding == 'float' and isinstance(value, int) \
             else ''
         raise ColumnTypeError(f'Column {name!r} is declared {encoding!r}, but the value is {type(value).__name__}: '
                          f'{value!r:.60}.{hint}')
-    return value if encoding == 'str' else str(value)
+    if encoding == 'str':
+        return value
+    return str(int(value) if encoding == 'int' else float(value))
 
 
 def _int(text: str) -> int:

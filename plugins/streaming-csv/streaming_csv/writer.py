@@ -46,6 +46,9 @@ class XSVWriter(ShardWriter):
             raise ValueError(f'{type(self).__name__} `separator` must be a non-empty string, got {separator!r}.')
         if not isinstance(newline, str) or not newline:
             raise ValueError(f'{type(self).__name__} `newline` must be a non-empty string, got {newline!r}.')
+        if not columns:
+            raise ValueError(f'{type(self).__name__} `columns` must name at least one column: a line of no fields '
+                             f'cannot be told from a line of one empty field.')
         for name, encoding in columns.items():
             if not isinstance(name, str):
                 raise TypeError(f'{type(self).__name__} column names must be strings, got {name!r}.')
@@ -62,6 +65,10 @@ class XSVWriter(ShardWriter):
         self.newline = newline
         self._header = (separator.join(self.column_names) + newline).encode('utf-8')
         self._plan = list(zip(self.column_names, self.column_encodings, strict=True))
+        #: A separator that overlaps itself (one that starts with its own end: ``'||'``, ``'aba'``) can also be
+        #: found straddling a value and the separator after it (``'x|' + '||' + 'y'`` splits as ``'x'``, ``'|y'``),
+        #: so its lines are split back and compared; lines of any other separator split back as they were joined.
+        self._overlapping = any(separator[:k] == separator[-k:] for k in range(1, len(separator)))
         super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
                          size_limit=size_limit, **kwargs)
         self._config_data = pyjson_sorted(self.config).encode('utf-8')
@@ -93,7 +100,20 @@ class XSVWriter(ShardWriter):
                                  f'newline {newline!r}; {self.format} shards do not quote fields. Use the JSON or '
                                  f'MDS format for such text.')
             fields.append(text)
-        return (separator.join(fields) + newline).encode('utf-8')
+        line = separator.join(fields)
+        if self._overlapping and line.split(separator) != fields:
+            self._refuse_overlap(fields, line.split(separator))
+        return (line + newline).encode('utf-8')
+
+    def _refuse_overlap(self, fields: list[str], split: list[str]) -> None:
+        """Raise the error naming the first value that an overlapping separator does not split back out."""
+        index = next(i for i, (field, part) in enumerate(zip(fields, split, strict=False)) if field != part)
+        name, after = self.column_names[index], self.column_names[index + 1]
+        raise CodecError(f'Column {name!r} value {fields[index]!r:.60}, followed by column {after!r} value '
+                         f'{fields[index + 1]!r:.60}, would read back as {split[index]!r:.60}: joined by the '
+                         f'separator {self.separator!r}, the end of one value or the start of the next forms part '
+                         f'of a separator, and {self.format} shards do not quote fields. Use a separator that '
+                         f'cannot overlap these values, or the JSON or MDS format.')
 
     def encode_shard(self, samples: Sequence[bytes]) -> dict[str, bytes]:
         """The data (header and lines) and meta (count, absolute offsets, config) files."""

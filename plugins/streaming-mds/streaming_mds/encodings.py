@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import pickle
-import sys
+import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
 
-from streaming_core.plugin_api import CodecError, ColumnTypeError, UnknownNameError
+from streaming_core.plugin_api import CodecError, ColumnTypeError, SampleSizeError, UnknownNameError
 
 __all__ = ['EncodingTypeError', 'EncodingOverflowError', 'UnknownEncodingError', 'Encoding', 'Bytes', 'Str', 'Int',
            'Scalar', 'StrInt', 'StrFloat', 'StrDecimal', 'Pickle', 'JSON', 'SCALAR_TYPES', 'scalar_factory',
@@ -152,14 +152,28 @@ class Int(Encoding):
 SCALAR_TYPES = {'uint8': '<u1', 'uint16': '<u2', 'uint32': '<u4', 'uint64': '<u8', 'int8': '<i1', 'int16': '<i2',
                 'int32': '<i4', 'int64': '<i8', 'float16': '<f2', 'float32': '<f4', 'float64': '<f8'}
 
-_LITTLE = sys.byteorder == 'little'
+#: The ``struct`` format of each numpy scalar encoding: the same bytes as numpy's, and a range check numpy's casts
+#: between its own types do not make (``np.uint8(np.int64(300))`` is 44, ``np.float16(1e5)`` is inf).
+_STRUCT_FORMATS = {'uint8': '<B', 'uint16': '<H', 'uint32': '<I', 'uint64': '<Q', 'int8': '<b', 'int16': '<h',
+                   'int32': '<i', 'int64': '<q', 'float16': '<e', 'float32': '<f', 'float64': '<d'}
+
+
+def _pack_half(value: float) -> bytes:
+    """``float16`` bytes; a NaN goes through numpy, which keeps its payload bits as the reference does."""
+    return _HALF(value) if value == value else np.float16(value).tobytes()
+
+
+_HALF = struct.Struct('<e').pack
 
 
 class Scalar(Encoding):
     """A numpy scalar encoding (``uint8`` ... ``float64``): fixed size, little-endian; decodes to a numpy scalar.
 
-    Any value the numpy scalar constructor accepts is taken; an integer out of range raises
-    :class:`EncodingOverflowError`.
+    Takes a Python or numpy number (``bool`` included), a one-element array or sequence, or anything ``int()``
+    (integer encodings) or ``float()`` (float encodings) converts, such as the text ``'5'``. The value must be
+    representable: an integer out of range, or a finite number that would round to infinity, raises
+    :class:`EncodingOverflowError`; a float that is not integral (``3.7``, ``nan``) for an integer encoding raises
+    :class:`EncodingTypeError`.
     """
 
     def __init__(self, name: str, args: str | None = None) -> None:
@@ -168,17 +182,59 @@ class Scalar(Encoding):
         self.dtype = np.dtype(SCALAR_TYPES[name])
         self.size = self.dtype.itemsize
         self._type = self.dtype.type
+        self._integral = self.dtype.kind in 'iu'
+        #: The class packed without conversion besides ``int``: ``float`` for float encodings.
+        self._plain = int if self._integral else float
+        self._pack = _pack_half if name == 'float16' else struct.Struct(_STRUCT_FORMATS[name]).pack
 
     def encode(self, obj: Any) -> bytes:
-        """The little-endian bytes of ``dtype(obj)``."""
+        """The little-endian bytes of the value (see the class docstring)."""
+        value = obj.item() if isinstance(obj, np.generic) else obj  # numpy's casts wrap; struct's range-check
+        cls = value.__class__
+        if cls is int or cls is self._plain:
+            try:
+                return self._pack(value)
+            except (struct.error, OverflowError):
+                raise self._out_of_range(obj) from None
+        return self._encode_converted(obj)
+
+    def _encode_converted(self, obj: Any) -> bytes:
+        """:meth:`encode` of any value but an ``int`` (or a ``float`` for float encodings)."""
+        original = obj
+        if isinstance(obj, (list, tuple)):
+            try:
+                obj = np.asarray(obj)
+            except (TypeError, ValueError) as err:
+                raise EncodingTypeError(f'MDS encoding {self.name!r} takes one number, got {short_repr(original)}: '
+                                        f'{err}', f'a number numpy converts to {self.name}') from err
+        if isinstance(obj, (np.generic, np.ndarray)):
+            if obj.size != 1:  # the reference's error for it (a KeyError): its bytes have the wrong size
+                raise SampleSizeError(f'Unexpected data size; was this data typed with the correct encoding '
+                                      f'({self.name})? It takes one number, got an array of shape {obj.shape}.')
+            obj = obj.item()  # a Python number: numpy casts between its own types wrap instead of raising
         try:
-            value = self._type(obj)
-        except OverflowError as err:
-            raise EncodingOverflowError(f'MDS encoding {self.name!r}: {short_repr(obj)} is out of range.') from err
+            number = int(obj) if self._integral else float(obj)
+        except OverflowError:
+            raise self._out_of_range(original) from None
         except (TypeError, ValueError) as err:
-            raise EncodingTypeError(f'MDS encoding {self.name!r} cannot convert {type(obj).__name__} '
-                                    f'{short_repr(obj)}: {err}', f'a number numpy converts to {self.name}') from err
-        return value.tobytes() if _LITTLE else np.asarray(value, self.dtype).tobytes()
+            raise EncodingTypeError(f'MDS encoding {self.name!r} cannot convert {type(original).__name__} '
+                                    f'{short_repr(original)}: {err}', f'a number numpy converts to {self.name}') \
+                from err
+        if self._integral and not isinstance(obj, (int, str, bytes)) and number != obj:
+            raise EncodingTypeError(f'MDS encoding {self.name!r} stores integers; {short_repr(original)} is not one. '
+                                    f'Round it first.', f'an integer ({self.name})')
+        try:
+            return self._pack(number)
+        except (struct.error, OverflowError):
+            raise self._out_of_range(original) from None
+
+    def _out_of_range(self, obj: Any) -> EncodingOverflowError:
+        if self._integral:
+            info = np.iinfo(self.dtype)
+            bounds = f'{info.min} to {info.max}'
+        else:
+            bounds = f'finite values up to {float(np.finfo(self.dtype).max):g} in magnitude'
+        return EncodingOverflowError(f'MDS encoding {self.name!r}: {short_repr(obj)} is out of range ({bounds}).')
 
     def decode(self, data: bytes | memoryview) -> Any:
         """The numpy scalar."""

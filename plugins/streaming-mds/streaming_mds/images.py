@@ -38,14 +38,28 @@ class _ImageEncoding(Encoding):
             raise CodecError(f'MDS encoding {self.name!r}: the stored bytes are not a readable image: {err}') from err
 
 
+#: Pillow's palette modes, whose pixels are indices into a palette that the ``pil`` layout has no room for.
+_PALETTE_MODES = frozenset({'P', 'PA'})
+
+
 class PIL(_ImageEncoding):
-    """``pil``: ``u32 width, u32 height, u32 len(mode)``, the mode (UTF-8), then the raw pixels (lossless)."""
+    """``pil``: ``u32 width, u32 height, u32 len(mode)``, the mode (UTF-8), then the raw pixels (lossless).
+
+    Palette images (modes ``P`` and ``PA``) are refused: the layout stores no palette, so they would read back with
+    other colours.
+    """
 
     name = 'pil'
 
     def encode(self, obj: Any) -> bytes:
         """Header, mode and ``Image.tobytes()``."""
         self._check(obj)
+        if obj.mode in _PALETTE_MODES:
+            target = 'RGB' if obj.mode == 'P' and 'transparency' not in obj.info else 'RGBA'
+            raise CodecError(f'MDS encoding \'pil\' cannot store a {obj.mode} (palette) image: it stores the pixels '
+                             f'without the palette, so the image would read back with other colours. Convert it '
+                             f'first (image.convert({target!r})) or use the \'png\' encoding, which keeps the '
+                             f'palette.')
         mode = obj.mode.encode('utf-8')
         width, height = obj.size
         return _PIL_HEAD.pack(width, height, len(mode)) + mode + obj.tobytes()
