@@ -119,3 +119,30 @@ def test_counts(baseline):
     _, log = baseline
     sizes = Counter(len(b['ids']) for batches in log.values() for b in batches)
     assert sizes == Counter({harness.PER_DEVICE: 2 * MAX_STEPS * ACCUMULATE})
+
+
+_DROP_LAST = '''
+import sys, torch
+from transformers import TrainingArguments
+from streaming_core import StreamingDataset
+from streaming_core.tools.integrations.huggingface import StreamingTrainer
+data, out = sys.argv[1:3]
+args = TrainingArguments(output_dir=out, per_device_train_batch_size=4, dataloader_drop_last=True, report_to=[],
+                         use_cpu=True)
+trainer = StreamingTrainer(model=torch.nn.Linear(1, 1), args=args,
+                           train_dataset=StreamingDataset(local=data, split='train'))
+loader = trainer.get_train_dataloader()
+print(loader.drop_last, loader.batch_size)
+'''
+
+
+def test_the_trainers_drop_last_reaches_the_streaming_loader(tmp_path):
+    """``dataloader_drop_last=True`` drops the epoch's partial last batch, as the plain Trainer's loader does (it
+    was ignored); the state after such an epoch is the next epoch's start (tests/test_dataloader.py)."""
+    require('transformers')
+    import sys
+    done = subprocess.run([sys.executable, '-c', _DROP_LAST, harness.make_dataset(str(tmp_path)),
+                           str(tmp_path / 'out')], capture_output=True, text=True, timeout=300,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ['True', '4']

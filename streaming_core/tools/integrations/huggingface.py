@@ -136,7 +136,8 @@ class StreamingTrainer(Trainer):
         args = self.args
         kwargs: dict[str, Any] = {
             'collate_fn': self._get_collator_with_removed_columns(self.data_collator, description=description),
-            'num_workers': args.dataloader_num_workers, 'pin_memory': args.dataloader_pin_memory}
+            'num_workers': args.dataloader_num_workers, 'pin_memory': args.dataloader_pin_memory,
+            'drop_last': args.dataloader_drop_last}
         if args.dataloader_num_workers > 0:
             kwargs.update(persistent_workers=args.dataloader_persistent_workers,
                           prefetch_factor=args.dataloader_prefetch_factor,
