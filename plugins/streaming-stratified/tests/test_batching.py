@@ -269,3 +269,32 @@ def test_bit_exact_with_the_reference_generate_work():
             assert planner.plan(shape, case['epoch'], case['drop']).tolist() == ref['work'], case
         compared += 1
     assert compared >= 20
+
+
+@pytest.mark.parametrize('method', ['stratified', 'per_stream', 'device_per_stream'])
+def test_an_epoch_of_full_batches_only_then_the_next_epoch(tmp_path, method):
+    """As the docs say: these methods yield only full batches, so an epoch can yield fewer samples than ``len()``;
+    the loader's state after the loop ran out is the next epoch's start, and a resumed loop reads that epoch."""
+    from streaming_core import Stream, StreamingDataLoader, StreamingDataset
+    from streaming_mds import MDSWriter
+    roots = []
+    for start, count in ((0, 60), (100, 25)):
+        roots.append(str(tmp_path / str(start)))
+        with MDSWriter(out=roots[-1], columns={'id': 'int'}, size_limit=200) as writer:
+            for i in range(start, start + count):
+                writer.write({'id': i})
+
+    def make():
+        streams = [Stream(local=roots[0], proportion=0.7), Stream(local=roots[1], proportion=0.3)]
+        dataset = StreamingDataset(streams=streams, batching_method=method, shuffle=True, batch_size=5)
+        return StreamingDataLoader(dataset, batch_size=5)
+    loader = make()
+    first, second = ([b['id'].tolist() for b in loader] for _ in range(2))
+    assert all(len(batch) == 5 for batch in first) and 5 * len(first) < len(loader.dataset)
+    again = make()
+    assert [b['id'].tolist() for b in again] == first
+    state = again.state_dict()
+    assert (state['epoch'], state['sample_in_epoch']) == (1, 0)
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert [b['id'].tolist() for b in resumed] == second
