@@ -91,3 +91,25 @@ def test_what_leaves_a_jobs_files_alone_does_not_stop_it(tmp_path):
     b = StreamingDataset(remote=pq_remote, local=pq_local, batch_size=4)
     assert sorted(int(s['id']) for s in b) == list(range(70))
     assert sorted(first + [int(s['id']) for s in samples]) == list(range(60))
+
+
+def test_each_dataset_watches_the_cache_root_it_loaded_under(tmp_path, monkeypatch):
+    """A process that moves ``STREAMING_CORE_CACHE_DIR`` (as tests and "another machine" simulations do) after a
+    dataset read a directory: a dataset loaded under the new root watches that root's purge counter. The process
+    used to keep the first root's state directory for the directory, so a refresh under the new root went unseen."""
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 200, size_limit=1 << 9)
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root1'))
+    first = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert int(first[0]['id']) == 0
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root2'))
+    a = StreamingDataset(remote=remote, local=local, batch_size=4, shuffle=True, predownload=8)
+    samples = iter(a)
+    head = [int(next(samples)['id']) for _ in range(30)]
+    time.sleep(1)
+    write_mds(remote, 200, start=1000, size_limit=1 << 9, exist_ok=True)  # same names and sizes
+    b = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert sorted(int(s['id']) for s in b) == list(range(1000, 1200))
+    rest, message = _read_until_error(samples)
+    assert all(i < 200 for i in head + rest), 'a sample of the new version was served under the old index'
+    assert message is not None

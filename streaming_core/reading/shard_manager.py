@@ -451,7 +451,8 @@ class ShardManager:
         source = self.catalogue.sources[index]
         if isinstance(source, ShardTable):
             stream = self.streams[index]
-            check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), stream)
+            check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), stream,
+                                getattr(stream, 'purge_dir', None))
 
     def sample(self, shard: int, index: int) -> Any:
         """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is

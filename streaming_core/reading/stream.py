@@ -137,10 +137,12 @@ class Stream:
             :class:`streaming_core.reading.index_sync.SyncedIndex`); ``None`` before. A stream keeps that one version.
         purges_at_load: The local directory's purge count when the index was loaded (see
             :mod:`streaming_core.reading.version_guard`).
+        purge_dir: The state directory that count was read from (under the cache root of that moment).
     """
 
     index_identity: str | None = None
     purges_at_load: int = 0
+    purge_dir: str | None = None
     #: The format's options (see ``format_options``; a subclass that skips ``__init__`` has none).
     format_options: Mapping[str, Any] = {}
 
@@ -324,8 +326,9 @@ class Stream:
             except BinaryIndexError:
                 pass
         synced = sync_index(self)
-        self.purges_at_load = purge_count(self.local_dir)  # see version_guard: later purges stop this dataset
-        remove_dead_temp_files(state_dir(self.local_dir))
+        self.purge_dir = state_dir(self.local_dir)
+        self.purges_at_load = purge_count(self.purge_dir)  # see version_guard: later purges stop this dataset
+        remove_dead_temp_files(self.purge_dir)
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)
         except IndexFormatError as err:

@@ -35,16 +35,8 @@ __all__ = ['PURGES_NAME', 'purge_count', 'note_purge', 'check_still_current']
 PURGES_NAME = 'purges'
 
 _CTIME_NS = re.compile(r';ctime_ns=\d+')
-_state_dirs: dict[str, str] = {}                      # local directory -> its state directory (realpath once)
 _counts: dict[str, tuple[tuple[int, ...], int]] = {}  # state directory -> (counter file identity, its count)
 _current: set[tuple[str, str, int]] = set()  # (state directory, identity, count): found to hold that version
-
-
-def _state_dir_of(local_dir: str) -> str:
-    sdir = _state_dirs.get(local_dir)
-    if sdir is None:
-        sdir = _state_dirs[local_dir] = state_dir(local_dir, create=False)
-    return sdir
 
 
 def _count(sdir: str) -> int:
@@ -65,10 +57,10 @@ def _count(sdir: str) -> int:
     return count
 
 
-def purge_count(local_dir: str) -> int:
-    """How many refreshes of ``local_dir`` for another version removed files so far (0 when none ever did). Creates
-    the counter at 0 where the state directory has none (a check then costs one successful ``stat``)."""
-    sdir = _state_dir_of(local_dir)
+def purge_count(sdir: str) -> int:
+    """How many refreshes of the directory whose state directory is ``sdir`` for another version removed files so
+    far (0 when none ever did). Creates the counter at 0 where the state directory has none (a check then costs one
+    successful ``stat``)."""
     path = os.path.join(sdir, PURGES_NAME)
     if os.path.isdir(sdir) and not os.path.exists(path):
         try:
@@ -84,9 +76,11 @@ def note_purge(sdir: str) -> None:
     write_file_atomic(os.path.join(sdir, PURGES_NAME), str(max(_count(sdir), 0) + 1).encode('ascii'), sync=False)
 
 
-def check_still_current(local_dir: str, identity: str, purges: int, where: Any) -> None:
+def check_still_current(local_dir: str, identity: str, purges: int, where: Any, sdir: str | None = None) -> None:
     """Before reading files of ``local_dir``: raise if they may belong to another version than ``identity`` (the index
-    version the caller's dataset was built from, when the purge counter was ``purges``).
+    version the caller's dataset was built from, when the purge counter was ``purges``). ``sdir`` is the state
+    directory the counter was read from (the directory's, under the cache root of that moment, by default the
+    current one).
 
     Raises:
         DatasetVersionError: naming the stream (``where``, shown by its ``repr`` only then), the directory and both
@@ -100,7 +94,8 @@ def check_still_current(local_dir: str, identity: str, purges: int, where: Any) 
                 f'{"removed" if now is None else "rewritten"} (this job reads {identity}). Reading on would serve '
                 f'the new files under this job\'s index. Restart the job to read the new version; write new '
                 f'versions of a dataset to new directories.')
-    sdir = _state_dir_of(local_dir)
+    if sdir is None:
+        sdir = state_dir(local_dir, create=False)
     count = _count(sdir)
     if count == purges or (sdir, identity, count) in _current:
         return
