@@ -113,3 +113,33 @@ def test_each_dataset_watches_the_cache_root_it_loaded_under(tmp_path, monkeypat
     rest, message = _read_until_error(samples)
     assert all(i < 200 for i in head + rest), 'a sample of the new version was served under the old index'
     assert message is not None
+
+
+@pytest.mark.parametrize('hashes', [None, ['sha1']])
+def test_a_job_alone_stops_when_its_remote_is_rewritten_under_it(tmp_path, monkeypatch, hashes):
+    """No other job refreshes the directory: the job downloads its next shards from a remote rewritten with the same
+    file names and sizes. It used to serve them under its old index. After the remote index changed, a download is
+    checked against the hash the job's index records, and without one the job stops; no sample of the new version
+    is served either way. A file the rewrite left as it was (the dataset extended in place) still reads."""
+    from streaming_core.reading import remote_watch
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 0.0)
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 200, size_limit=1 << 9, hashes=hashes)  # 34 shards
+    a = StreamingDataset(remote=remote, local=local, batch_size=4, predownload=4)
+    samples = iter(a)
+    head = [int(next(samples)['id']) for _ in range(20)]
+    time.sleep(1)  # its prefetcher has prepared its window: nothing downloads mid-rewrite
+    write_mds(remote, 200, start=1000, size_limit=1 << 9, hashes=hashes, exist_ok=True)  # same names and sizes
+    rest, message = _read_until_error(samples)
+    assert all(i < 200 for i in head + rest), 'a sample of the new version was served under the old index'
+    assert message is not None and 'index.json is now' in message
+    assert ('no hash' in message) == (hashes is None)
+
+    extended = str(tmp_path / 'extended')
+    write_mds(extended, 60, size_limit=1 << 9, hashes=['sha1'])
+    b = StreamingDataset(remote=extended, local=str(tmp_path / 'local-b'), batch_size=4, predownload=2)
+    samples = iter(b)
+    head = [int(next(samples)['id']) for _ in range(4)]
+    time.sleep(1)
+    write_mds(extended, 60, size_limit=1 << 9, hashes=['sha1'], exist_ok=True)  # the same data, index rewritten
+    assert head + [int(s['id']) for s in samples] == list(range(60))

@@ -21,13 +21,19 @@ from streaming_core.ordering.rank_versions import VersionCheck
 from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
-from streaming_core.reading.dataset_arguments import build_streams, check_cache_limit, check_run_arguments, index_bytes
+from streaming_core.reading.dataset_arguments import (
+    build_streams,
+    check_cache_limit,
+    check_run_arguments,
+    index_bytes,
+    stream_class,
+)
 from streaming_core.reading.numpy_indexing import getitem
 from streaming_core.reading.resharding import refuse_foreign_sharding
 from streaming_core.reading.shard_manager import ShardManager
 from streaming_core.reading.shared_state import MAIN_SLOT, SharedState, slot_of
 from streaming_core.reading.spanner import Spanner
-from streaming_core.reading.stream import Stream, stream_class
+from streaming_core.reading.stream import Stream
 
 if TYPE_CHECKING:  # imported when first used: `import streaming_core` stays light (issue 14's import row)
     from streaming_core.ordering.planner import EpochPlanner

@@ -23,7 +23,7 @@ from streaming_core.ordering.world import World
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.stream import Stream, merge_format_options
 
-__all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes']
+__all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes', 'stream_class']
 
 
 def check_run_arguments(predownload: int | None, world: World | None, on_bad_sample: str,
@@ -118,3 +118,28 @@ def check_cache_limit(limit: int, streams: Sequence[Stream], catalogue: ShardCat
     if limit < needed_for_indexes + pinned + 4 * largest:
         warnings.warn(f'cache_limit {limit} is below four times the largest shard ({largest} bytes): shards may '
                       f'be evicted and downloaded again while the epoch needs them.', stacklevel=3)
+
+
+def stream_class(name: str) -> type[Stream]:
+    """The :class:`Stream` class registered under ``name`` (the ``stream`` kind of the name registry, filled by the
+    ``register_streams`` hook; ``'stream'`` is :class:`Stream`), for ``StreamingDataset(stream_name=...)``.
+
+    Raises:
+        UnknownMethodError: no stream class is registered under ``name`` (a ``ValueError``, as the reference's
+            registry error), listing the registered names.
+        TypeError: what is registered is not a subclass of :class:`Stream`.
+    """
+    from streaming_core.errors import UnknownMethodError, UnknownNameError
+    from streaming_core.machinery.lookup import get_registry
+    if not isinstance(name, str) or not name:
+        raise ValueError(f'`stream_name` must be the name of a registered stream class, got {name!r}.')
+    if name == 'stream':
+        return Stream  # the builtin, without a registry lookup
+    try:
+        found: Any = get_registry('stream').get(name)
+    except UnknownNameError as err:
+        raise UnknownMethodError(f'stream_name={name!r}: {err}') from None
+    if not (isinstance(found, type) and issubclass(found, Stream)):
+        raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
+                        f'register a Stream subclass.')
+    return found

@@ -80,7 +80,8 @@ from streaming_core.storage.facade import (
 )
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE']
+__all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE',
+           'probe_remote_index']
 
 logger = logging.getLogger('streaming_core.reading.index_sync')
 
@@ -314,6 +315,11 @@ def _foreign_warm(stream: Any, stat: FileIdentity) -> SyncedIndex | None:
     if not _binary_present(stream.local_dir, identity):
         return None
     return SyncedIndex(path, None, identity, derived)
+
+
+def probe_remote_index(stream: Any) -> str | None:
+    """The identity of the stream's remote ``index.json`` now, from one stat (None: unknown or unreachable)."""
+    return _probe(stream, join(stream.remote_dir, INDEX_BASENAME))
 
 
 def _probe(stream: Any, url: str) -> str | None:

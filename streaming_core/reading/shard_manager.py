@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming_core.errors import CacheLimitError, HashMismatchError, ShardCorruptError, StreamingError
+from streaming_core.errors import (
+    CacheLimitError,
+    DatasetVersionError,
+    HashMismatchError,
+    ShardCorruptError,
+    StreamingError,
+)
 from streaming_core.machinery.protocols import ShardReader, ShardView
 from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
@@ -363,8 +369,8 @@ class ShardManager:
             except BaseException as err:
                 if cache is not None:
                     cache.cancel(key)
-                if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                    raise
+                if isinstance(err, (KeyboardInterrupt, SystemExit, DatasetVersionError)):
+                    raise  # a changed dataset names its stream and both versions itself
                 remote = redact_url(stream.remote_dir) if stream.remote_dir else '(no remote)'
                 raise prepare_error(f'Cannot prepare shard {shard} ({reader.parts[0][0].basename}) of stream '
                                     f'{remote} into {stream.local_dir}: {type(err).__name__}: {err}', err) from err

@@ -13,24 +13,30 @@ from __future__ import annotations
 import contextvars
 import os
 import re
-import shutil
 import time
 from typing import Any, Mapping, Sequence
 
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
-from streaming_core.errors import HashMismatchError, IndexFormatError, ShardCorruptError, StreamingError
+from streaming_core.errors import (
+    DatasetVersionError,
+    HashMismatchError,
+    IndexFormatError,
+    ShardCorruptError,
+    StreamingError,
+)
 from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
 from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
+from streaming_core.reading.remote_watch import expected_hash_after_change
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.version_guard import purge_count
 from streaming_core.storage.facade import download_file, host_token, is_remote, join, local_path, temp_name
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'stream_class',
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files',
            'merge_format_options']
 
 
@@ -540,32 +546,25 @@ class Stream:
                                  f'with those provided during dataset creation `{sorted(info.hashes)}`. Provide one '
                                  f'of those.')
             expected_hash = (self.validate_hash, info.hashes[self.validate_hash])
-        download_file(join(remote, basename), path, timeout=float(self.download_timeout),
-                      retries=int(self.download_retry), expected_size=info.bytes, expected_hash=expected_hash,
-                      options=self.storage_options)
+        since_change = expected_hash_after_change(self, info, basename)  # see remote_watch
+        try:
+            download_file(join(remote, basename), path, timeout=float(self.download_timeout),
+                          retries=int(self.download_retry), expected_size=info.bytes,
+                          expected_hash=expected_hash or since_change, options=self.storage_options)
+        except HashMismatchError as err:
+            if since_change is None or expected_hash is not None:
+                raise
+            raise DatasetVersionError(
+                f'The data of {self!r} changed while this job read it: {redact_url(remote)}/index.json is now '
+                f'{self._remote_index_now} (this job reads {self.index_identity}), and {basename} no longer has '
+                f'the hash this job\'s index records ({err}). Restart the job to read the new version; write new '
+                f'versions of a dataset to new directories.') from err
 
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
-        """Decompress ``zip_path`` into ``raw_path`` through a temporary file, a chunk at a time where the
-        compressor streams (gzip, bzip2), bounded by the raw size the index declares."""
-        from streaming_core.storage.compression import decompress_file
-        tmp = temp_name(raw_path)
-        try:
-            try:
-                if compression is None:
-                    shutil.copyfile(zip_path, tmp)
-                    written = os.path.getsize(tmp)
-                else:
-                    bound = raw.bytes if raw is not None else None
-                    written = decompress_file(compression, zip_path, tmp, max_size=bound)
-            except ShardCorruptError as err:
-                raise ShardCorruptError(f'{zip_path}: {err}') from err
-            if raw is not None and written != raw.bytes:
-                raise ShardCorruptError(f'{zip_path} decompresses to {written} bytes, but the index declares '
-                                        f'{raw.bytes} for {raw.basename}.')
-            os.replace(tmp, raw_path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        """Decompress ``zip_path`` into ``raw_path``, bounded by the raw size the index declares (see
+        :func:`~streaming_core.storage.compression.decompress_part`)."""
+        from streaming_core.storage.compression import decompress_part
+        decompress_part(compression, zip_path, raw_path, raw)
 
     def remove_shard_files(self, reader: Any) -> int:
         """Delete the shard's local files (raw and compressed); returns the bytes freed. Never called for a stream
@@ -591,27 +590,3 @@ class Stream:
         options = f', format_options={self.format_options!r}' if self.format_options else ''
         return f'Stream(remote={remote!r}, local={self.local!r}, split={self.split!r}{options})'
 
-
-def stream_class(name: str) -> type[Stream]:
-    """The :class:`Stream` class registered under ``name`` (the ``stream`` kind of the name registry, filled by the
-    ``register_streams`` hook; ``'stream'`` is :class:`Stream`), for ``StreamingDataset(stream_name=...)``.
-
-    Raises:
-        UnknownMethodError: no stream class is registered under ``name`` (a ``ValueError``, as the reference's
-            registry error), listing the registered names.
-        TypeError: what is registered is not a subclass of :class:`Stream`.
-    """
-    from streaming_core.errors import UnknownMethodError, UnknownNameError
-    from streaming_core.machinery.lookup import get_registry
-    if not isinstance(name, str) or not name:
-        raise ValueError(f'`stream_name` must be the name of a registered stream class, got {name!r}.')
-    if name == 'stream':
-        return Stream  # the builtin, without a registry lookup
-    try:
-        found: Any = get_registry('stream').get(name)
-    except UnknownNameError as err:
-        raise UnknownMethodError(f'stream_name={name!r}: {err}') from None
-    if not (isinstance(found, type) and issubclass(found, Stream)):
-        raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
-                        f'register a Stream subclass.')
-    return found

@@ -7,6 +7,8 @@ also the compressed file's extension. The level only matters when writing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from streaming_core.errors import UnknownNameError
 from streaming_core.machinery.lookup import get_registry
 from streaming_core.machinery.protocols import Compressor
@@ -144,3 +146,36 @@ def decompress_file(text: str, src_path: str, dst_path: str, max_size: int | Non
         out = compressor.decompress(src.read(), max_size)
         dst.write(out)
         return len(out)
+
+
+def decompress_part(compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
+    """Decompress a shard's compressed file ``zip_path`` into ``raw_path`` through a temporary file, a chunk at a time
+    where the compressor streams (gzip, bzip2), bounded by the raw size the index declares (``raw``: the raw file's
+    entry, with ``bytes`` and ``basename``; None when unknown) and renamed into place only when complete.
+
+    Raises:
+        ShardCorruptError: the file does not decompress, or not to the declared size (naming the file).
+    """
+    import os
+    import shutil
+
+    from streaming_core.errors import ShardCorruptError
+    from streaming_core.storage.facade import temp_name
+    tmp = temp_name(raw_path)
+    try:
+        try:
+            if compression is None:
+                shutil.copyfile(zip_path, tmp)
+                written = os.path.getsize(tmp)
+            else:
+                bound = raw.bytes if raw is not None else None
+                written = decompress_file(compression, zip_path, tmp, max_size=bound)
+        except ShardCorruptError as err:
+            raise ShardCorruptError(f'{zip_path}: {err}') from err
+        if raw is not None and written != raw.bytes:
+            raise ShardCorruptError(f'{zip_path} decompresses to {written} bytes, but the index declares '
+                                    f'{raw.bytes} for {raw.basename}.')
+        os.replace(tmp, raw_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
