@@ -56,7 +56,7 @@ _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLo
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
            'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'SampleSizeError',
-           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError')
+           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError', 'DirectoryNotEmptyError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from streaming_core import LocalDataset
+from streaming_core.errors import DirectoryNotEmptyError
 from streaming_core.tools.convert import (
     ConversionError,
     convert_csv,
@@ -174,7 +175,7 @@ def test_output_refusals_and_exist_ok(tmp_path):
     out.mkdir()
     (out / 'old').write_text('x')
     for workers in (1, 2):
-        with pytest.raises(FileExistsError, match='not empty'):
+        with pytest.raises(DirectoryNotEmptyError, match='not empty'):
             convert_jsonl(str(src), str(out), workers=workers, progress=False)
     convert_jsonl(str(src), str(out), workers=2, exist_ok=True, progress=False)
     assert not (out / 'old').exists() and len(_all(str(out))) == 10

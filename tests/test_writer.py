@@ -223,8 +223,10 @@ def test_exist_ok(fmt: str, files: int, tmp_path: Any) -> None:
         for i in range(20):
             writer.write(sample(i))
     assert len(os.listdir(out)) > files
-    with pytest.raises(FileExistsError, match='Directory is not empty'):
+    with pytest.raises(FileExistsError, match='Directory is not empty') as refused:
         WRITERS[fmt](out)
+    from streaming_core.errors import DirectoryNotEmptyError
+    assert isinstance(refused.value, DirectoryNotEmptyError)  # as docs/migrating.md says: caught by our class too
     with WRITERS[fmt](out, exist_ok=True) as writer:
         writer.write(sample(0))
     assert len(os.listdir(out)) == files

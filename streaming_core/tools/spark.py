@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from streaming_core.errors import StreamingError
+from streaming_core.errors import DirectoryNotEmptyError, StreamingError
 
 __all__ = ['dataframe_to_mds']
 
@@ -55,12 +55,13 @@ def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, op
     from streaming_core.storage.facade import exists, join
     if not temp and os.path.isdir(local) and os.listdir(local):
         if not exist_ok:
-            raise FileExistsError(f'Directory is not empty: {local}. Pass exist_ok=True in mds_kwargs to replace its '
-                                  f'contents, or choose an empty directory.')
+            raise DirectoryNotEmptyError(
+                f'Directory is not empty: {local}. Pass exist_ok=True in mds_kwargs to replace its '
+                f'contents, or choose an empty directory.')
         shutil.rmtree(local)
     if remote and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise FileExistsError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
-                              f'exist_ok=True in mds_kwargs to overwrite it.')
+        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
+                                     f'exist_ok=True in mds_kwargs to overwrite it.')
 
 
 def _check_writer(columns: dict[str, str], writer_kwargs: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from streaming_core.common.arguments import bytes_to_int
 from streaming_core.errors import (
     CodecError,
+    DirectoryNotEmptyError,
     PermanentStorageError,
     StorageError,
     StreamingError,
@@ -243,8 +244,8 @@ class ShardWriter:
             raise NotADirectoryError(f'Writer output {self.local} exists and is not a directory.')
         if os.path.isdir(self.local) and os.listdir(self.local) and not self._local_is_temp:
             if not self.exist_ok:
-                raise FileExistsError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
-                                      f'contents, or choose an empty directory.')
+                raise DirectoryNotEmptyError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
+                                             f'contents, or choose an empty directory.')
             logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
             shutil.rmtree(self.local)
         os.makedirs(self.local, exist_ok=True)
@@ -253,16 +254,16 @@ class ShardWriter:
             if self._remote_call(f'The check for an existing dataset at {redact_url(remote_index)}', lambda: exists(
                     remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options)):
                 if not self.exist_ok:
-                    raise FileExistsError(f'The remote output already holds a dataset: {remote_index}. Pass '
-                                          f'exist_ok=True to overwrite it, or choose another location.')
+                    raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {remote_index}. Pass '
+                                                 f'exist_ok=True to overwrite it, or choose another location.')
                 self._uncommit_remote(remote_index)
             elif not self.exist_ok:
                 leftovers = self._remote_objects()
                 if leftovers:
-                    raise FileExistsError(f'The remote output is not empty: {len(leftovers)} object(s) under '
-                                          f'{self.remote}, for example {leftovers[0]} (a writer that did not '
-                                          f'finish?). Pass exist_ok=True to write over them, or choose another '
-                                          f'location.')
+                    raise DirectoryNotEmptyError(f'The remote output is not empty: {len(leftovers)} object(s) under '
+                                                 f'{self.remote}, for example {leftovers[0]} (a writer that did not '
+                                                 f'finish?). Pass exist_ok=True to write over them, or choose another '
+                                                 f'location.')
 
     def _remote_objects(self) -> list[str]:
         """Objects already under the remote output (empty when the backend cannot list)."""

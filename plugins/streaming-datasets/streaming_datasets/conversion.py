@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming_core.plugin_api import StreamingError, storage
+from streaming_core.plugin_api import DirectoryNotEmptyError, StreamingError, storage
 from streaming_datasets.progress import Progress
 
 __all__ = ['ConversionResult', 'ConversionError', 'SourceLayoutError', 'Skip', 'SplitPlan', 'convert_split',
@@ -357,15 +357,16 @@ def _check_output(out: str, options: WriterOptions) -> None:
         return
     if storage.is_remote(out):
         if storage.exists(storage.join(out, 'index.json'), options=options.storage_options):
-            raise FileExistsError(f'The remote output already holds a dataset: {storage.join(out, "index.json")}. Pass '
-                                  f'exist_ok=True (--exist-ok) to overwrite it, or choose another location.')
+            raise DirectoryNotEmptyError(
+                f'The remote output already holds a dataset: {storage.join(out, "index.json")}. Pass '
+                f'exist_ok=True (--exist-ok) to overwrite it, or choose another location.')
         return
     path = storage.local_path(out)
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f'Conversion output {path} exists and is not a directory.')
     if os.path.isdir(path) and os.listdir(path):
-        raise FileExistsError(f'Directory is not empty: {path}. Pass exist_ok=True (--exist-ok) to replace its '
-                              f'contents, or choose an empty directory.')
+        raise DirectoryNotEmptyError(f'Directory is not empty: {path}. Pass exist_ok=True (--exist-ok) to replace its '
+                                     f'contents, or choose an empty directory.')
 
 
 def _prepare_root(out: str, options: WriterOptions) -> None:

@@ -5,6 +5,7 @@ import pickle
 
 import pytest
 
+from streaming_core.errors import DirectoryNotEmptyError
 from streaming_core.reading.local_dataset import LocalDataset
 from streaming_datasets import StreamingCIFAR10, WriterOptions, convert_cifar10
 from streaming_datasets.cifar10 import register
@@ -73,7 +74,7 @@ def test_cli_register(cifar_source, tmp_path, helpers):
                                       '--splits', 'val', '--compression', 'zstd', '--hashes', 'sha1']) == 0
     assert os.path.isfile(os.path.join(out, 'val', 'index.json'))
     assert len(list(StreamingCIFAR10(local=out, split='val', batch_size=2))) == 8
-    with pytest.raises(FileExistsError, match='exist-ok'):
+    with pytest.raises(DirectoryNotEmptyError, match='exist-ok'):
         helpers.run_cli(register, ['cifar10', source, out, '--no-progress', '--splits', 'val'])
     assert helpers.run_cli(register, ['cifar10', source, out, '--no-progress', '--splits', 'val', '--exist-ok']) == 0
 

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming_core.errors import StreamingError
+from streaming_core.errors import DirectoryNotEmptyError, StreamingError
 from streaming_core.storage.facade import exists, is_remote, join, local_path
 from streaming_core.tools.convert.base import Source
 from streaming_core.tools.convert.columns import (
@@ -93,12 +93,13 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
     """Refuse a non-empty local directory or a remote holding a dataset, unless ``exist_ok`` (then clear local)."""
     if local is not None and os.path.isdir(local) and os.listdir(local):
         if not exist_ok:
-            raise FileExistsError(f'Directory is not empty: {local}. Pass --exist-ok (exist_ok=True) to replace its '
-                                  f'contents, or choose an empty directory.')
+            raise DirectoryNotEmptyError(
+                f'Directory is not empty: {local}. Pass --exist-ok (exist_ok=True) to replace its '
+                f'contents, or choose an empty directory.')
         shutil.rmtree(local)
     if remote is not None and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise FileExistsError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
-                              f'--exist-ok (exist_ok=True) to overwrite it.')
+        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
+                                     f'--exist-ok (exist_ok=True) to overwrite it.')
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:
