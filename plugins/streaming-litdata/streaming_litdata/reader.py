@@ -117,7 +117,8 @@ class LitdataReader(ShardReaderBase):
         """One item's bytes to its value.
 
         Raises:
-            ShardCorruptError: the item is shorter than its size header says (naming ``where``).
+            ShardCorruptError: the item is shorter than its size header says, or a leaf does not decode (naming
+                ``where``).
         """
         count = len(self._decoders)
         head = 4 * count
@@ -127,14 +128,20 @@ class LitdataReader(ShardReaderBase):
         sizes = struct.unpack_from(f'<{count}I', item, 0)
         if head + sum(sizes) > len(item):
             raise ShardCorruptError(f'{where}: an item of {len(item)} bytes declares {head + sum(sizes)}.')
-        if self._keep is not None:
-            return self._decode_kept(item, sizes, head)
-        leaves = []
-        position = head
-        for size, decode in zip(sizes, self._decoders):
-            leaves.append(decode(bytes(item[position:position + size])))
-            position += size
-        return unflatten(leaves, self._spec)
+        try:
+            if self._keep is not None:
+                return self._decode_kept(item, sizes, head)
+            leaves = []
+            position = head
+            for size, decode in zip(sizes, self._decoders):
+                leaves.append(decode(bytes(item[position:position + size])))
+                position += size
+            return unflatten(leaves, self._spec)
+        except ShardCorruptError:
+            raise
+        except Exception as err:  # a damaged leaf fails inside its decoder (numpy, PIL, struct, utf-8...)
+            raise ShardCorruptError(f'{where}: an item does not decode with the data format {self.data_format} '
+                                    f'({type(err).__name__}: {err}); the chunk is damaged.') from err
 
     def _decode_kept(self, item: bytes | memoryview, sizes: tuple[int, ...], head: int) -> dict[str, Any]:
         """The kept keys of an item (:attr:`columns`), decoding only their leaves."""

@@ -222,3 +222,31 @@ def test_convert_litdata_to_mds_keeps_every_item(tmp_path: Any) -> None:
         assert got['nested'] == {'tags': want['nested']['tags'], 'pair': list(want['nested']['pair']),
                                  'meta': want['nested']['meta']}
         assert got['scores'] == want['scores']
+
+
+@pytest.mark.parametrize('position', [194, 1067, 2134, 6596])
+def test_a_damaged_item_is_an_error_naming_its_chunk(tmp_path, position: int) -> None:
+    """One flipped byte inside an item of a chunk: reading it raises ``ShardCorruptError`` naming the chunk, through
+    ``ds[i]``, iteration and a DataLoader worker (numpy's, struct's, UTF-8's or PIL's own error escaped, naming no
+    file)."""
+    import shutil
+
+    import torch.utils.data as tud
+
+    from streaming_core import StreamingDataset
+    from streaming_core.errors import ShardCorruptError
+    root = str(tmp_path / 'mixed')
+    shutil.copytree(os.path.join(GOLDEN, 'mixed'), root)
+    path = os.path.join(root, 'chunk-0-1.bin')
+    data = bytearray(open(path, 'rb').read())
+    data[position] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+    dataset = StreamingDataset(local=root, batch_size=4)
+    with pytest.raises(ShardCorruptError, match='chunk-0-1.bin'):
+        [dataset[i] for i in range(len(dataset))]
+    with pytest.raises(ShardCorruptError, match='chunk-0-1.bin'):
+        list(StreamingDataset(local=root, batch_size=4))
+    loader = tud.DataLoader(StreamingDataset(local=root, batch_size=4), batch_size=4, num_workers=1,
+                            collate_fn=lambda batch: batch)
+    with pytest.raises(ShardCorruptError, match='chunk-0-1.bin'):
+        list(loader)
