@@ -84,3 +84,23 @@ def test_huge_sample_counts_are_refused_at_construction_naming_the_shard(tmp_pat
     for _ in range(2):  # built, then mapped
         with pytest.raises(IndexFormatError, match=rf'index.json shard {first}: {counts[first]} samples cannot fit'):
             StreamingDataset(local=local, batch_size=1)
+
+
+def test_an_index_naming_one_shard_file_twice_is_refused(tmp_path):
+    """An ``index.json`` that lists one MDS shard twice (edited by hand, merged twice): the samples would be served
+    twice. It is refused naming both shards and the file, and again by the next construction (the binary form
+    made from it is removed, never trusted)."""
+    import json
+
+    from streaming_core import StreamingDataset
+    from streaming_core.errors import IndexFormatError
+    from tests.fixtures.data import write_mds
+    root = write_mds(str(tmp_path / 'data'), 60, size_limit=1 << 10)
+    with open(tmp_path / 'data' / 'index.json') as handle:
+        index = json.load(handle)
+    index['shards'].append(index['shards'][0])
+    with open(tmp_path / 'data' / 'index.json', 'w') as handle:
+        json.dump(index, handle)
+    for _ in range(2):
+        with pytest.raises(IndexFormatError, match=r'shards 0 and \d+ both name the file shard.00000.mds'):
+            StreamingDataset(local=root, batch_size=4)

@@ -17,6 +17,7 @@ For formats without the declaration this costs nothing (every unit is its own fi
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any, Iterator, Sequence, Union, overload
 
 import numpy as np
@@ -154,6 +155,29 @@ def _same_name_candidates(table: ShardTable, units: NDArray[np.int64]) -> NDArra
     repeated[order[1:][equal]] = True
     repeated[order[:-1][equal]] = True
     return units[repeated]
+
+
+def check_distinct_files(table: ShardTable) -> None:
+    """Refuse an index (just converted to its binary form: once per version and node) that names one file in two
+    units of a format whose units never share files: its samples would be read twice. The binary form is removed,
+    so no later process trusts it.
+
+    Raises:
+        IndexFormatError: naming the index, both units and the file.
+    """
+    if len(table) < 2 or _table_shares_files(table):
+        return
+    seen: dict[str, int] = {}
+    for unit in _same_name_candidates(table, np.arange(len(table), dtype=np.int64)).tolist():
+        name = table.file_names(unit)[0]
+        if name in seen:
+            try:
+                os.remove(table.path)
+            except OSError:
+                pass
+            raise IndexFormatError(f'{table.source}: shards {seen[name]} and {unit} both name the file {name}; its '
+                                   f'samples would be read twice. Fix or rewrite the index.')
+        seen[name] = unit
 
 
 class CatalogueReaders(Sequence[ShardReader]):
@@ -324,6 +348,8 @@ class ShardCatalogue:
         total = 0
         for stream in streams:
             table = stream.shard_table(allow_unsafe_types)
+            if isinstance(table, ShardTable) and table.built_here:
+                check_distinct_files(table)
             samples = _total_samples(table.samples_per_shard, stream.index_path())
             if samples == 0:
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
