@@ -177,3 +177,14 @@ def test_random_access_from_several_threads_under_a_small_cache_limit(tmp_path):
     for thread in threads:
         thread.join(timeout=300)
     assert not errors, errors[:3]
+
+
+def test_a_path_and_its_file_url_share_one_default_cache(tmp_path, monkeypatch):
+    """``/data/ds`` and ``file:///data/ds`` are the same remote (docs/guide/cache.md): without ``local`` they get one
+    default local directory, so the data is downloaded once."""
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root'))
+    remote = write_mds(str(tmp_path / 'remote'), 20)
+    by_path = StreamingDataset(remote=remote, batch_size=4)
+    by_url = StreamingDataset(remote='file://' + remote, batch_size=4)
+    assert by_path.streams[0].local_dir == by_url.streams[0].local_dir
+    assert sorted(int(s['id']) for s in by_url) == list(range(20))

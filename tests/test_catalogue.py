@@ -104,3 +104,20 @@ def test_an_index_naming_one_shard_file_twice_is_refused(tmp_path):
     for _ in range(2):
         with pytest.raises(IndexFormatError, match=r'shards 0 and \d+ both name the file shard.00000.mds'):
             StreamingDataset(local=root, batch_size=4)
+
+
+def test_a_directory_of_splits_without_an_index_says_to_choose_a_split(tmp_path, capsys):
+    """The quickstart's dataset root (``train/`` and ``val/`` each with an index.json) given without ``split``: the
+    error names the splits and how to choose one, in the API and the CLI (it used to suggest ``format=``)."""
+    from streaming_core import StreamingDataset
+    from streaming_core.cli import main
+    from streaming_core.errors import StreamingError
+    from tests.fixtures.data import write_mds
+    write_mds(str(tmp_path / 'train'), 20)
+    write_mds(str(tmp_path / 'val'), 10)
+    with pytest.raises(StreamingError, match=r"subdirectories \['train', 'val'\] have one: they are splits.*"
+                                             r"split='train'"):
+        StreamingDataset(local=str(tmp_path), batch_size=4)
+    assert main(['verify', str(tmp_path)]) != 0
+    assert '--split train' in capsys.readouterr().err
+    assert main(['verify', str(tmp_path), '--split', 'val']) == 0

@@ -149,3 +149,28 @@ def test_our_own_errors_from_a_worker_pass_through(mds_dir):
     loader = _loader_failing_with(mds_dir(20), error, [_killed_process()])
     with pytest.raises(RemoteNotFoundError, match='shard.00005.mds'):
         next(iter(loader))
+
+
+def test_a_loop_left_with_break_is_resumed_by_loading_its_state(mds_dir):
+    """As docs/guide/resumption.md says: after ``break``, iterating the same loader again starts the next epoch (as
+    in the reference); loading the loader's own state first finishes the interrupted epoch exactly."""
+    path = mds_dir(40)
+
+    def make():
+        return StreamingDataLoader(StreamingDataset(local=path, batch_size=4, shuffle=True), batch_size=4)
+    uninterrupted = make()
+    epochs = [[b['id'].tolist() for b in uninterrupted] for _ in range(2)]
+    loader = make()
+    head = []
+    for batch in loader:
+        head.append(batch['id'].tolist())
+        if len(head) == 3:
+            break
+    state = loader.state_dict()
+    assert (state['epoch'], state['sample_in_epoch']) == (0, 12)
+    loader.load_state_dict(state)
+    assert head + [b['id'].tolist() for b in loader] == epochs[0]
+    again = make()
+    for _ in again:
+        break
+    assert [b['id'].tolist() for b in again] == epochs[1]  # the rest of epoch 0 is dropped

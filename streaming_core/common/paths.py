@@ -38,8 +38,12 @@ def cache_root() -> str:
 def default_local(remote: str) -> str:
     """The default local directory of a remote: ``<cache root>/datasets/<hash of the remote URL>``.
 
-    Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks.
+    Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks. A ``file://``
+    URL names the same directory as its path (the same remote, so the same cache).
     """
+    if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
+        from urllib.parse import unquote, urlparse
+        remote = unquote(urlparse(remote).path)
     digest = hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest()
     return os.path.join(cache_root(), 'datasets', digest)
 

@@ -234,6 +234,12 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
         return matches[0]
     installed = ', '.join(registry.names()) or '(none)'
     if not matches:
+        splits = sorted({item.name.split('/')[0] for item in files
+                         if item.name.count('/') == 1 and item.name.endswith('/index.json')})
+        if splits:
+            raise DerivedIndexError(f'{where} has no index.json, but its subdirectories {splits} have one: they are '
+                                    f'splits. Choose one: split={splits[0]!r} (Stream, StreamingDataset), or '
+                                    f'--split {splits[0]} (streaming inspect, verify).')
         raise DerivedIndexError(f'{where} has no index.json and none of its {len(files)} file(s) ({_summary(files)}) '
                                 f'is of a format that indexes itself (installed index builders: {installed}). Write '
                                 f'an index.json (streaming convert), or install the plugin of the format and pass '
