@@ -102,13 +102,13 @@ def _table(tmp_path: Any, names: list[str]) -> Any:
 def test_the_vectorised_name_check_finds_every_repeated_name(tmp_path: Any, names: list[str]) -> None:
     # The candidates are computed from hashes over the mapped string table: every unit whose name another unit of
     # the list also has must be among them (a false candidate only costs a comparison).
-    from streaming_core.reading.catalogue import _same_name_candidates
+    from streaming_core.reading.shard_files import same_name_candidates
     table = _table(tmp_path, names) if names else None
     units = np.arange(len(names), dtype=np.int64)
-    found = set(_same_name_candidates(table, units).tolist()) if table is not None else set()
+    found = set(same_name_candidates(table, units).tolist()) if table is not None else set()
     repeated = {unit for unit, name in enumerate(names) if names.count(name) > 1}
     assert repeated <= found
     assert all(names.count(names[unit]) > 1 for unit in found)  # these short names never collide in the hash
     if table is not None:  # hashed a few units at a time (bounded memory), the same hashes
-        from streaming_core.reading.catalogue import _name_hashes
-        assert _name_hashes(table, units, chunk=3).tolist() == _name_hashes(table, units).tolist()
+        from streaming_core.reading.shard_files import name_hashes
+        assert name_hashes(table, units, chunk=3).tolist() == name_hashes(table, units).tolist()

@@ -446,6 +446,10 @@ def load_or_build(stream: Any, synced: Any, allow_unsafe_types: bool, timeout: f
                         time.perf_counter() - start)
             built = True
             header, arrays, mm = open_binary(path, synced.identity)
+            table = ShardTable(stream, path, header, arrays, mm, allow_unsafe_types, built_here=True)
+            from streaming_core.reading.shard_files import check_distinct_files
+            check_distinct_files(table)  # under the lock: a process waiting for it never maps a refused index
+            return table
     finally:
         locks.release(0)
     return ShardTable(stream, path, header, arrays, mm, allow_unsafe_types, built_here=built)
