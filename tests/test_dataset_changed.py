@@ -143,3 +143,30 @@ def test_a_job_alone_stops_when_its_remote_is_rewritten_under_it(tmp_path, monke
     time.sleep(1)
     write_mds(extended, 60, size_limit=1 << 9, hashes=['sha1'], exist_ok=True)  # the same data, index rewritten
     assert head + [int(s['id']) for s in samples] == list(range(60))
+
+
+def test_a_remote_index_whose_metadata_alone_changed_stops_no_job_that_has_hashes(tmp_path, monkeypatch):
+    """A ``chmod``, a ``touch`` or the same bytes written again change the remote ``index.json``'s stat, which is all
+    a job can see of a rewrite that leaves the index identical. With hashes recorded, its downloads are then
+    checked and go on (the data is unchanged); without, it stops (docs/guide/cache.md)."""
+    import os
+    import shutil
+
+    from streaming_core.reading import remote_watch
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 0.0)
+    for hashes in (['xxh64'], None):
+        remote, local = str(tmp_path / f'remote-{hashes}'), str(tmp_path / f'local-{hashes}')
+        write_mds(remote, 200, size_limit=1 << 9, hashes=hashes)
+        a = StreamingDataset(remote=remote, local=local, batch_size=4, predownload=2)
+        samples = iter(a)
+        ids = [int(next(samples)['id']) for _ in range(10)]
+        index = os.path.join(remote, 'index.json')
+        os.chmod(index, 0o600)
+        os.utime(index, ns=(1, 1))
+        shutil.copyfile(index, index + '.tmp')
+        os.replace(index + '.tmp', index)  # the same bytes, a new file
+        rest, message = _read_until_error(samples)
+        if hashes:
+            assert message is None and ids + rest == list(range(200))
+        else:
+            assert message is not None and 'no hash' in message and ids + rest == list(range(len(ids + rest)))
