@@ -154,3 +154,34 @@ def test_idle_random_access_gives_its_pins_to_a_reader_short_of_room(tmp_path, o
         ids = found[0]
     assert ids == list(range(480))
     assert seconds < 15, f'the reader short of room waited {seconds:.0f} s for the idle random access'
+
+
+def test_active_random_access_keeps_its_pins_then_gives_them_up_when_idle(tmp_path) -> None:
+    """Random access that keeps reading through its open views is active, not idle: a reader short of room waits
+    for it (its views were dropped every second and opened again), and gets the room once it stops."""
+    import threading
+    remote = write_mds(str(tmp_path / 'remote'), 480, size_limit=1 << 10, sample_size=64)
+    local = str(tmp_path / 'cache')
+    probe = StreamingDataset(remote=remote, local=str(tmp_path / 'probe'), batch_size=4)
+    largest = max(r.max_size for r in probe.shard_manager.readers)
+    limit = probe._index_bytes + 8 * largest + largest // 2
+    reader = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit, download_timeout=5)
+    offsets = [int(x) for x in reader.sample_offset_per_shard[:8]]
+    for _ in range(2):
+        for offset in offsets:
+            reader[offset]
+    second = StreamingDataset(remote=remote, local=local, batch_size=4, cache_limit=limit, download_timeout=5)
+    found: list = []
+    thread = threading.Thread(target=lambda: found.append([int(s['id']) for s in second]), daemon=True)
+    thread.start()
+    views = reader.shard_manager.open_views
+    kept = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:  # active: a read every few milliseconds through the open views
+        for offset in offsets:
+            assert int(reader[offset]['id']) == offset
+        kept.append(len(views))
+        time.sleep(0.005)
+    assert min(kept) == 8 and not found, 'the views of an active reader were given up'
+    thread.join(60)
+    assert found and found[0] == list(range(480))

@@ -33,8 +33,7 @@ POLL_SECONDS = 0.2
 
 
 def note_random_access(manager: ShardManager) -> None:
-    """Random access just read through a pinned view of ``manager``: note the time, and make sure a watcher runs."""
-    manager.random_access_at = time.monotonic()
+    """Random access just opened a pinned view of ``manager``: make sure a watcher runs."""
     with manager.views_lock:
         watcher = manager.relief_thread
         if watcher is not None and watcher.is_alive():
@@ -47,6 +46,7 @@ def note_random_access(manager: ShardManager) -> None:
 
 def _watch(ref: weakref.ref[ShardManager], pid: int) -> None:
     from streaming_core.reading.iteration import IDLE_AFTER
+    reads, active_at = -1, time.monotonic()
     while True:
         time.sleep(POLL_SECONDS)
         manager = ref()
@@ -56,8 +56,11 @@ def _watch(ref: weakref.ref[ShardManager], pid: int) -> None:
             if not manager.unheld_views():  # nothing left to give up: a later random access starts a new watcher
                 manager.relief_thread = None
                 return
+        now = time.monotonic()
+        if manager.random_reads != reads:  # read since the last look: active
+            reads, active_at = manager.random_reads, now
         cache = manager.cache
-        if cache is not None and time.monotonic() - manager.random_access_at >= IDLE_AFTER and cache.short_of_room():
+        if cache is not None and now - active_at >= IDLE_AFTER and cache.short_of_room():
             manager.trim(keep=0, unmap=False)
         del manager
 

@@ -166,16 +166,16 @@ class ShardManager:
         self._paths: dict[int, list[str]] = {}  # shard -> local paths of its raw files (checked inside the directory)
         self._pinned: dict[int, tuple[RangeLocks, int]] = {}  # shard -> the "in use" lock its open view holds
         self._release_at_collection = release_at_collection(self, self._pinned)
-        #: When random access last read through a pinned view, and the thread that gives such views up when idle
-        #: (:mod:`~streaming_core.reading.pin_relief`).
-        self.random_access_at = 0.0
+        #: Random accesses so far (a watcher tells activity from idleness by it), and the thread that gives the
+        #: views random access keeps pinned up when idle (:mod:`~streaming_core.reading.pin_relief`).
+        self.random_reads = 0
         self.relief_thread: threading.Thread | None = None
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in ('_views', '_cold', '_holds', '_views_lock', '_inflight', '_inflight_lock', '_short_of_room',
                      '_cache', '_pid', '_checked', '_paths', '_view_cap', '_pinned', '_release_at_collection',
-                     'random_access_at', 'relief_thread'):
+                     'random_reads', 'relief_thread'):
             state.pop(name, None)
         return state
 
@@ -466,6 +466,7 @@ class ShardManager:
         through a view kept open (so sequential access pays the opening once)."""
         view = self._views.get(shard)
         if view is not None and self._pid == os.getpid():
+            self.random_reads += 1  # activity, for the pin relief watcher
             return view[index]
         reader = self.readers[shard]
         read_one = getattr(reader, 'read_sample', None)
@@ -480,6 +481,7 @@ class ShardManager:
                 self.trim(spare=shard, unmap=False)  # random access may run in several threads
             if make_room is not None and self.evictable(shard):
                 note_random_access(self)
+            self.random_reads += 1
             return view[index]
         cold[shard] = None
         if len(cold) > 4 * self.max_open:
