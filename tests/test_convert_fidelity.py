@@ -136,6 +136,15 @@ def test_parquet_type_drift_is_refused_before_writing(tmp_path, capsys):
     assert not out.exists()
     assert "column 'x'" in err and 'double' in err and 'int64' in err
     assert str(src / 'a.parquet') in err and str(src / 'b.parquet') in err
+    alike = tmp_path / 'alike'  # types written alike (pandas writes string, polars large_string) convert together
+    alike.mkdir()
+    pq.write_table(pa.table({'t': pa.array(['a', 'b'], pa.string()), 'b': pa.array([b'x', b'y'], pa.binary())}),
+                   alike / 'a.parquet')
+    pq.write_table(pa.table({'t': pa.array(['c'], pa.large_string()), 'b': pa.array([b'z'], pa.large_binary())}),
+                   alike / 'b.parquet')
+    code, err = _convert(capsys, 'parquet', alike, tmp_path / 'alike-out')
+    assert code == 0, err
+    assert [(row['t'], row['b']) for row in _read(tmp_path / 'alike-out')] == [('a', b'x'), ('b', b'y'), ('c', b'z')]
 
 
 def test_parquet_nulls_stop_the_conversion(tmp_path, capsys):

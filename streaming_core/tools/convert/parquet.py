@@ -52,6 +52,15 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
+def _written_as(field: Any) -> str:
+    """What a column of this Arrow field is written as (its encoding; its type where it has none): files whose types
+    differ but are written alike (``string`` and ``large_string``, a dictionary of strings) convert together."""
+    try:
+        return arrow_encoding(field.type, field.name)
+    except (TypeError, ValueError):
+        return str(field.type)
+
+
 def arrow_encoding(dtype: Any, column: str) -> str:
     """The MDS encoding of an Arrow type (see the module docstring).
 
@@ -113,7 +122,7 @@ class ParquetSource(Source):
                                  f'{schema.names}; every Parquet file of a conversion needs the same columns.')
             else:
                 for first, other in zip(schema, file_schema):
-                    if first.type != other.type:
+                    if first.type != other.type and _written_as(first) != _written_as(other):
                         raise ValueError(f'Schema drift: column {other.name!r} is {other.type} in {path} but '
                                          f'{first.type} in {self.files[0]}; every Parquet file of a conversion '
                                          f'needs the same column types. Rewrite that file with the same types, or '
