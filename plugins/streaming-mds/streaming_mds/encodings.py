@@ -170,7 +170,9 @@ class Scalar(Encoding):
     """A numpy scalar encoding (``uint8`` ... ``float64``): fixed size, little-endian; decodes to a numpy scalar.
 
     Takes a Python or numpy number (``bool`` included), a one-element array or sequence, or anything ``int()``
-    (integer encodings) or ``float()`` (float encodings) converts, such as the text ``'5'``. The value must be
+    (integer encodings) or ``float()`` (float encodings) converts, such as the text ``'5'``; as the reference's numpy
+    constructor, ``None`` in a float encoding is NaN and a ``numpy.datetime64``/``timedelta64`` in an integer one is
+    its count of units. The value must be
     representable: an integer out of range, or a finite number that would round to infinity, raises
     :class:`EncodingOverflowError`; a float that is not integral (``3.7``, ``nan``) for an integer encoding raises
     :class:`EncodingTypeError`.
@@ -201,6 +203,8 @@ class Scalar(Encoding):
     def _encode_converted(self, obj: Any) -> bytes:
         """:meth:`encode` of any value but an ``int`` (or a ``float`` for float encodings)."""
         original = obj
+        if obj is None and not self._integral:  # the reference's numpy constructor: a missing float is NaN
+            return self._pack(float('nan'))
         if isinstance(obj, (list, tuple)):
             try:
                 obj = np.asarray(obj)
@@ -211,6 +215,8 @@ class Scalar(Encoding):
             if obj.size != 1:  # the reference's error for it (a KeyError): its bytes have the wrong size
                 raise SampleSizeError(f'Unexpected data size; was this data typed with the correct encoding '
                                       f'({self.name})? It takes one number, got an array of shape {obj.shape}.')
+            if obj.dtype.kind in 'mM' and self._integral:  # a datetime or duration: its count of units, as numpy
+                obj = obj.astype(np.int64)
             obj = obj.item()  # a Python number: numpy casts between its own types wrap instead of raising
         try:
             number = int(obj) if self._integral else float(obj)

@@ -123,3 +123,17 @@ def test_numpy_integers_read_back_equal_or_are_refused(encoding: str, values: li
         assert raised[:-1] == [None if fit else EncodingOverflowError for fit in fits]
         assert [int(sample['x']) for sample in read_back(f'{tmp}/ds')] == \
             [int(value) for value, fit in zip(values, fits, strict=True) if fit] + [0]
+
+
+def test_what_the_references_numpy_constructor_takes_is_kept(tmp_path: Any) -> None:
+    """As ``np.float32(None)`` and ``np.int64(np.datetime64(...))`` in mosaicml-streaming 0.13: ``None`` in a float
+    column is NaN, and a datetime or duration in an integer column is its count of units."""
+    out = str(tmp_path / 'ds')
+    with MDSWriter(out=out, columns={'f': 'float32', 'h': 'float16', 'd': 'int64', 't': 'int64'}) as writer:
+        writer.write({'f': None, 'h': None, 'd': np.datetime64('2020-01-02'), 't': np.timedelta64(5, 's')})
+    (row,) = read_back(out)
+    assert math.isnan(row['f']) and math.isnan(row['h'])
+    assert (int(row['d']), int(row['t'])) == (int(np.datetime64('2020-01-02').astype(np.int64)), 5)
+    with pytest.raises(CodecError):
+        with MDSWriter(out=str(tmp_path / 'int'), columns={'i': 'int64'}) as writer:
+            writer.write({'i': None})
