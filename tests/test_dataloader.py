@@ -71,6 +71,8 @@ def test_a_state_after_an_epoch_that_drops_its_tail_resumes_at_the_next_epoch(md
     for _ in stopped:
         break  # a loop left early is not over
     assert stopped.state_dict()['epoch'] == 0
+    loader.load_state_dict(stopped.state_dict())  # a loader that ran out, given a mid-epoch state, reports it
+    assert (loader.state_dict()['epoch'], loader.state_dict()['sample_in_epoch']) == (0, 4)
 
 
 def test_nothing_left_in_dev_shm(mds_dir):

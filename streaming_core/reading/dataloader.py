@@ -149,6 +149,8 @@ class StreamingDataLoader(DataLoader):
         """Resume the dataset from ``obj`` at the next iteration."""
         if isinstance(self.dataset, StreamingDataset):
             self.dataset.load_state_dict(obj)
+            self.num_samples_yielded = 0  # the count of the last iteration is not the loaded position's
+            self._ran_out = False
 
     def __del__(self) -> None:
         iterator = getattr(self, '_iterator', None)
