@@ -140,7 +140,7 @@ def test_nested_index_files_do_not_make_a_directory_litdata(tmp_path: Any) -> No
     parent = str(tmp_path / 'parent')
     _copy(tmp_path, 'rows', 'parent/train')
     _copy(tmp_path, 'arrow', 'parent/val')
-    with pytest.raises(DerivedIndexError, match='has no index.json and none of its'):
+    with pytest.raises(DerivedIndexError, match=r"no index.json, but its subdirectories \['train', 'val'\] have one"):
         StreamingDataset(local=parent, batch_size=1)
     _tar(os.path.join(parent, 'shard-0.tar'), 5)  # tars beside nested datasets: the tars are the dataset
     dataset = StreamingDataset(local=parent, batch_size=1)
