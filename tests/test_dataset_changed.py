@@ -170,3 +170,21 @@ def test_a_remote_index_whose_metadata_alone_changed_stops_no_job_that_has_hashe
             assert message is None and ids + rest == list(range(200))
         else:
             assert message is not None and 'no hash' in message and ids + rest == list(range(len(ids + rest)))
+
+
+def test_a_stream_pickled_from_another_machine_still_rechecks_its_remote(tmp_path):
+    """The time of the last check travels with a pickled stream (a Ray or Spark executor): a time ahead of this
+    machine's clock, as another machine's may be, must not turn the re-check off."""
+    import os
+    import pickle
+
+    from streaming_core.reading.remote_watch import expected_hash_after_change
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 40, size_limit=1 << 9, hashes=['xxh64'])
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    stream = dataset.streams[0]
+    stream._remote_confirmed_at = time.time() + 1e6
+    moved = pickle.loads(pickle.dumps(stream))
+    os.utime(os.path.join(remote, 'index.json'), ns=(1, 1))  # the remote index's stat changes
+    info = dataset.shards[0].parts[0][0]
+    assert expected_hash_after_change(moved, info, info.basename) == ('xxh64', info.hashes['xxh64'])

@@ -41,12 +41,12 @@ def _remote_changed(stream: Any) -> str | None:
     identity = getattr(stream, 'index_identity', None)
     if not identity or not identity.startswith('stat:') or not stream.remote_dir:
         return None
-    now = time.monotonic()
-    if now - getattr(stream, '_remote_confirmed_at', 0.0) < RECHECK_SECONDS:
+    now = time.time()  # not monotonic: the stream may be pickled to another machine (a Ray or Spark executor)
+    if 0 <= now - getattr(stream, '_remote_confirmed_at', 0.0) < RECHECK_SECONDS:
         return None
     from streaming_core.reading.index_sync import probe_remote_index
     found = probe_remote_index(stream)
-    stream._remote_confirmed_at = time.monotonic()
+    stream._remote_confirmed_at = time.time()
     if found is None or same_version(found, identity):
         return None
     stream._remote_index_now = found
