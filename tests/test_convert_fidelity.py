@@ -159,6 +159,22 @@ def test_parquet_nulls_stop_the_conversion(tmp_path, capsys):
     assert code == 0 and [row['f'] for row in _read(tmp_path / 'json')] == [1.5, 2.5, None]
 
 
+def test_parquet_damaged_page_stops_the_conversion(tmp_path, capsys):
+    """A source page whose checksum fails stops the conversion naming the file, never a wrong value written."""
+    require('pyarrow')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    src = tmp_path / 'crc.parquet'
+    texts = [f'row {i} ' * 8 for i in range(400)]
+    pq.write_table(pa.table({'id': list(range(400)), 'text': texts}), src, write_page_checksum=True,
+                   use_dictionary=False, compression='none')
+    raw = bytearray(src.read_bytes())
+    raw[raw.index(texts[200].encode())] ^= 0x01
+    src.write_bytes(bytes(raw))
+    err = _refused(capsys, tmp_path / 'out', 'parquet', src)
+    assert str(src) in err and 'CRC' in err
+
+
 # ---------------------------------------------------------------------------------------------------------------
 def test_jsonl_key_after_inference_stops_the_conversion(tmp_path, capsys):
     src = tmp_path / 'late.jsonl'

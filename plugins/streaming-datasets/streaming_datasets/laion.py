@@ -78,7 +78,7 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
     items, shard = [], 0
     for path in metadata:
         try:
-            handle = pq.ParquetFile(path)
+            handle = pq.ParquetFile(path, page_checksum_verification=True)
             rows, names = handle.metadata.num_rows, handle.schema_arrow.names
         except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
             raise SourceLayoutError(f'LAION metadata {path} is not a readable parquet file: {err}') from err
@@ -127,7 +127,7 @@ def _rows(path: str, start: int, stop: int) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
     if _cache.get('path') != path:
         _cache.clear()
-        handle = pq.ParquetFile(path)
+        handle = pq.ParquetFile(path, page_checksum_verification=True)
         bounds = [0]
         for group in range(handle.metadata.num_row_groups):
             bounds.append(bounds[-1] + handle.metadata.row_group(group).num_rows)

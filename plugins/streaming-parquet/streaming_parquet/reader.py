@@ -284,8 +284,10 @@ class ParquetView:
         parsed = footers.get(key)
         try:
             # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
+            # Pages written with a checksum are checked: a damaged page fails instead of giving a wrong value.
             self._source = pa.OSFile(path)
-            self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0])
+            self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0],
+                                        page_checksum_verification=True)
             metadata = self._file.metadata
             if parsed is None:
                 parsed = (metadata, {field.name: str(field.type) for field in metadata.schema.to_arrow_schema()})

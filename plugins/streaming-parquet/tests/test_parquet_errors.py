@@ -55,6 +55,26 @@ def test_corrupt_files_raise_shard_corrupt_naming_them(tmp_path: Any) -> None:
         dataset[25]
 
 
+def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any) -> None:
+    """A file written with page checksums and damaged inside a data page (same size, footer intact) is refused
+    when the page is read, never decoded into a wrong value (pyarrow checks no checksum unless asked)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    data = str(tmp_path / 'crc')
+    os.makedirs(data)
+    texts = [f'row {i} ' * 8 for i in range(400)]
+    path = os.path.join(data, 'part-0.parquet')
+    pq.write_table(pa.table({'id': list(range(400)), 'text': texts}), path, write_page_checksum=True,
+                   use_dictionary=False, compression='none')
+    raw = bytearray(open(path, 'rb').read())
+    spot = raw.index(texts[200].encode())  # inside the plain-encoded text page: a same-length change
+    raw[spot] ^= 0x01
+    open(path, 'wb').write(bytes(raw))
+    dataset = StreamingDataset(local=data, batch_size=1)
+    with pytest.raises(ShardCorruptError, match=r'part-0\.parquet.*CRC'):
+        dataset[200]
+
+
 def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> None:
     empty = str(tmp_path / 'empty')
     os.makedirs(empty)

@@ -158,11 +158,15 @@ class ParquetSource(Source):
             if base + size <= part.start or base >= part.end:
                 base += size
                 continue
-            handle = pa.parquet.ParquetFile(path)
+            handle = pa.parquet.ParquetFile(path, page_checksum_verification=True)
             for g, rows in enumerate(groups):
                 lo, hi = max(part.start - base, 0), min(part.end - base, rows)
                 if lo < hi:
-                    table = handle.read_row_group(g, columns=self.names)
+                    try:
+                        table = handle.read_row_group(g, columns=self.names)
+                    except (pa.ArrowException, OSError) as err:
+                        raise ValueError(f'{path}: row group {g} cannot be read ({type(err).__name__}: {err}); the '
+                                         f'file is corrupt.') from None
                     for batch in table.slice(lo, hi - lo).to_batches(max_chunksize=4096):
                         yield from batch.to_pylist()
                         progress(batch.num_rows)
