@@ -188,3 +188,36 @@ def test_a_stream_pickled_from_another_machine_still_rechecks_its_remote(tmp_pat
     os.utime(os.path.join(remote, 'index.json'), ns=(1, 1))  # the remote index's stat changes
     info = dataset.shards[0].parts[0][0]
     assert expected_hash_after_change(moved, info, info.basename) == ('xxh64', info.hashes['xxh64'])
+
+
+def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_path, monkeypatch):
+    """Between two stats of the remote index (every RECHECK_SECONDS), a rewrite with the same names and sizes is
+    caught by the xxh hash the index records, which every download is checked against: the remote index is statted
+    at once and the job stops naming the change. A remote file corrupt under an unchanged index is a hash mismatch
+    naming the file, never served."""
+    import os
+
+    from streaming_core.errors import HashMismatchError
+    from streaming_core.reading import remote_watch
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 1e6)  # no periodic stat within the test
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 200, size_limit=1 << 9, hashes=['xxh3_64'])
+    a = StreamingDataset(remote=remote, local=local, batch_size=4, predownload=4)
+    samples = iter(a)
+    head = [int(next(samples)['id']) for _ in range(20)]
+    time.sleep(1)
+    write_mds(remote, 200, start=1000, size_limit=1 << 9, hashes=['xxh3_64'], exist_ok=True)
+    rest, message = _read_until_error(samples)
+    assert all(i < 200 for i in head + rest), 'a sample of the new version was served under the old index'
+    assert message is not None and 'index.json is now' in message
+
+    remote, local = str(tmp_path / 'remote-2'), str(tmp_path / 'local-2')
+    write_mds(remote, 40, size_limit=1 << 9, hashes=['xxh64'])
+    shard = os.path.join(remote, 'shard.00003.mds')
+    data = bytearray(open(shard, 'rb').read())
+    data[-1] ^= 0xFF
+    open(shard, 'wb').write(bytes(data))
+    b = StreamingDataset(remote=remote, local=local, batch_size=4, download_retry=0)
+    with pytest.raises(HashMismatchError, match=r'shard\.00003\.mds'):
+        for i in range(b.num_samples):
+            b[i]

@@ -9,9 +9,15 @@ process (one request). Once it has changed, every later download of the stream i
 job's index records for the file (the file may be unchanged: a dataset extended in place), and a file without a
 recorded hash stops the job, since nothing can tell which version it holds.
 
-What this cannot see: files rewritten before their ``index.json`` is (a writer commits its index last), downloaded in
-that window, with equal sizes and no hash checked (``validate_hash``). Streams whose version is a commit (``hf://``)
-or a listing of their files (Parquet, WebDataset) are not re-checked here.
+A download is also checked against a fast hash (:data:`FAST_HASHES`, negligible next to a download) whenever the
+job's index records one, whether or not the remote was seen to change: that covers the up to
+:data:`RECHECK_SECONDS` before the next stat, and files rewritten before their ``index.json`` is (a writer commits its
+index last). A mismatch stats the remote index at once: changed, the job stops with
+:class:`~streaming_core.errors.DatasetVersionError`; unchanged, the remote file is corrupt (``HashMismatchError``).
+
+What this cannot see: in an index without hashes, files rewritten with equal sizes and downloaded in those windows.
+Streams whose version is a commit (``hf://``) or a listing of their files (Parquet, WebDataset) are not re-checked
+here.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import same_version
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['RECHECK_SECONDS', 'HASH_PREFERENCE', 'expected_hash_after_change']
+__all__ = ['RECHECK_SECONDS', 'HASH_PREFERENCE', 'FAST_HASHES', 'expected_hash_after_change', 'fast_hash',
+           'changed_now']
 
 #: How often (at most, per stream and process) a download confirms that the remote index is the job's version.
 RECHECK_SECONDS = 10.0
+#: Hashes checked on every download when the index records one (the first found), so cheap to compute that the
+#: check costs nothing next to the download.
+FAST_HASHES = ('xxh3_64', 'xxh64', 'xxh3_128', 'xxh128')
 #: The hash checked on a download after the remote index changed: the first of these the index records.
 HASH_PREFERENCE = ('xxh3_64', 'xxh64', 'xxh128', 'xxh3_128', 'md5', 'sha1', 'sha256', 'sha512', 'blake2b',
                    'sha3_256', 'sha3_512', 'xxh32')
@@ -75,3 +85,19 @@ def expected_hash_after_change(stream: Any, info: Any, basename: str) -> tuple[s
         f'{changed} (this job reads {stream.index_identity}), and this job\'s index records no hash for {basename}, '
         f'so nothing tells which version a download of it would be. Restart the job to read the new version; write '
         f'new versions of a dataset to new directories (or record hashes: MDSWriter(hashes=[...])).')
+
+
+def fast_hash(info: Any) -> tuple[str, str] | None:
+    """The ``(algorithm, digest)`` of the first of :data:`FAST_HASHES` that ``info`` (a file's index entry) records."""
+    hashes = getattr(info, 'hashes', None) or {}
+    for name in FAST_HASHES:
+        if name in hashes:
+            return name, hashes[name]
+    return None
+
+
+def changed_now(stream: Any) -> str | None:
+    """The remote index's identity when it is no longer the stream's version, statted now (a download did not match
+    the recorded hash: a rewrite, or a corrupt remote file), else None."""
+    stream._remote_confirmed_at = 0.0
+    return _remote_changed(stream)

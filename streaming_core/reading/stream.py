@@ -29,7 +29,7 @@ from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
-from streaming_core.reading.remote_watch import expected_hash_after_change
+from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.version_guard import purge_count
 from streaming_core.storage.facade import download_file, host_token, is_remote, join, local_path, temp_name
@@ -550,9 +550,9 @@ class Stream:
         try:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), expected_size=info.bytes,
-                          expected_hash=expected_hash or since_change, options=self.storage_options)
+                          expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options)
         except HashMismatchError as err:
-            if since_change is None or expected_hash is not None:
+            if expected_hash is not None or (since_change is None and changed_now(self) is None):
                 raise
             raise DatasetVersionError(
                 f'The data of {self!r} changed while this job read it: {redact_url(remote)}/index.json is now '

@@ -281,10 +281,9 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                     f'Download of {shown} gave {size} bytes, but the index declares {expected_size}: {cause} since '
                     f'the index was read (then create the dataset again to read the new version).')
             if expected_hash is not None:
-                from streaming_core.storage.hashing import get_hash
+                from streaming_core.storage.hashing import hash_file
                 algo, want = expected_hash
-                with open(tmp, 'rb') as handle:
-                    got = get_hash(algo)(handle.read())
+                got = hash_file(algo, tmp)
                 if got != want:
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
