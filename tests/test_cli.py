@@ -204,3 +204,16 @@ def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
 def test_plugins_still_listed(capsys):
     code, text, _ = run(capsys, 'plugins', '--json')
     assert code == 0 and any(r['distribution'] == 'streaming-core' for r in json.loads(text))
+
+
+def test_a_password_in_a_dataset_url_is_never_shown(tmp_path, capsys, http_server):
+    """inspect, verify and simulate name the index they could not read: without the URL's password."""
+    secret = 'cli-pa55-s3cr3t'
+    os.makedirs(os.path.join(http_server.root, 'leaky'), exist_ok=True)
+    with open(os.path.join(http_server.root, 'leaky', 'index.json'), 'w') as handle:
+        handle.write('{"version": 2, "shards": 5}')
+    url = http_server.url.replace('://', f'://alice:{secret}@') + '/leaky'
+    for argv in (('inspect', url), ('verify', url), ('simulate', '--index', url)):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and 'leaky/index.json' in err and 'http://***@' in err, err
+        assert secret not in out + err

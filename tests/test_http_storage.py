@@ -7,8 +7,11 @@ import base64
 import logging
 import os
 import pickle
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from streaming_core.storage.facade import (
     exists,
     get_backend,
     list_objects,
+    read_range,
     upload_file,
 )
 from tests.fixtures.fault_proxy import FaultProxy
@@ -181,6 +185,73 @@ def test_credentials_travel_in_headers_and_never_in_messages(http_server: Static
     texts.append(repr(get_backend(proxy.url, {'bearer_token': token})))
     for text in texts:
         assert password not in text and token not in text
+
+
+@pytest.fixture
+def redirector(http_server: StaticServer, fault_proxy: Callable[[str], FaultProxy]) -> Iterator[SimpleNamespace]:
+    """A server on its own port: ``/away/NAME`` redirects to the static server's ``NAME`` through a fault proxy on
+    another port (another origin, whose requests the proxy records); ``/here/NAME`` redirects to ``/final/NAME`` on
+    this server, which records the ``Authorization`` header it gets and serves the file."""
+    name, data = _serve(http_server, 5000)
+    proxy = fault_proxy(http_server.url)
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            kind, _, rest = self.path.lstrip('/').partition('/')
+            if kind in ('away', 'here'):
+                self.send_response(302)
+                self.send_header('Location', f'{proxy.url}/{rest}' if kind == 'away' else f'/final/{rest}')
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+                return
+            seen.append(self.headers.get('Authorization'))
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
+    thread.start()
+    yield SimpleNamespace(url=f'http://127.0.0.1:{server.server_address[1]}', proxy=proxy, name=name, data=data,
+                          seen=seen)
+    server.shutdown()
+    thread.join(timeout=5)
+    server.server_close()
+
+
+@pytest.mark.parametrize('credential', ['bearer_token', 'basic_auth', 'url', 'headers'])
+def test_credentials_never_follow_a_redirect_to_another_origin(redirector: SimpleNamespace, tmp_path: Any,
+                                                              credential: str) -> None:
+    host = redirector.url.removeprefix('http://')
+    secret = f'secret-{uuid.uuid4().hex}'
+    base, options, header = {
+        'bearer_token': (redirector.url, {'bearer_token': secret}, f'Bearer {secret}'),
+        'basic_auth': (redirector.url, {'basic_auth': ('bob', secret)},
+                       'Basic ' + base64.b64encode(f'bob:{secret}'.encode()).decode()),
+        'url': (f'http://alice:{secret}@{host}', None,
+                'Basic ' + base64.b64encode(f'alice:{secret}'.encode()).decode()),
+        'headers': (redirector.url, {'headers': {'X-Api-Key': secret, 'Authorization': f'Token {secret}'}},
+                    f'Token {secret}'),
+    }[credential]
+    name, data = redirector.name, redirector.data
+    # Another origin (same host, another port): the redirect is followed, without the credentials.
+    assert _get(tmp_path, f'{base}/away/{name}', options) == data
+    assert read_range(f'{base}/away/{name}', 100, 50, options=options, **FAST) == data[100:150]
+    reached = redirector.proxy.matching('GET', path=name)
+    assert len(reached) == 2 and [r.headers.get('authorization') for r in reached] == [None, None]
+    assert not any(secret in value for r in reached for value in r.headers.values())
+    # The same origin: they are kept.
+    assert _get(tmp_path, f'{base}/here/{name}', options) == data
+    assert read_range(f'{base}/here/{name}', 100, 50, options=options, **FAST) == data[100:150]
+    assert redirector.seen == [header, header]
 
 
 def test_options_are_checked(http_server: StaticServer) -> None:

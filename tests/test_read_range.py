@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from streaming_core.errors import RemoteNotFoundError
+from streaming_core.errors import RemoteNotFoundError, StorageError
 from streaming_core.machinery.lookup import get_registry
 from streaming_core.storage.facade import clear_backend_cache, list_with_stats, read_range
 
@@ -104,6 +104,75 @@ def test_http_server_without_range_support_still_gives_the_range(http_server: An
     _write(http_server.root, 'plain.bin')
     assert read_range(f'{http_server.url}/plain.bin', 300, 50) == DATA[300:350]
     assert read_range(f'{http_server.url}/plain.bin', len(DATA) - 3, 50) == DATA[-3:]
+
+
+class _FaultyRangeHandler(SimpleHTTPRequestHandler):
+    """Answers ranged GETs of :data:`DATA` correctly (206), except for the next requests whose fault is queued in
+    ``faults``: ``'shifted'`` (a 206 for another range, saying so in its Content-Range), ``'short'`` (a 206 for the
+    first half of the range only, which is not the end of the object) or ``'cut'`` (the range ignored: a 200 with
+    the whole object's Content-Length, the body cut 3 bytes past the range's start). ``'forever'`` as the last fault
+    repeats the one before it."""
+
+    protocol_version = 'HTTP/1.1'
+    faults: list[str] = []
+    served: list[str] = []
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+    def do_GET(self) -> None:  # noqa: N802
+        first, last = map(int, self.headers['Range'].removeprefix('bytes=').split('-'))
+        faults = type(self).faults
+        fault = faults[0] if faults else 'none'
+        if faults and not (len(faults) == 2 and faults[1] == 'forever'):
+            faults.pop(0)
+        type(self).served.append(fault)
+        if fault == 'cut':
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(DATA)))
+            self.send_header('Connection', 'close')
+            self.end_headers()
+            self.wfile.write(DATA[:first + 3])
+            self.close_connection = True
+            return
+        last = min(last, len(DATA) - 1)
+        if fault == 'shifted':
+            first, last = 0, last - first
+        elif fault == 'short':
+            last = first + (last - first) // 2
+        body = DATA[first:last + 1]
+        self.send_response(206)
+        self.send_header('Content-Range', f'bytes {first}-{last}/{len(DATA)}')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def faulty_range_server() -> Iterator[str]:
+    _FaultyRangeHandler.faults = []
+    _FaultyRangeHandler.served = []
+    server = ThreadingHTTPServer(('127.0.0.1', 0), _FaultyRangeHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
+    thread.start()
+    yield f'http://127.0.0.1:{server.server_address[1]}/obj.bin'
+    server.shutdown()
+    thread.join(timeout=5)
+    server.server_close()
+
+
+@pytest.mark.parametrize('fault', ['shifted', 'short', 'cut'])
+def test_http_answer_for_other_bytes_is_retried_never_returned(faulty_range_server: str, fault: str) -> None:
+    url = faulty_range_server
+    _FaultyRangeHandler.faults = [fault]
+    assert read_range(url, 500, 8, retries=2, initial_backoff=0.01) == DATA[500:508]
+    assert _FaultyRangeHandler.served == [fault, 'none']
+    _FaultyRangeHandler.faults = [fault, 'forever']
+    with pytest.raises(StorageError, match='500-507'):
+        read_range(url, 500, 8, retries=1, initial_backoff=0.01)
+    _FaultyRangeHandler.faults = []
+    assert read_range(url, len(DATA) - 4, 8, retries=0) == DATA[-4:]  # short at the object's end: the end
 
 
 class _NoRangeBackend:

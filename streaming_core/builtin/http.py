@@ -4,6 +4,12 @@ Uses only the standard library (``urllib``). Every request carries the caller's 
 the core's errors: 404 and 410 are :class:`RemoteNotFoundError` (never retried); 401, 403 and other 4xx are
 :class:`PermanentStorageError`; 408, 429 and 5xx, connection errors, timeouts and bodies shorter than their
 ``Content-Length`` are retryable :class:`StorageError` (a short body is a :class:`TruncatedDownloadError`).
+
+Redirects are followed, but credentials (``Authorization``, from ``bearer_token``, ``basic_auth`` or a ``user:pass@``
+URL, and every header of the ``headers`` option) go only to the origin (scheme, host and port) the request was made
+to: a redirect to another origin (a CDN, another site) drops them, as ``requests`` and ``huggingface_hub`` do. A
+ranged read checks that the answer is the range asked (``Content-Range``), and a whole-object answer that it is not
+cut short.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
 from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_core.storage.facade import check_options
+from streaming_core.storage.ranges import check_content_range
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['HttpBackend', 'OPTIONS']
@@ -27,6 +34,37 @@ __all__ = ['HttpBackend', 'OPTIONS']
 OPTIONS = frozenset({'headers', 'verify', 'bearer_token', 'basic_auth'})
 
 _RETRYABLE_STATUS = {408, 425, 429}
+#: Headers that carry credentials (as ``urllib.request.Request`` spells them): never sent to another origin.
+_CREDENTIAL_HEADERS = ('Authorization', 'Proxy-authorization', 'Cookie')
+_DEFAULT_PORTS = {'http': 80, 'https': 443}
+
+
+class _SameOriginCredentials(urllib.request.HTTPRedirectHandler):
+    """urllib's redirect handler copies every header to the new location; this one drops the credentials, and
+    every header of the ``headers`` option (an ``X-Api-Key`` is a credential too), when the redirect leaves the
+    origin (scheme, host, port) of the request it answers."""
+
+    def __init__(self, own_headers: Any = ()) -> None:
+        super().__init__()
+        self._drop = {name.capitalize() for name in (*_CREDENTIAL_HEADERS, *own_headers)}
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            for name in self._drop:
+                new.remove_header(name)
+        return new
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a number: never the same origin as a valid URL
+        port = -1
+    return scheme, (parts.hostname or '').lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
 
 
 class HttpBackend:
@@ -96,8 +134,11 @@ class HttpBackend:
         return urllib.request.Request(url, method=method, headers=headers)
 
     def _open(self, request: urllib.request.Request, timeout: float) -> Any:
-        context = self._ssl_context() if request.type == 'https' else None
-        return urllib.request.urlopen(request, timeout=timeout, context=context)
+        """Send ``request`` (``urlopen``'s handlers, with credentials kept to the request's origin on redirects)."""
+        handlers: list[Any] = [_SameOriginCredentials(self.headers)]
+        if request.type == 'https':
+            handlers.append(urllib.request.HTTPSHandler(context=self._ssl_context()))
+        return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
 
     def download(self, url: str, path: str, *, timeout: float) -> None:
         """GET ``url`` into ``path``; a body that ends before its ``Content-Length`` is a truncated download."""
@@ -130,7 +171,11 @@ class HttpBackend:
 
     def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
         """GET ``url`` with ``Range: bytes=start-end``: the bytes that exist in that range (fewer at the end of the
-        object; none past it). A server that ignores the range (``200``) is read up to the range's end only."""
+        object; none past it). A server that ignores the range (``200``) is read up to the range's end only.
+
+        A ``206`` whose ``Content-Range`` is not the range asked (another start, or an earlier end that is not the
+        object's end), and a ``200`` body that ends before ``min(end + 1, Content-Length)`` bytes, raise a retryable
+        :class:`StorageError`: a short result would be taken for the end of the object."""
         shown = redact_url(url)
         if length <= 0:
             return b''
@@ -145,14 +190,19 @@ class HttpBackend:
             raise _transport_error(err, 'GET', url) from None
         with response:
             try:
+                declared = response.headers.get('Content-Length')
                 if response.status == 206:
-                    declared = response.headers.get('Content-Length')
                     data = response.read()
                     if declared is not None and declared.isdigit() and int(declared) != len(data):
                         raise TruncatedDownloadError(f'GET {shown} (range {start}-{end}) returned {len(data)} of '
                                                      f'{declared} bytes.')
+                    check_content_range(response.headers.get('Content-Range'), start, end, len(data),
+                                         f'GET {shown}')
                     return data[:length]
                 data = response.read(end + 1)  # the whole object from byte 0: keep what the range covers
+                if declared is not None and declared.isdigit() and len(data) < min(end + 1, int(declared)):
+                    raise TruncatedDownloadError(f'GET {shown} (range {start}-{end}, answered with the whole object) '
+                                                 f'ended after {len(data)} of {declared} bytes.')
             except http.client.IncompleteRead as err:
                 raise TruncatedDownloadError(f'GET {shown} (range {start}-{end}) ended early: {err}') from None
             except (http.client.HTTPException, OSError) as err:
@@ -191,6 +241,8 @@ class HttpBackend:
         """HTTP has no listing."""
         raise PermanentStorageError(f'HTTP(S) storage cannot list {redact_url(url)}: a web server has no listing '
                                     f'API. Read the dataset through its index.json instead.')
+
+
 
 
 def _basic(user: str, password: str) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from typing import Any
 
-__all__ = ['redact_url', 'register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
+__all__ = ['redact_url', 'redact_repr', 'register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -26,7 +27,8 @@ _PATTERNS = [
 _FILTER_NAME = 'streaming-core-redaction'
 _URL_SECRET = re.compile(r'(?i)((?:x-amz-[a-z-]*|signature|sig|token|key|secret|password|credential|sas)[^=&]*=)'
                          r'[^&]*')
-_URL_USERINFO = re.compile(r'(?<=://)[^/@\s]*:[^/@\s]*@')
+# ``user:password@`` up to the LAST ``@`` before the path (as urllib splits it: a password may hold a raw ``@``).
+_URL_USERINFO = re.compile(r'(?<=://)[^/@\s]*:[^/\s]*@')
 
 
 def redact_url(url: str) -> str:
@@ -36,6 +38,22 @@ def redact_url(url: str) -> str:
         head, _, query = text.partition('?')
         text = head + '?' + _URL_SECRET.sub(r'\1***', query)
     return text
+
+
+def redact_repr(value: Any) -> str:
+    """``repr(value)`` with :func:`redact_url` applied to every string in it (inside tuples, lists and dict values
+    too), for messages that show an argument such as ``out=('local', 'sftp://user:pw@host/x')``."""
+    return repr(_redacted(value))
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_url(value)
+    if type(value) in (tuple, list):  # not a named tuple: its repr would change
+        return type(value)(_redacted(item) for item in value)
+    if type(value) is dict:
+        return {key: _redacted(item) for key, item in value.items()}
+    return value
 
 
 def register_secret(value: str | None) -> None:

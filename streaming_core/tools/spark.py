@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from streaming_core.errors import DirectoryNotEmptyError, StreamingError
+from streaming_core.storage.redact import redact_repr, redact_url
 
 __all__ = ['dataframe_to_mds']
 
@@ -45,10 +46,11 @@ def _split_out(out: Any) -> tuple[str, str | None, bool]:
         return local_path(out), None, False
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):
         if is_remote(out[0]):
-            raise ValueError(f'Invalid `out` argument: the first element of {tuple(out)!r} must be a local '
+            raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(tuple(out))} must be a local '
                              f'directory.')
         return local_path(out[0]), out[1].rstrip('/'), False
-    raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+    raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
+                     f'tuple.')
 
 
 def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, options: dict[str, Any]) -> None:
@@ -60,8 +62,9 @@ def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, op
                 f'contents, or choose an empty directory.')
         shutil.rmtree(local)
     if remote and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
-                                     f'exist_ok=True in mds_kwargs to overwrite it.')
+        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
+                                     f'{redact_url(join(remote, "index.json"))}. Pass exist_ok=True in mds_kwargs to '
+                                     f'overwrite it.')
 
 
 def _check_writer(columns: dict[str, str], writer_kwargs: dict[str, Any]) -> None:
@@ -184,7 +187,7 @@ def dataframe_to_mds(dataframe: Any, merge_index: bool = True, mds_kwargs: dict[
         where = do_merge(sources, (local, remote) if remote else local, keep_local=True, storage_options=options)
         found = exists(where, timeout=60, options=options) if remote else os.path.isfile(where)
         if not found:
-            raise StreamingError(f'dataframe_to_mds: the merged index {where} is missing after the merge.')
+            raise StreamingError(f'dataframe_to_mds: the merged index {redact_url(where)} is missing after the merge.')
     if remote and (temp and not keep_local or keep_local_given and not keep_local):
         shutil.rmtree(local, ignore_errors=True)
     return local, remote or ''

@@ -45,6 +45,7 @@ from streaming_core.storage.facade import (
     upload_file,
     url_scheme,
 )
+from streaming_core.storage.redact import redact_repr, redact_url
 
 __all__ = ['merge_index', 'merge_index_from_list', 'merge_index_from_root', 'merged_index_text']
 
@@ -72,12 +73,13 @@ def merge_index(*args: Any, **kwargs: Any) -> str:
     elif isinstance(first, (str, tuple)) or (not args and 'out' in kwargs):
         target = merge_index_from_root
     else:
-        raise ValueError(f'Invalid arguments to merge_index: {args}, {kwargs}. Call merge_index(index_file_urls, '
-                         f'out) or merge_index(out).')
+        raise ValueError(f'Invalid arguments to merge_index: {redact_repr(args)}, {redact_repr(kwargs)}. Call '
+                         f'merge_index(index_file_urls, out) or merge_index(out).')
     try:
         inspect.signature(target).bind(*args, **kwargs)
     except TypeError as err:
-        raise ValueError(f'Invalid arguments to merge_index: {args}, {kwargs} ({err}).') from None
+        raise ValueError(f'Invalid arguments to merge_index: {redact_repr(args)}, {redact_repr(kwargs)} '
+                         f'({err}).') from None
     return target(*args, **kwargs)
 
 
@@ -87,7 +89,7 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
     """Merge the listed partition indexes, in the given order (duplicates and trailing ``/`` removed)."""
     if not isinstance(index_file_urls, (list, tuple)) or not index_file_urls:
         raise ValueError(f'Invalid arguments to merge_index: index_file_urls must be a non-empty list, got '
-                         f'{index_file_urls!r}.')
+                         f'{redact_repr(index_file_urls)}.')
     sources = _dedupe(index_file_urls)
     local, remote = _split_out(out)
     temp = local is None
@@ -193,7 +195,7 @@ def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, d
     else:
         sources = list(local_found)
     if not sources:
-        where = f'{local} or {remote}' if remote else local
+        where = f'{local} or {redact_url(remote)}' if remote else local
         raise FileNotFoundError(f'merge_index found no partition index.json in the direct subdirectories of '
                                 f'{where}.')
     return merge_index_from_list(sources, out, keep_local, download_timeout, storage_options=storage_options,
@@ -211,12 +213,14 @@ def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
         return (None, out.rstrip('/')) if is_remote(out) else (local_path(out), None)
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):
         if is_remote(out[0]):
-            raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
+            raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(out)} must be a local '
+                             f'directory.')
         local, remote = local_path(out[0]), out[1].rstrip('/')
         if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local):
             return local, None  # the "remote" is the local directory itself
         return local, remote
-    raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+    raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
+                     f'tuple.')
 
 
 def _dedupe(items: Sequence[Source]) -> list[Source]:
@@ -228,8 +232,8 @@ def _dedupe(items: Sequence[Source]) -> list[Source]:
         elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
             key = (item[0].rstrip('/'), item[1].rstrip('/'))
         else:
-            raise ValueError(f'Invalid arguments to merge_index: {item!r} is neither an index path/URL nor a '
-                             f'(local, remote) pair.')
+            raise ValueError(f'Invalid arguments to merge_index: {redact_repr(item)} is neither an index path/URL '
+                             f'nor a (local, remote) pair.')
         if key not in seen:
             seen.add(key)
             result.append(key)
@@ -256,7 +260,7 @@ def _fetch(source: Source, scratch: str, timeout: float, options: Mapping[str, A
             return local_path(local), local, _parent(_absolute(local_path(local)))
         if not remote:
             raise FileNotFoundError(f'Check data availability! local index {local} is not accessible. remote index '
-                                    f'{remote} does not exist')
+                                    f'{redact_url(remote)} does not exist')
         url = remote
     else:
         if not is_remote(source):
@@ -266,13 +270,14 @@ def _fetch(source: Source, scratch: str, timeout: float, options: Mapping[str, A
             return path, source, _parent(_absolute(path))
         url = source
     target = os.path.join(scratch, INDEX_BASENAME)
+    shown = redact_url(url)
     try:
         download_file(url, target, timeout=timeout, retries=retries, options=options)
     except RemoteNotFoundError as err:
-        raise RemoteNotFoundError(f'Failed to download index.json: {url} does not exist. ({err})') from err
+        raise RemoteNotFoundError(f'Failed to download index.json: {shown} does not exist. ({err})') from err
     except StorageError as err:
-        raise StorageError(f'Failed to download index.json: {url}: {err}') from err
-    return target, url, _parent(url)
+        raise StorageError(f'Failed to download index.json: {shown}: {err}') from err
+    return target, shown, _parent(url)
 
 
 def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) -> dict[str, Any]:
@@ -298,7 +303,8 @@ def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None,
     try:
         listed = list_with_stats(remote.rstrip('/') + '/', timeout=timeout, options=options)
     except Exception as err:  # a backend without listing: keep everything
-        logger.warning('merge_index(keep_local=False): cannot list %s (%s); keeping the local files.', remote, err)
+        logger.warning('merge_index(keep_local=False): cannot list %s (%s); keeping the local files.',
+                       redact_url(remote), err)
         return
     root = remote.rstrip('/') + '/'
     if url_scheme(remote) == '':
@@ -319,7 +325,7 @@ def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None,
     if kept:
         logger.warning('merge_index(keep_local=False): kept %d local file(s) whose remote copy has another size '
                        '(an older version?), for example %s; upload them before reading the merged dataset from %s.',
-                       len(kept), kept[0], remote)
+                       len(kept), kept[0], redact_url(remote))
     for dirpath, _, _ in sorted(os.walk(local), key=lambda item: -len(item[0])):
         try:
             os.rmdir(dirpath)

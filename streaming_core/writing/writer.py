@@ -36,7 +36,7 @@ from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
 from streaming_core.storage.facade import exists, is_remote, join, list_objects, local_path, upload_file, url_scheme
 from streaming_core.storage.hashing import get_hash
-from streaming_core.storage.redact import redact_url
+from streaming_core.storage.redact import redact_repr, redact_url
 
 __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
            'MissingColumnError', 'WRITER_KWARGS']
@@ -93,15 +93,18 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
         return local_path(out), None, False
     if isinstance(out, (tuple, list)):
         if len(out) != 2 or not all(isinstance(x, str) and x for x in out):
-            raise ValueError(f'Invalid `out` argument: {out!r}. A tuple must be (local directory, remote URL).')
+            raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. A tuple must be (local directory, remote '
+                             f'URL).')
         local, remote = out
         if is_remote(local):
-            raise ValueError(f'Invalid `out` argument: the first element of {out!r} must be a local directory.')
+            raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(out)} must be a local '
+                             f'directory.')
         _check_scheme(get_registry('storage'), remote)
         if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local_path(local)):
             return local_path(local), None, False  # the "remote" is the local directory itself: nothing to upload
         return local_path(local), remote.rstrip('/'), False
-    raise ValueError(f'Invalid `out` argument: {out!r}. Give a directory, a URL or a (local, remote) tuple.')
+    raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
+                     f'tuple.')
 
 
 def _check_scheme(storage: Any, url: str) -> None:
@@ -110,8 +113,9 @@ def _check_scheme(storage: Any, url: str) -> None:
         storage.get(scheme)
     except UnknownNameError as err:
         hint = str(err).partition('\n')[2]  # the registry's headline would say the same again
-        raise UnknownNameError('\n'.join(filter(None, [f'Invalid Cloud provider prefix: {scheme} (in out={url!r}) is '
-                                                        f'not a registered storage scheme.', hint]))) from None
+        raise UnknownNameError('\n'.join(filter(None, [f'Invalid Cloud provider prefix: {scheme} (in '
+                                                        f'out={redact_repr(url)}) is not a registered storage '
+                                                        f'scheme.', hint]))) from None
 
 
 class ShardWriter:
@@ -254,16 +258,17 @@ class ShardWriter:
             if self._remote_call(f'The check for an existing dataset at {redact_url(remote_index)}', lambda: exists(
                     remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options)):
                 if not self.exist_ok:
-                    raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {remote_index}. Pass '
-                                                 f'exist_ok=True to overwrite it, or choose another location.')
+                    raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
+                                                 f'{redact_url(remote_index)}. Pass exist_ok=True to overwrite it, '
+                                                 f'or choose another location.')
                 self._uncommit_remote(remote_index)
             elif not self.exist_ok:
                 leftovers = self._remote_objects()
                 if leftovers:
                     raise DirectoryNotEmptyError(f'The remote output is not empty: {len(leftovers)} object(s) under '
-                                                 f'{self.remote}, for example {leftovers[0]} (a writer that did not '
-                                                 f'finish?). Pass exist_ok=True to write over them, or choose another '
-                                                 f'location.')
+                                                 f'{redact_url(self.remote)}, for example '
+                                                 f'{redact_url(leftovers[0])} (a writer that did not finish?). Pass '
+                                                 f'exist_ok=True to write over them, or choose another location.')
 
     def _remote_objects(self) -> list[str]:
         """Objects already under the remote output (empty when the backend cannot list)."""
@@ -278,7 +283,7 @@ class ShardWriter:
     def _uncommit_remote(self, remote_index: str) -> None:
         """Replace the remote's index with an empty one before any shard is overwritten, so a rewrite that dies
         midway leaves no index naming shards that have changed under it."""
-        logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', self.remote)
+        logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', redact_url(self.remote))
         empty = os.path.join(self.local, f'.{INDEX_BASENAME}.empty')
         try:
             with open(empty, 'w', encoding='utf-8') as handle:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from streaming_core.plugin_api import (
     RemoteNotFoundError,
     StorageError,
     TruncatedDownloadError,
+    check_content_range,
     check_options,
 )
 from streaming_databricks.errors import translate
@@ -48,6 +50,10 @@ OPTIONS = frozenset({'host', 'token', 'profile', 'config_file', 'auth_type', 'mu
 _CHUNK = 64 << 10
 _DBFS_READ_MAX = 1 << 20
 _MAX_RESUMES = 5
+#: What a ``416`` looks like once the SDK made it an exception (it keeps no status code): the reason phrase of an
+#: empty answer, or the code or message of a JSON one.
+_UNSATISFIABLE = re.compile(r'(?i)\b(requested[ _]range[ _]not[ _]satisfiable|range[ _]not[ _]satisfiable|'
+                            r'unsatisfiable range|invalid[ _]?range)\b')
 
 
 class _SingleAttemptClock:
@@ -180,7 +186,12 @@ class DatabricksBackend(ProcessLocal):
 
     def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
         """Bytes ``[start, start + length)`` of the file (fewer at its end): an HTTP ``Range`` request for a
-        volume, ``/api/2.0/dbfs/read`` (1 MiB at a time) for DBFS."""
+        volume, ``/api/2.0/dbfs/read`` (1 MiB at a time) for DBFS.
+
+        Past the end of a volume file the Files API answers ``416 Range Not Satisfiable``: that, and only that, is
+        ``b''`` (when the file's size confirms the range starts at or after its end); every other error is raised.
+        A partial answer for another range than the one asked (its ``Content-Range``) is a retryable
+        :class:`StorageError`."""
         target = parse_dbfs_url(url, need_key=True)
         if start < 0 or length < 0:
             raise ValueError(f'read_range needs start >= 0 and length >= 0, got start={start}, length={length}.')
@@ -195,7 +206,7 @@ class DatabricksBackend(ProcessLocal):
                 response = self._get(client, target, {'Accept': 'application/octet-stream',
                                                         'Range': f'bytes={start}-{start + length - 1}'})
             except DatabricksError as err:
-                if 'range' in str(err).lower():
+                if _past_the_end(client, target, start, err):
                     return b''  # 416: the range starts at or after the end of the file
                 raise
             body = response['contents']
@@ -203,9 +214,11 @@ class DatabricksBackend(ProcessLocal):
                 data = body.read()
             finally:
                 body.close()
-            if not response.get('content-range') and len(data) > length:  # a server that ignored the Range
-                data = data[start:start + length]
-            return data
+            if response.get('content-range'):
+                check_content_range(response['content-range'], start, start + length - 1, len(data),
+                                    f'Ranged read of {target.shown}')
+                return data
+            return _without_content_range(client, target, start, length, data)
 
         return self._run(target, 'Ranged read', timeout, operation)
 
@@ -300,6 +313,41 @@ class DatabricksBackend(ProcessLocal):
     def _get(client: Any, target: DbfsUrl, headers: dict[str, str]) -> dict[str, Any]:
         return client.api_client.do('GET', f'/api/2.0/fs/files{quote(target.path)}', headers=headers,
                                     response_headers=['content-length', 'last-modified', 'content-range'], raw=True)
+
+
+def _past_the_end(client: Any, target: DbfsUrl, start: int, err: BaseException) -> bool:
+    """Whether ``err`` (from a ranged GET) is the Files API's ``416 Range Not Satisfiable`` for a range that starts
+    at or after the end of the file: the error names an unsatisfiable range (its code or message; the SDK keeps no
+    status code), and the file's size, asked for once more, confirms it. Any other error (not found, denied,
+    throttled, a message that merely contains the word "range") is not."""
+    from databricks.sdk import errors as sdk
+    if isinstance(err, (sdk.NotFound, sdk.PermissionDenied, sdk.Unauthenticated, sdk.TooManyRequests,
+                        sdk.TemporarilyUnavailable, sdk.InternalError, sdk.DeadlineExceeded, sdk.Aborted)):
+        return False
+    if not _UNSATISFIABLE.search(f'{getattr(err, "error_code", None) or ""} {err}'):
+        return False
+    try:
+        size = _int(client.files.get_metadata(target.path).content_length)
+    except Exception:  # the size cannot be confirmed: the original error stands
+        return False
+    return size is not None and start >= size
+
+
+def _without_content_range(client: Any, target: DbfsUrl, start: int, length: int, data: bytes) -> bytes:
+    """The range asked, from an answer without ``Content-Range``: the whole file (a server that ignored the
+    ``Range``) is sliced; otherwise the file's size tells the two apart, and a body of neither length is a
+    retryable :class:`StorageError`."""
+    if start == 0 or len(data) > length:
+        return data[start:start + length]
+    size = _int(client.files.get_metadata(target.path).content_length)
+    if size is None or len(data) == size:
+        return data[start:start + length]
+    if len(data) == max(0, min(length, size - start)):
+        return data
+    raise StorageError(f'Ranged read of {target.shown} (bytes {start}-{start + length - 1}) returned {len(data)} '
+                       f'bytes without a Content-Range, neither the range nor the whole file ({size} bytes).')
+
+
 
 
 def _dbfs_read(client: Any, path: str, start: int, length: int) -> bytes:

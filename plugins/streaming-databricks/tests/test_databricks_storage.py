@@ -7,13 +7,23 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError
-from streaming_core.storage.facade import download_file, exists, get_backend, list_objects, upload_file, url_scheme
+from streaming_core.storage.facade import (
+    download_file,
+    exists,
+    get_backend,
+    list_objects,
+    read_range,
+    upload_file,
+    url_scheme,
+)
 from tests.fixtures.databricks_server import DatabricksServer
+from tests.fixtures.fault_proxy import FaultProxy
 from tests.fixtures.storage_contract import FAST, Harness, StorageContract, unique
 
 pytestmark = pytest.mark.slow
@@ -211,3 +221,45 @@ def test_end_to_end_mds_writer_then_two_dataloader_workers(form: str, databricks
     remote2 = f'{form}/main/default/vol/{unique("e2e-tuple")}'
     write_then_stream_with_workers((str(tmp_path / 'kept'), remote2), remote2, options, str(tmp_path / 'cache2'))
     assert '/' + remote2.split(':', 1)[1].lstrip('/') + '/index.json' in databricks_server.files()
+
+
+def test_only_an_unsatisfiable_range_reads_as_the_end(databricks_server: DatabricksServer, options: dict[str, Any],
+                                                      tmp_path: Any) -> None:
+    """Errors whose text merely holds the word "range" (a path, a message) are errors, not the end of a file."""
+    root = f'{VOLUME}/{unique("arrange")}'
+    source, data = _file(tmp_path, 3000)
+    url = f'{root}/orange.bin'
+    upload_file(source, url, options=options, timeout=10)
+    assert read_range(url, 1000, 500, options=options) == data[1000:1500]
+    assert read_range(url, 3000, 500, options=options, retries=0) == b''  # the real 416: the end
+    with pytest.raises(RemoteNotFoundError):  # "... not found" on a path holding "range"
+        read_range(f'{root}/no-such-orange.bin', 0, 10, options=options, retries=0)
+    with pytest.raises(RemoteNotFoundError):  # the volume does not exist: its name is in the message
+        read_range('dbfs:/Volumes/main/default/orange-volume/x.bin', 0, 10, options=options, retries=0)
+    name = url.rsplit('/', 1)[1]
+    databricks_server.error(1, f'GET .*{name}', 503, 'TEMPORARILY_UNAVAILABLE', 'Reading the byte range failed.')
+    assert read_range(url, 1000, 500, options=options, retries=1, **FAST) == data[1000:1500]
+    databricks_server.error(None, f'GET .*{name}', 400, 'INVALID_PARAMETER_VALUE', 'Range header out of range.')
+    try:
+        with pytest.raises(PermanentStorageError, match='out of range'):
+            read_range(url, 1000, 500, options=options, retries=2, **FAST)
+    finally:
+        databricks_server.clear()
+
+
+def test_a_range_answered_for_other_bytes_is_retried_never_returned(databricks_server: DatabricksServer,
+                                                                    options: dict[str, Any], tmp_path: Any,
+                                                                    fault_proxy: Callable[[str], FaultProxy]) -> None:
+    source, data = _file(tmp_path, 3000)
+    url = f'{VOLUME}/{unique("shifted")}.bin'
+    upload_file(source, url, options=options, timeout=10)
+    proxy = fault_proxy(databricks_server.url)
+    options = {**options, 'host': proxy.url}
+    proxy.wrong_range(1, method='GET', path='/api/2.0/fs/files/')
+    assert read_range(url, 500, 8, options=options, **FAST) == data[500:508]
+    assert proxy.count(method='GET', path='/api/2.0/fs/files/') == 2
+    proxy.wrong_range(None, method='GET', path='/api/2.0/fs/files/')
+    with pytest.raises(StorageError, match='500-507'):
+        read_range(url, 500, 8, options=options, retries=1, **FAST)
+    proxy.clear()
+    assert read_range(url, len(data) - 4, 8, options=options) == data[-4:]  # short at the end: the end

@@ -35,7 +35,6 @@ import http.client
 import json
 import os
 import re
-import shutil
 import urllib.error
 import urllib.request
 from typing import Any
@@ -46,6 +45,8 @@ from streaming_core.plugin_api import (
     ProcessLocal,
     RemoteNotFoundError,
     StorageError,
+    TruncatedDownloadError,
+    check_content_range,
     check_options,
     register_secret,
 )
@@ -303,21 +304,38 @@ class HfBackend(ProcessLocal):
 
     # The StorageBackend protocol.
     def download(self, url: str, path: str, *, timeout: float) -> None:
-        """Stream the file at ``url`` (pinned commit) into ``path``."""
+        """Stream the file at ``url`` (pinned commit) into ``path``. A body shorter than its ``Content-Length`` (the
+        connection closed early) is a retryable :class:`TruncatedDownloadError`, and ``path`` is removed."""
         where = parse_hf_url(url)
         response = self._request(url, self._resolve_url(where, url, timeout), 'GET', timeout)
+        declared = response.headers.get('Content-Length')
+        written = 0
         try:
             with open(path, 'wb') as out:
-                shutil.copyfileobj(response, out, _CHUNK)
-        except (OSError, http.client.HTTPException) as err:
-            if isinstance(err, OSError) and getattr(err, 'filename', None) == path:
-                raise  # our side (disk full, permissions): not the network
-            raise StorageError(f'GET {url}: the download broke off ({type(err).__name__}: {err}).') from None
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK)
+                    except (OSError, http.client.HTTPException) as err:
+                        raise StorageError(f'GET {url}: the download broke off after {written} bytes '
+                                           f'({type(err).__name__}: {err}).') from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    written += len(chunk)
+            if declared is not None and declared.strip().isdigit() and int(declared) != written:
+                raise TruncatedDownloadError(f'GET {url}: the download ended after {written} of {declared} bytes.')
+        except BaseException:
+            try:
+                os.remove(path)  # never leave a partial file under the name asked for
+            except OSError:
+                pass
+            raise
         finally:
             response.close()
 
     def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
-        """``length`` bytes from ``start`` (one ranged GET; ``b''`` past the end)."""
+        """``length`` bytes from ``start`` (one ranged GET; ``b''`` past the end). A partial answer for another
+        range than the one asked (its ``Content-Range``) is a retryable :class:`StorageError`."""
         if length <= 0:
             return b''
         where = parse_hf_url(url)
@@ -331,7 +349,10 @@ class HfBackend(ProcessLocal):
             raise
         try:
             data = _read(response, url, 'GET')
-            data = data if response.status == 206 else data[start:start + length]
+            if response.status != 206:  # the whole file: keep what the range covers
+                return data[start:start + length]
+            check_content_range(response.headers.get('Content-Range'), start, start + length - 1, len(data),
+                                f'GET {url}')
         finally:
             response.close()
         return data
@@ -447,6 +468,8 @@ def _read(response: Any, url: str, method: str) -> bytes:
         return response.read()
     except (OSError, http.client.HTTPException) as err:
         raise StorageError(f'{method} {url}: the answer broke off ({type(err).__name__}: {err}).') from None
+
+
 
 
 def _next_link(header: str | None, current: str) -> str | None:

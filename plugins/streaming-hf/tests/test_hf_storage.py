@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from streaming_core import StreamingDataLoader, StreamingDataset
-from streaming_core.plugin_api import PermanentStorageError, StorageError
-from streaming_core.storage.facade import get_backend
+from streaming_core.plugin_api import PermanentStorageError, StorageError, TruncatedDownloadError
+from streaming_core.storage.facade import clear_backend_cache, download_file, get_backend, read_range
 from streaming_hf.testing import HubServer
 from streaming_hf.url import parse_hf_url
 from tests.deps import require
+from tests.fixtures.fault_proxy import FaultProxy
 
 TOKEN = 'hf_secretTOKENvalue123'
 
@@ -190,3 +192,50 @@ def test_a_warm_start_in_a_new_process_makes_one_request(hub: HubServer, tmp_pat
             asked = [path for _, path, _ in hub.state.requests[before:]]
             # A branch is resolved once per job; a commit names itself.
             assert asked == ([] if inherited or '@' in url else ['/api/datasets/owner/name/revision/main'])
+
+
+def _behind_proxy(hub: HubServer, monkeypatch: pytest.MonkeyPatch, fault_proxy: Callable[[str], FaultProxy],
+                  files: dict[str, bytes]) -> FaultProxy:
+    """Push ``files`` to ``owner/faults`` and reach the Hub through a fault proxy."""
+    hub.state.repo('datasets', 'owner/faults').push(files)
+    proxy = fault_proxy(hub.url)
+    monkeypatch.setenv('HF_ENDPOINT', proxy.url)
+    clear_backend_cache()
+    return proxy
+
+
+def test_a_download_cut_short_is_retried_never_accepted(hub: HubServer, tmp_path: Any,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        fault_proxy: Callable[[str], FaultProxy]) -> None:
+    data = b'{"version": 2, "shards": [' + b', '.join(b'{"n": %d}' % i for i in range(300)) + b']}'
+    proxy = _behind_proxy(hub, monkeypatch, fault_proxy, {'ds/index.json': data})
+    url = 'hf://datasets/owner/faults/ds/index.json'
+    resolve = r'/resolve/.*index\.json'
+    proxy.truncate(1, keep=0.5, method='GET', path=resolve)  # the body ends (FIN) before its Content-Length
+    target = tmp_path / 'once' / 'index.json'
+    download_file(url, str(target), retries=2, initial_backoff=0.01)
+    assert target.read_bytes() == data
+    assert proxy.count(method='GET', path=resolve, fault='truncate') == 1
+    assert proxy.count(method='GET', path=resolve) == 2
+    proxy.truncate(None, keep=0.5, method='GET', path=resolve)
+    with pytest.raises(TruncatedDownloadError, match=f'of {len(data)} bytes'):
+        download_file(url, str(tmp_path / 'never' / 'index.json'), retries=1, initial_backoff=0.01)
+    assert os.listdir(tmp_path / 'never') == []  # no partial file, under any name
+    with pytest.raises(TruncatedDownloadError):
+        get_backend(url).download(url, str(tmp_path / 'direct.json'), timeout=10)
+    assert not (tmp_path / 'direct.json').exists()
+
+
+def test_a_range_answered_for_other_bytes_is_retried_never_returned(hub: HubServer, monkeypatch: pytest.MonkeyPatch,
+                                                                    fault_proxy: Callable[[str], FaultProxy]) -> None:
+    data = bytes(range(256)) * 8
+    proxy = _behind_proxy(hub, monkeypatch, fault_proxy, {'ds/blob.bin': data})
+    url = 'hf://datasets/owner/faults/ds/blob.bin'
+    proxy.wrong_range(1, method='GET', path='/resolve/')
+    assert read_range(url, 500, 8, retries=2, initial_backoff=0.01) == data[500:508]
+    assert proxy.count(method='GET', path='/resolve/') == 2
+    proxy.wrong_range(None, method='GET', path='/resolve/')
+    with pytest.raises(StorageError, match='500-507'):
+        read_range(url, 500, 8, retries=1, initial_backoff=0.01)
+    proxy.clear()
+    assert read_range(url, len(data) - 4, 8) == data[-4:]  # short at the end of the file: its end

@@ -22,6 +22,7 @@ from streaming_core.plugin_api import (
     PermanentStorageError,
     ProcessLocal,
     StorageURL,
+    check_content_range,
     check_options,
     get_list_arg,
     redact_url,
@@ -268,7 +269,8 @@ class S3Backend(ProcessLocal):
 
 
     def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
-        """GET ``Range=bytes=start-end`` of the object: the bytes that exist there (none past its end)."""
+        """GET ``Range=bytes=start-end`` of the object: the bytes that exist there (none past its end). A partial
+        answer for another range than the one asked (its ``ContentRange``) is a retryable :class:`StorageError`."""
         where = StorageURL.parse(url, literal_key=True, scheme='s3', need_key=True)
         bucket, key = where.bucket, where.key
         extra = self._extra(bucket)
@@ -289,9 +291,12 @@ class S3Backend(ProcessLocal):
                 data = body.read()
             finally:
                 body.close()
-            if response.get('ContentRange') is None and len(data) > length:  # a store that ignored the range
-                data = data[start:start + length]
-            return data
+            status = (response.get('ResponseMetadata') or {}).get('HTTPStatusCode')
+            if status == 206 or response.get('ContentRange') is not None:
+                check_content_range(response.get('ContentRange'), start, start + length - 1, len(data),
+                                     f'Ranged read of {redact_url(url)}')
+                return data
+            return data[start:start + length]  # a store that ignored the range: the whole object
 
         return self._call(url, 'Ranged read', timeout, operation)
 
@@ -312,6 +317,8 @@ class S3Backend(ProcessLocal):
             return sorted(found)
 
         return self._call(url, 'Listing', timeout, operation)
+
+
 
 
 def _requester_pays(option: Any) -> bool | frozenset[str]:

@@ -143,6 +143,43 @@ def test_password_in_the_url_never_shown(sftp_server: Any, sftp_env: pytest.Monk
     assert not any(secret in text for text in texts for secret in (PASSWORD, wrong))
 
 
+def test_writer_and_merge_errors_never_show_the_password(sftp_env: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The writer's refusals name the remote output and a leftover object, merge_index names a partition index it
+    cannot download: never with the URL's password, even one holding '@' (all of it up to the host's '@')."""
+    pytest.importorskip('streaming_mds')
+    from streaming_core.errors import DirectoryNotEmptyError
+    from streaming_core.writing.merge import merge_index
+    from streaming_mds import MDSWriter
+    from tests.fixtures.sftp_server import SftpServer
+    password = 'pw@with-an@sign-s3cr3t'
+    with SftpServer(str(tmp_path / 'root'), str(tmp_path / 'keys'), passwords={'tester': password}) as server:
+        options = {'known_hosts_file': server.known_hosts, 'allow_agent': False, 'look_for_keys': False}
+        url = server.url('/data/ds', password=password)
+
+        def write() -> None:
+            with MDSWriter(out=url, columns={'id': 'int'}, size_limit=256, storage_options=options) as writer:
+                for i in range(60):
+                    writer.write({'id': i})
+
+        write()
+        errors = []
+        with pytest.raises(DirectoryNotEmptyError, match='already holds a dataset') as info:
+            write()
+        errors.append(info.value)
+        os.remove(os.path.join(server.root, 'data', 'ds', 'index.json'))  # a writer killed before its commit
+        with pytest.raises(DirectoryNotEmptyError, match='not empty.*shard.00000') as info:
+            write()
+        errors.append(info.value)
+        with pytest.raises(RemoteNotFoundError, match='Failed to download index.json') as info:
+            merge_index([server.url('/data/none/index.json', password=password)], str(tmp_path / 'merged'),
+                        storage_options=options, retries=0)
+        errors.append(info.value)
+    for err in errors:
+        text = f'{err} {err!r} {getattr(err, "__notes__", "")}'
+        assert 'sftp://***@127.0.0.1' in text
+        assert not any(part in text for part in (password, 'with-an', 'sign-s3cr3t')), text
+
+
 def test_unknown_host_refused_unless_trusted_for_the_process(sftp_server: Any, sftp_env: pytest.MonkeyPatch,
                                                              tmp_path: Any) -> None:
     name = f'/data/{_unique("hostkey")}.bin'

@@ -12,6 +12,7 @@ from typing import Any
 from streaming_core.errors import RemoteNotFoundError
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.storage.facade import download_file, is_remote, join, local_path
+from streaming_core.storage.redact import redact_url
 
 __all__ = ['add_storage_option', 'storage_options', 'DatasetIndex', 'index_root', 'locate_index_file', 'open_index',
            'open_located_index', 'human_bytes', 'entry_columns', 'comma_list', 'first_line']
@@ -83,7 +84,7 @@ def locate_index_file(dataset: str, split: str | None, options: dict[str, Any], 
             download_file(url, path, timeout=timeout, options=options)
         except RemoteNotFoundError:
             return None
-        return path, url, root, True
+        return path, redact_url(url), root, True  # the location is for messages
     root = local_path(root)
     path = os.path.join(root, INDEX_BASENAME)
     return (path, path, root, False) if os.path.isfile(path) else None

@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any
 
+from streaming_core.storage.redact import redact_url
 from streaming_core.tools.commands._common import human_bytes
 
 __all__ = ['add_parser', 'run', 'scan_cache', 'MANAGED']
@@ -154,7 +155,8 @@ def _show(info: dict[str, Any]) -> None:
     for d in info['datasets']:
         age = time.strftime('%Y-%m-%d %H:%M', time.localtime(d['modified']))
         splits = ', '.join(s if s != '.' else '(root)' for s in d['splits']) or 'no index'
-        remote = d['remote'] if isinstance(d['remote'], str) else ', '.join(d['remote'] or []) or 'unknown (no record)'
+        remote = redact_url(d['remote']) if isinstance(d['remote'], str) else \
+            ', '.join(redact_url(r) for r in d['remote'] or []) or 'unknown (no record)'
         print(f'  {d["name"]}  {human_bytes(d["bytes"]):>10}  {d["files"]:>6} files  {d["shards_in_index"]} shards, '
               f'{d["samples_in_index"]} samples in index  splits: {splits}  modified {age}')
         print(f'      remote: {remote}')
@@ -165,7 +167,7 @@ def _show(info: dict[str, Any]) -> None:
         print(f'Other local directories read with a remote: {len(elsewhere)}')
         for e in elsewhere:
             gone = '' if e.get('local_exists') else '  (directory no longer exists)'
-            print(f'  {e["local_dir"]}  remote: {e["remote_dir"]}{gone}')
+            print(f'  {e["local_dir"]}  remote: {redact_url(e["remote_dir"])}{gone}')
     plans, state = info['plans'], info['cache_state']
     print(f'Plans:      {plans["count"]} epoch plan files, {human_bytes(plans["bytes"])} ({plans["path"]})')
     print(f'Cache state: {state["count"]} files, {human_bytes(state["bytes"])} ({state["path"]})')

@@ -105,6 +105,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run a built-in converter and print a summary."""
     import streaming_core.tools.convert as convert
+    from streaming_core.storage.redact import redact_url
     function = getattr(convert, BUILTIN[args.converter][0])
     options = writer_options(args)
     if args.converter == 'csv':
@@ -114,6 +115,6 @@ def run(args: argparse.Namespace) -> int:
         columns = ', '.join(f'{name}:{encoding}' for name, encoding in result.columns.items())
         parts = f' from {result.partitions} partitions' if result.partitions > 1 else ''
         print(f'Wrote {result.samples} samples in {result.shards} {result.format} shards{parts} in '
-              f'{result.seconds:.1f} s: {result.out}')
+              f'{result.seconds:.1f} s: {redact_url(result.out)}')
         print(f'Columns: {columns}')
     return 0

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from streaming_core.storage.facade import download_file, is_remote, local_path
+    from streaming_core.storage.redact import redact_url
     from streaming_core.writing.merge import merge_index_from_list, merge_index_from_root
     out: str | tuple[str, str] = (args.out, args.remote) if args.remote else args.out
     options = storage_options(args)
@@ -65,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
             index = json.loads(handle.read())
     shards = index.get('shards', [])
     samples = sum(int(entry.get('samples') or 0) for entry in shards)
-    print(f'Merged {len(shards)} shards ({samples} samples) into {where}')
+    print(f'Merged {len(shards)} shards ({samples} samples) into {redact_url(where)}')
     return 0

@@ -20,6 +20,7 @@ from typing import Any
 
 from streaming_core.errors import DirectoryNotEmptyError, StreamingError
 from streaming_core.storage.facade import exists, is_remote, join, local_path
+from streaming_core.storage.redact import redact_repr, redact_url
 from streaming_core.tools.convert.base import Source
 from streaming_core.tools.convert.columns import (
     INFER_RECORDS,
@@ -83,10 +84,10 @@ def _split_out(out: str | Sequence[str]) -> tuple[str | None, str | None]:
         return (None, out.rstrip('/')) if is_remote(out) else (local_path(out), None)
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):
         if is_remote(out[0]):
-            raise ValueError(f'Invalid output {out!r}: the first element of a (local, remote) pair must be a local '
-                             f'directory.')
+            raise ValueError(f'Invalid output {redact_repr(out)}: the first element of a (local, remote) pair must '
+                             f'be a local directory.')
         return local_path(out[0]), out[1].rstrip('/')
-    raise ValueError(f'Invalid output {out!r}: give a directory, a URL or a (local, remote) pair.')
+    raise ValueError(f'Invalid output {redact_repr(out)}: give a directory, a URL or a (local, remote) pair.')
 
 
 def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options: Mapping[str, Any]) -> None:
@@ -98,8 +99,9 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
                 f'contents, or choose an empty directory.')
         shutil.rmtree(local)
     if remote is not None and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: {join(remote, "index.json")}. Pass '
-                                     f'--exist-ok (exist_ok=True) to overwrite it.')
+        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
+                                     f'{redact_url(join(remote, "index.json"))}. Pass --exist-ok (exist_ok=True) to '
+                                     f'overwrite it.')
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:

@@ -145,6 +145,7 @@ class DatasetShape:
         is streamed: see :meth:`from_file`)."""
         from streaming_core.reading.index_file import INDEX_BASENAME
         from streaming_core.storage.facade import download_file, is_remote, join, local_path
+        from streaming_core.storage.redact import redact_url
         root = where.rstrip('/')
         if root.endswith(INDEX_BASENAME):
             root = root[:-len(INDEX_BASENAME)].rstrip('/') or '.'
@@ -155,7 +156,7 @@ class DatasetShape:
             with tempfile.TemporaryDirectory(prefix='streaming-simulate-') as scratch:
                 path = os.path.join(scratch, INDEX_BASENAME)
                 download_file(url, path, options=storage_options)
-                return cls.from_file(path, url)
+                return cls.from_file(path, redact_url(url))  # the location is for messages
         path = os.path.join(local_path(root), INDEX_BASENAME)
         if not os.path.isfile(path):
             raise FileNotFoundError(f'No index at {path}: give --index a dataset directory, its index.json or a '
