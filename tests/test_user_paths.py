@@ -62,6 +62,41 @@ def test_the_transform_applies_on_every_path(tmp_path, context):
         StreamingDataset(local=path, transform='resize')
 
 
+class OwnTransform(StreamingDataset):
+    """The reference's documented subclass (its StreamingVisionDataset's shape): keeps its own ``self.transform``
+    and applies it in ``__getitem__``."""
+
+    def __init__(self, *, local, transform, **kwargs):
+        super().__init__(local=local, **kwargs)
+        self.transform = transform
+
+    def __getitem__(self, idx):
+        return self.transform(super().__getitem__(idx))
+
+
+class TransformFirst(StreamingDataset):
+    """Sets ``self.transform`` before the base constructor, which must leave it alone."""
+
+    def __init__(self, *, local, transform, **kwargs):
+        self.transform = transform
+        super().__init__(local=local, **kwargs)
+
+    def __getitem__(self, idx):
+        return self.transform(super().__getitem__(idx))
+
+
+@pytest.mark.parametrize('cls', [OwnTransform, TransformFirst])
+def test_a_subclass_own_transform_is_applied_once(tmp_path, cls):
+    """The base class used to apply ``self.transform`` too: every value transformed twice, with no error."""
+    path = write_mds(str(tmp_path / 'ds'), 60, size_limit=1 << 16)
+    dataset = cls(local=path, transform=add_one, batch_size=6, shuffle=True)
+    expected = list(range(1, 61))
+    assert dataset.transform is add_one
+    assert dataset[0]['id'] == 1
+    assert sorted(ids_of(dataset)) == expected
+    assert sorted(ids_of(StreamingDataLoader(dataset, batch_size=6, num_workers=2))) == expected
+
+
 def test_stream_objects_are_inputs_never_changed(tmp_path):
     a = write_mds(str(tmp_path / 'a'), 40)
     b = write_mds(str(tmp_path / 'b'), 60, start=1000)

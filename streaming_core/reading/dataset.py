@@ -93,7 +93,8 @@ class StreamingDataset(IterableDataset):
             option the format does not take is a ``FormatOptionError`` naming it.
         transform: A callable applied to every sample :meth:`get_item` returns, on every path (iteration,
             ``dataset[i]``, slices); it must be picklable for spawned DataLoader workers (a module-level function
-            or a ``torchvision.transforms`` object, not a lambda).
+            or a ``torchvision.transforms`` object, not a lambda). It is not kept as ``self.transform``: a subclass's
+            own ``self.transform``, which it applies itself (the reference's pattern), is never applied again.
 
     The ``streams`` given are never modified: the dataset works on its own copies (``dataset.streams``).
 
@@ -140,7 +141,7 @@ class StreamingDataset(IterableDataset):
         self.order_config.check_registered()
         check_run_arguments(predownload, world, on_bad_sample, transform)
         self.on_bad_sample = on_bad_sample
-        self.transform = transform
+        self._sample_transform = transform  # never self.transform: a subclass's own (the reference's pattern)
         stream_cls = stream_class(stream_name) if not streams else Stream  # ignored with `streams`, as the reference
 
         self.split = split
@@ -455,7 +456,7 @@ class StreamingDataset(IterableDataset):
         ahead = (lambda: self._plan_ahead(world, epoch + 1)) if self.epoch_size >= PLAN_AHEAD_MIN else None
         with gc_paused():
             iterator = EpochIterator(self, ids[skip:], epoch, on_prefetched=ahead, read=self._sample_reader(),
-                                     transform=self.transform)
+                                     transform=self._sample_transform)
         from streaming_core.reading.state_dict import WorkerPosition
         self._position = WorkerPosition(epoch, offset, skip, len(ids), world.worker, world.workers_per_rank,
                                         world.replicate(self.replication).num_ranks, iterator)
@@ -584,12 +585,13 @@ class StreamingDataset(IterableDataset):
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style indexing: an int (negative counts from the end), a slice, a list or an array of ids (the
         ``transform``, if any, applied to each sample)."""
-        item = self.get_item if self.transform is None else self._transformed_item
+        item = self.get_item if self._sample_transform is None else self._transformed_item
         return getitem(at, self.catalogue.num_samples, item, self.__getitem__)
 
     def _transformed_item(self, sample_id: int) -> Any:
         sample = self.get_item(sample_id)
-        return sample if self.transform is None else self.transform(sample)
+        transform = self._sample_transform
+        return sample if transform is None else transform(sample)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
         """Download (and decompress) one shard now."""
