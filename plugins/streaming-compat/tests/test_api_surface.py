@@ -227,3 +227,33 @@ def test_spanner_takes_the_reference_signature() -> None:
         assert [spanner[i] for i in range(8)] == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4)]
     with pytest.raises(IndexError):
         Spanner(np.array([3, 0, 5]))[8]
+
+
+def test_the_reference_vision_base_class_can_be_subclassed(tmp_path):
+    """``streaming.vision.base.StreamingVisionDataset``: ``(x, y)`` pairs after the transforms, each applied once, on
+    ``dataset[i]`` and when iterated by a DataLoader with workers."""
+    from streaming import MDSWriter, StreamingDataLoader
+    from streaming.vision.base import StreamingVisionDataset
+    with MDSWriter(out=str(tmp_path / 'ds'), columns={'x': 'int', 'y': 'int'}) as writer:
+        for i in range(40):
+            writer.write({'x': i, 'y': 100 + i})
+
+    class Pairs(StreamingVisionDataset):
+        pass
+
+    dataset = Pairs(local=str(tmp_path / 'ds'), batch_size=4, shuffle=True, transform=_plus_one,
+                    target_transform=_negate)
+    assert dataset[3] == (4, -103)
+    seen = [(int(x), int(y)) for xs, ys in StreamingDataLoader(dataset, batch_size=4, num_workers=2)
+            for x, y in zip(xs, ys)]
+    assert sorted(seen) == [(i + 1, -(100 + i)) for i in range(40)]
+    with pytest.raises(ValueError, match='Only transforms or transform/target_transform'):
+        Pairs(local=str(tmp_path / 'ds'), batch_size=4, transforms=lambda x, y: (x, y), transform=_plus_one)
+
+
+def _plus_one(x):
+    return x + 1
+
+
+def _negate(y):
+    return -y

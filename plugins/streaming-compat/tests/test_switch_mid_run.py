@@ -44,6 +44,10 @@ SCRIPT = textwrap.dedent('''
                 out['first'] = list(seen)
         out['rest'] = seen[len(out['first']):]
         out['next_epoch'] = [int(x) for batch in loader for x in batch['id']]
+    elif mode == 'end':  # the state after the last batch of an epoch
+        out['epoch0'] = [int(x) for batch in loader for x in batch['id']]
+        out['state'] = loader.state_dict()
+        out['epoch1'] = [int(x) for batch in loader for x in batch['id']]
     else:
         with open(state_file) as handle:
             loader.load_state_dict(json.load(handle))
@@ -106,3 +110,24 @@ def test_the_reference_resumes_a_run_started_on_ours(ref_python: str, tmp_path: 
                    guard=True)
     assert resumed['rest'] == started['rest']
     assert resumed['next_epoch'] == started['next_epoch']
+
+
+@pytest.mark.slow
+@pytest.mark.compat
+def test_a_reference_state_taken_at_the_end_of_an_epoch(ref_python: str, tmp_path: Any) -> None:
+    """docs/migrating.md: the reference's state after the last batch of epoch 0 says (0, every sample); loading it,
+    the reference's first loop yields nothing and epoch 1 comes with the next; ours starts epoch 1 at once."""
+    data = str(tmp_path / 'data')
+    _run(ref_python, ['write', data, '-', '-', '0'], tmp_path, guard=True)
+    ended = _run(ref_python, ['end', data, str(tmp_path / 'ref-local'), '-', '0'], tmp_path, guard=True)
+    assert sorted(ended['epoch0']) == list(range(150)) and sorted(ended['epoch1']) == list(range(150))
+    assert ended['epoch0'] != ended['epoch1']
+    assert (ended['state']['epoch'], ended['state']['sample_in_epoch']) == (0, 150)
+    state_file = tmp_path / 'state.json'
+    state_file.write_text(json.dumps(ended['state']))
+    reference = _run(ref_python, ['resume', data, str(tmp_path / 'ref-local-2'), str(state_file), '0'], tmp_path,
+                     guard=True)
+    assert reference['rest'] == [] and reference['next_epoch'] == ended['epoch1']
+    ours = _run(sys.executable, ['resume', data, str(tmp_path / 'our-local'), str(state_file), '0'], tmp_path,
+                guard=False)
+    assert ours['rest'] == ended['epoch1']
