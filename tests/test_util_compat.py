@@ -24,6 +24,9 @@ def test_the_moved_helpers_behave():
     assert arguments.get_list_arg('a,,b') == ['a', 'b'] and arguments.get_list_arg(None) == []
     with pytest.raises(ValueError, match='Unsupported value/suffix'):
         arguments.bytes_to_int('12kbb')
+    assert arguments.number_abbrev_to_int('1.5k') == 1500 and arguments.number_abbrev_to_int(' 7 ') == 7
+    with pytest.raises(ValueError, match='whole number'):  # the reference refuses it too; it used to give 3
+        arguments.number_abbrev_to_int('3.3')
     calls = []
 
     @retries.retry(KeyError, num_attempts=3, initial_backoff=0.0, max_jitter=0.0)

@@ -55,6 +55,8 @@ def number_abbrev_to_int(value: int | float | str) -> int:
         raise ValueError(f'Unsupported value/suffix {value!r}: expected a count such as 1000, "100k", "64m", '
                          f'"1.5b" (k, m, b, t are powers of 10).')
     number, suffix = match.groups()
+    if not suffix and '.' in number:  # as the reference: '3.3' is no count ('3.3k' is 3300)
+        raise ValueError(f'Unsupported value {value!r}: a count without a suffix must be a whole number.')
     return int(float(number) * _COUNT_SUFFIXES.get(suffix, 1))
 
 
