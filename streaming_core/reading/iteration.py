@@ -237,7 +237,7 @@ class EpochIterator:
         released = list(self._open_until)
         self._open_until.clear()
         for shard in released:
-            self.manager.release(shard, unmap=False)
+            self.manager.release(shard)
         logger.debug('epoch %d: idle, gave up %d pinned shard(s) to a reader short of cache room', self.epoch,
                      len(released))
 

@@ -61,7 +61,7 @@ def _watch(ref: weakref.ref[ShardManager], pid: int) -> None:
             reads, active_at = manager.random_reads, now
         cache = manager.cache
         if cache is not None and now - active_at >= IDLE_AFTER and cache.short_of_room():
-            manager.trim(keep=0, unmap=False)
+            manager.trim(keep=0)
         del manager
 
 

@@ -415,7 +415,7 @@ class ShardManager:
             oldest = list(itertools.islice((s for s in self._views if s != shard and self._closable(s)), over)) \
                 if over > 0 else []
         for other in oldest:  # reopened when read again; another thread may be reading it now
-            self.close(other, unmap=False)
+            self.close(other)
         cache = self.cache if self.evictable(shard) else None
         if cache is not None:
             cache.touch(self.file_of(shard))
@@ -478,7 +478,7 @@ class ShardManager:
             if view is None:
                 view = self.open(shard, make_room)
             if len(self._views) > self.max_open:
-                self.trim(spare=shard, unmap=False)  # random access may run in several threads
+                self.trim(spare=shard)
             if make_room is not None and self.evictable(shard):
                 note_random_access(self)
             self.random_reads += 1
@@ -514,7 +514,7 @@ class ShardManager:
         (their pins keep files from eviction), or None without a cache limit."""
         if self.cache is None:
             return None
-        return lambda: self.trim(keep=0, spare=shard, unmap=False)
+        return lambda: self.trim(keep=0, spare=shard)
 
     def check_files(self, shard: int, paths: Sequence[str]) -> None:
         """Check a shard's local raw files against the index (once per process; called when it is first opened).
@@ -579,40 +579,38 @@ class ShardManager:
         with self._views_lock:
             self._holds[shard] = self._holds.get(shard, 0) + 1
 
-    def release(self, shard: int, unmap: bool = True) -> None:
-        """An iterator is done with the shard: close it once no iterator holds it (``unmap``: see :meth:`close`)."""
+    def release(self, shard: int) -> None:
+        """An iterator is done with the shard: close it once no iterator holds it (see :meth:`close`)."""
         with self._views_lock:
             count = self._holds.get(shard, 0) - 1
             if count > 0:
                 self._holds[shard] = count
                 return
             self._holds.pop(shard, None)
-        self.close(shard, unmap=unmap)
+        self.close(shard)
 
-    def close(self, shard: int, unmap: bool = True) -> None:
-        """Close a shard's view and release its pin. With ``unmap=False`` the view is only dropped: another thread
-        may be reading a sample through it right now, and its memory map closes when the last reference goes (on
-        Linux a mapped file stays readable after eviction removes it)."""
+    def close(self, shard: int) -> None:
+        """Close a shard's view and release its pin. The view is dropped, never unmapped here: another thread may be
+        reading a sample through it right now (``dataset[i]`` beside an iterator), and its memory map closes when the
+        last reference goes, at once in CPython (on Linux a mapped file stays readable after eviction removes it)."""
         with self._views_lock:
             view = self._views.pop(shard, None)
         if view is None:
             return
-        if unmap:
-            view.close()
         if self.evictable(shard) and self._pid == os.getpid():
             self._pinned.pop(shard, None)
             self._locks(shard).release(self._use_byte(shard))
 
-    def trim(self, keep: int | None = None, spare: int | None = None, unmap: bool = True) -> None:
+    def trim(self, keep: int | None = None, spare: int | None = None) -> None:
         """Close the oldest views beyond ``keep`` (default ``max_open``), never one an iterator holds nor ``spare``
-        (the one the caller is about to read); ``unmap``: see :meth:`close`."""
+        (the one the caller is about to read)."""
         limit = self.max_open if keep is None else keep
         with self._views_lock:
             excess = len(self._views) - limit
             victims = [shard for shard in self._views
                        if shard not in self._holds and shard != spare][:max(excess, 0)]
         for shard in victims:
-            self.close(shard, unmap=unmap)
+            self.close(shard)
 
     def close_all(self) -> None:
         """Close every view (releasing every pin)."""
