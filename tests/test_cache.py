@@ -188,3 +188,22 @@ def test_a_path_and_its_file_url_share_one_default_cache(tmp_path, monkeypatch):
     by_url = StreamingDataset(remote='file://' + remote, batch_size=4)
     assert by_path.streams[0].local_dir == by_url.streams[0].local_dir
     assert sorted(int(s['id']) for s in by_url) == list(range(20))
+
+
+def test_datasets_over_the_same_streams_share_one_account_others_do_not(tmp_path):
+    """docs/guide/reading.md: processes of datasets over the same streams share one cache account (each sees the
+    other's downloads); a dataset over another set of streams sharing a directory keeps its own."""
+    x = write_mds(str(tmp_path / 'x'), 200, size_limit=1 << 10, sample_size=64)
+    y = write_mds(str(tmp_path / 'y'), 100, start=1000, size_limit=1 << 10, sample_size=64)
+    local_x, local_y = str(tmp_path / 'lx'), str(tmp_path / 'ly')
+
+    def make(*pairs):
+        return StreamingDataset(streams=[Stream(remote=r, local=loc) for r, loc in pairs], batch_size=4,
+                                cache_limit='60kb')
+    a, same = make((x, local_x)), make((x, local_x))
+    other = make((x, local_x), (y, local_y))
+    before = other.cache_usage
+    assert same.cache_usage == a.cache_usage == before - os.path.getsize(os.path.join(local_y, 'index.json'))
+    assert sorted(ids_of(a)) == list(range(200))
+    assert same.cache_usage == a.cache_usage > before  # one account: the other dataset's downloads are counted
+    assert other.cache_usage == before  # its own account: it counted what was on disk when it started
