@@ -221,3 +221,37 @@ def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_p
     with pytest.raises(HashMismatchError, match=r'shard\.00003\.mds'):
         for i in range(b.num_samples):
             b[i]
+
+
+@pytest.mark.parametrize('hashes', [None, ['xxh64']])
+def test_a_remote_without_its_index_serves_nothing_new_under_the_local_copy(tmp_path, monkeypatch, hashes):
+    """A writer rewriting a remote in place removes its index.json first. A job constructed meanwhile used to fall
+    back to its local copy of the old index and download the new version's files under it; a job already running
+    took the missing index for an unreachable one. Both now download only files that match the recorded hashes,
+    and stop (DatasetVersionError) otherwise."""
+    import os
+    import warnings
+
+    from streaming_core.reading import remote_watch
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 0.0)
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 400, size_limit=1 << 10, hashes=hashes)
+    first = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert int(first[0]['id']) == 0  # synced: the local copy of the index, one shard
+    running = iter(StreamingDataset(remote=remote, local=local, batch_size=4, predownload=1))
+    head = [int(next(running)['id']) for _ in range(4)]
+    rewrite = str(tmp_path / 'v2')
+    write_mds(rewrite, 400, start=100000, size_limit=1 << 10, hashes=hashes)
+    os.remove(os.path.join(remote, 'index.json'))
+    for name in sorted(os.listdir(rewrite))[:8]:  # half-way through: the first shards are the new version's
+        if name.startswith('shard.'):
+            os.replace(os.path.join(rewrite, name), os.path.join(remote, name))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        late = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert any('has no index.json' in str(w.message) for w in caught)
+    assert int(late[0]['id']) == 0  # already local: still the old version's
+    for samples, before in ((iter(late), []), (running, head)):
+        rest, message = _read_until_error(samples)
+        assert all(i < 400 for i in before + rest), 'a sample of the new version was served under the old index'
+        assert message is not None and 'absent' in message

@@ -81,7 +81,7 @@ from streaming_core.storage.facade import (
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index', 'stale_files', 'INDEX_LOCK_BYTE',
-           'probe_remote_index']
+           'probe_remote_index', 'REMOTE_INDEX_ABSENT']
 
 logger = logging.getLogger('streaming_core.reading.index_sync')
 
@@ -317,17 +317,25 @@ def _foreign_warm(stream: Any, stat: FileIdentity) -> SyncedIndex | None:
     return SyncedIndex(path, None, identity, derived)
 
 
+#: The remote index's "identity" when the remote has no ``index.json``: deleted, or a writer rewriting the remote
+#: (it removes the index first and commits the new one last). Never the version a job read.
+REMOTE_INDEX_ABSENT = 'absent (no index.json there)'
+
+
 def probe_remote_index(stream: Any) -> str | None:
-    """The identity of the stream's remote ``index.json`` now, from one stat (None: unknown or unreachable)."""
-    return _probe(stream, join(stream.remote_dir, INDEX_BASENAME))
+    """The identity of the stream's remote ``index.json`` now, from one stat (None: unknown or unreachable;
+    :data:`REMOTE_INDEX_ABSENT` when it does not exist)."""
+    return _probe(stream, join(stream.remote_dir, INDEX_BASENAME), absent=REMOTE_INDEX_ABSENT)
 
 
-def _probe(stream: Any, url: str) -> str | None:
+def _probe(stream: Any, url: str, absent: str | None = None) -> str | None:
     """The remote index's identity without downloading it (``None``: unknown or unreachable; the download that
-    follows then decides, and reports errors)."""
+    follows then decides, and reports errors; ``absent`` when the object does not exist)."""
     try:
         found = stat_object(url, timeout=float(stream.download_timeout), options=stream.storage_options,
                             retries=int(stream.download_retry))
+    except RemoteNotFoundError:
+        return absent
     except Exception as err:  # the download below reports the failure properly
         logger.debug('stat of %s failed: %s', redact_url(url), err)
         return None
@@ -508,6 +516,10 @@ class _Refresh:
                 if recorded and record is not None else 'an unknown time (no record)')
         message = (f'Cannot read the remote index {self.shown} ({type(err).__name__}: {err}); using the local copy '
                    f'{self.path}, last compared with the remote at {when}. It may be out of date.')
+        if isinstance(err, FileNotFoundError):  # no index there: deleted, or a writer rewriting the remote
+            self.stream._remote_index_now = REMOTE_INDEX_ABSENT  # downloads must match the copy's hashes
+            message += (' The remote has no index.json (deleted, or being rewritten): a shard missing here is '
+                        'downloaded only if it matches the hash the local copy records.')
         warnings.warn(message, stacklevel=2)
         logger.warning(message)
         foreign = _foreign_obj(data)

@@ -5,7 +5,8 @@ the remote its index came from. When that remote is rewritten meanwhile, with th
 samples, tokenized sequences of one length), the size check passes and the new version's samples would be served
 under the old index. Before a shard download, a stream whose index version is named by the remote ``index.json``'s
 stat (``stat:``, an object store or a local path) stats it again, at most every :data:`RECHECK_SECONDS` per stream and
-process (one request). Once it has changed, every later download of the stream is checked against the hash this
+process (one request); a remote with no ``index.json`` (deleted, or a writer rewriting it) counts as changed. Once
+it has changed, every later download of the stream is checked against the hash this
 job's index records for the file (the file may be unchanged: a dataset extended in place), and a file without a
 recorded hash stops the job, since nothing can tell which version it holds.
 
