@@ -230,3 +230,38 @@ def test_a_forked_child_starts_with_no_locks(lock_path):
     assert locks.held(6)
     assert _other_process_gets(lock_path, 8, 'ex')  # the child's lock died with it
     locks.release(6)
+
+
+def test_a_child_forked_while_a_module_lock_is_held_gets_it_free():
+    """A DataLoader forking its workers while another thread of the parent holds a module-level lock (the plan
+    cache's waits up to 10 s in it): the child's copy used to stay locked forever."""
+    import os
+    import threading
+
+    from streaming_core.ordering import plan_cache, rank_versions
+    from streaming_core.storage import facade, redact
+    locks = [plan_cache._held_mutex, rank_versions._ordinals_lock, facade._backends_lock, redact._lock]
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        done.wait(30)
+        for lock in locks:
+            lock.release()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        pid = os.fork()
+        if pid == 0:  # the child: each module's lock must be free
+            fresh = [plan_cache._held_mutex, rank_versions._ordinals_lock, facade._backends_lock, redact._lock]
+            ok = all(lock.acquire(timeout=2) for lock in fresh)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, 'a module lock was still held in the forked child'
+    finally:
+        done.set()
+        thread.join(10)

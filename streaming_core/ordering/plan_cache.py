@@ -18,7 +18,6 @@ import hashlib
 import logging
 import os
 import struct
-import threading
 import time
 import zlib
 from collections import OrderedDict
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.common.paths import coordination_dir
 from streaming_core.errors import WaitTimeoutError
 from streaming_core.storage.facade import temp_name
@@ -57,7 +57,7 @@ _corrupt_seen: set[str] = set()
 
 _held: 'OrderedDict[tuple[str, int], RangeLocks]' = OrderedDict()
 _held_pid = os.getpid()
-_held_mutex = threading.Lock()
+_held_mutex = ForkSafeLock()  # a forked child never inherits it held
 
 
 def plan_key(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: int) -> str:

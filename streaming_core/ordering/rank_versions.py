@@ -22,10 +22,10 @@ import collections
 import hashlib
 import logging
 import os
-import threading
 import weakref
 from typing import Any, Sequence
 
+from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.errors import DatasetVersionError
 from streaming_core.ordering.world import _dist, _in_dataloader_worker, _store_key
 from streaming_core.storage.redact import redact_url
@@ -36,7 +36,7 @@ logger = logging.getLogger('streaming_core.ordering.rank_versions')
 
 _PREFIX = 'streaming_core/dataset_version'
 _ordinals: collections.Counter[str] = collections.Counter()
-_ordinals_lock = threading.Lock()
+_ordinals_lock = ForkSafeLock()  # a forked child never inherits it held
 _pending: 'weakref.WeakSet[VersionCheck]' = weakref.WeakSet()  # checks not yet offered to a store
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.errors import (
     HashMismatchError,
     PermanentStorageError,
@@ -40,7 +41,7 @@ LOCAL_FILE_ERRORS: tuple[type[OSError], ...] = (FileNotFoundError, PermissionErr
 T = TypeVar('T')
 
 _backends: dict[tuple[int, str, tuple[tuple[str, Any], ...]], StorageBackend] = {}
-_backends_lock = threading.Lock()
+_backends_lock = ForkSafeLock()  # a forked child never inherits it held
 
 
 #: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).

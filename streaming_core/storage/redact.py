@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from typing import Any
+
+from streaming_core.common.fork_safe import ForkSafeLock
 
 __all__ = ['redact_url', 'redact_repr', 'register_secret', 'redact_text', 'install_log_redaction', 'RedactingFilter']
 
 _secrets: set[str] = set()
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # a forked child never inherits it held
 _PATTERNS = [
     # header or query parameter names followed by a value: Authorization, X-Amz-Security-Token, Signature, sig ...
     re.compile(r'''(?ix)((?:authorization|x-amz-security-token|x-amz-signature|x-amz-credential|signature|
