@@ -75,3 +75,36 @@ def test_many_epochs_leave_a_bounded_number_of_plan_files(tmp_path, monkeypatch)
         assert sorted(int(s['id']) for s in dataset) == list(range(40))
         seen = max(seen, len(_present(directory)))
     assert 1 <= len(_present(directory)) <= 4 and seen <= 4
+
+
+LOADER = '''
+import sys
+from streaming_core import StreamingDataset
+dataset = StreamingDataset(local=sys.argv[1], batch_size=4, shuffle=True, num_canonical_nodes=1)
+assert sorted(int(s['id']) for s in dataset) == list(range(40))
+print('read', flush=True)
+sys.stdin.read()  # until the test closes stdin
+'''
+
+
+def test_a_process_that_only_loaded_a_plan_holds_it(tmp_path):
+    """A DataLoader worker loads the plan another process computed (the fast path): it must mark it in use too, so
+    pruning keeps it while that process lives (docs/guide/cache.md)."""
+    data = write_mds(str(tmp_path / 'data'), 40)
+    env = {**os.environ, 'PYTHONPATH': ROOT}
+    subprocess.run([sys.executable, '-c', LOADER, data], input='', text=True, env=env, check=True, timeout=120,
+                   capture_output=True)  # computes the plan, then exits
+    directory = coordination_dir('plans')
+    (key,) = _present(directory)
+    loader = subprocess.Popen([sys.executable, '-c', LOADER, data], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=env)
+    try:
+        assert loader.stdout is not None and loader.stdout.readline().strip() == 'read'
+        path = os.path.join(directory, f'{key}.npy')
+        os.utime(path, (time.time() - plans.MAX_PLAN_AGE - 60,) * 2)  # unused for too long: pruned unless held
+        plans.prune_plans(directory)
+        assert _present(directory) == {key}
+    finally:
+        loader.communicate(input='', timeout=60)
+    plans.prune_plans(directory)
+    assert _present(directory) == set()

@@ -90,14 +90,10 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
         return planner.plan_node(world, epoch, sample_in_epoch, node)
     key = plan_key(planner, world, epoch, sample_in_epoch, node)
     path = os.path.join(directory, f'{key}.npy')
-    plan = _load(path)
-    if plan is not None:
-        planner.warn(stacklevel=2)  # what a computed plan warns, a cached one warns too
-        return plan
     locks = RangeLocks.for_path(os.path.join(directory, 'plans.lock'))
     plan = _load(path)
     if plan is not None:
-        planner.warn(stacklevel=2)
+        planner.warn(stacklevel=2)  # what a computed plan warns, a cached one warns too
         _hold(locks, key)
         return plan
     byte = int(key[:8], 16) % _LOCK_BYTES
