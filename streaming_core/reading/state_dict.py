@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import numbers
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from streaming_core.ordering.world import World
 
 __all__ = ['STATE_KEYS', 'POSITION_FIELDS', 'WorkerPosition', 'make_state', 'parse_state', 'worker_start',
-           'loader_had_finished']
+           'loader_had_finished', 'warn_past_the_epoch']
 
 logger = logging.getLogger('streaming_core.reading.state_dict')
 
@@ -173,3 +174,16 @@ def loader_had_finished(shared: Any, slot: int, world: World, epoch: int, offset
                            timeout, epoch + 1)
             return True
         time.sleep(0.005)
+
+
+def warn_past_the_epoch(epoch: int, offset: int, samples: int, slack: int) -> None:
+    """Warn that a loaded position (``offset`` samples into ``epoch``) lies past the epoch's ``samples`` by more than
+    its padding can add (``slack``): the state was most likely saved for another, bigger dataset. The position still
+    ends the epoch, as the reference's padded end-of-epoch states do."""
+    if offset <= samples + slack:
+        return
+    message = (f'The loaded state is {offset} samples into epoch {epoch}, but an epoch of this dataset has {samples} '
+               f'samples: epoch {epoch} counts as done and epoch {epoch + 1} starts. Was the checkpoint saved for '
+               f'another dataset?')
+    warnings.warn(message, stacklevel=3)
+    logger.warning(message)
