@@ -112,11 +112,14 @@ def test_the_reference_resumes_a_run_started_on_ours(ref_python: str, tmp_path: 
     assert resumed['next_epoch'] == started['next_epoch']
 
 
+
 @pytest.mark.slow
 @pytest.mark.compat
-def test_a_reference_state_taken_at_the_end_of_an_epoch(ref_python: str, tmp_path: Any) -> None:
+def test_reference_states_at_and_past_the_end_of_an_epoch(ref_python: str, tmp_path: Any) -> None:
     """docs/migrating.md: the reference's state after the last batch of epoch 0 says (0, every sample); loading it,
-    the reference's first loop yields nothing and epoch 1 comes with the next; ours starts epoch 1 at once."""
+    the reference's first loop yields nothing and epoch 1 comes with the next; ours starts epoch 1 at once. A state
+    past the epoch (300 samples into an epoch of 150: saved for another dataset) the reference refuses; ours ends
+    the epoch (with a warning)."""
     data = str(tmp_path / 'data')
     _run(ref_python, ['write', data, '-', '-', '0'], tmp_path, guard=True)
     ended = _run(ref_python, ['end', data, str(tmp_path / 'ref-local'), '-', '0'], tmp_path, guard=True)
@@ -132,22 +135,13 @@ def test_a_reference_state_taken_at_the_end_of_an_epoch(ref_python: str, tmp_pat
                 guard=False)
     assert ours['rest'] == ended['epoch1']
 
-
-@pytest.mark.slow
-@pytest.mark.compat
-def test_a_state_past_the_epoch_the_reference_refuses_ours_ends_it_with_a_warning(ref_python: str,
-                                                                                   tmp_path: Any) -> None:
-    """docs/migrating.md: a state 300 samples into an epoch of 150 (saved for another dataset)."""
-    data = str(tmp_path / 'data')
-    _run(ref_python, ['write', data, '-', '-', '0'], tmp_path, guard=True)
-    ended = _run(ref_python, ['end', data, str(tmp_path / 'ref-local'), '-', '0'], tmp_path, guard=True)
-    state_file = tmp_path / 'state.json'
-    state_file.write_text(json.dumps(dict(ended['state'], sample_in_epoch=300)))
+    past = tmp_path / 'past.json'
+    past.write_text(json.dumps(dict(ended['state'], sample_in_epoch=300)))
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV')}
     env['TMPDIR'] = str(tmp_path / 'tmp')
-    refused = subprocess.run([ref_python, '-c', SCRIPT, 'resume', data, str(tmp_path / 'ref-local-2'),
-                              str(state_file), '0'], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    refused = subprocess.run([ref_python, '-c', SCRIPT, 'resume', data, str(tmp_path / 'ref-local-3'), str(past),
+                              '0'], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert refused.returncode != 0 and 'ValueError' in refused.stderr
-    ours = _run(sys.executable, ['resume', data, str(tmp_path / 'our-local'), str(state_file), '0'], tmp_path,
+    ours = _run(sys.executable, ['resume', data, str(tmp_path / 'our-local-2'), str(past), '0'], tmp_path,
                 guard=False)
     assert ours['rest'] == ended['epoch1']
