@@ -115,14 +115,17 @@ class SourceFile:
 
 
 def _hidden(name: str) -> bool:
-    return any(part.startswith('.') for part in name.split('/')) or name.endswith('.tmp')
+    """Left out of a listing, as pyarrow and Spark do: a path component starting with ``.`` or ``_`` (Spark's
+    ``_temporary/`` attempts, ``_SUCCESS``, ``_committed_*``), and temporary files (``*.tmp``)."""
+    return any(part.startswith(('.', '_')) for part in name.split('/')) or name.endswith('.tmp')
 
 
 def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
                 options: dict[str, Any] | None = None) -> list[SourceFile]:
     """The files under the directory ``root`` (a local path or URL), sorted by name, with sizes and etags / mtimes.
 
-    Hidden files (a path component starting with ``.``) and temporary files (``*.tmp``) are left out.
+    Hidden files (a path component starting with ``.`` or ``_``, as pyarrow and Spark skip them) and temporary files
+    (``*.tmp``) are left out.
 
     Raises:
         DerivedIndexError: the store's listing gives no size for a file.

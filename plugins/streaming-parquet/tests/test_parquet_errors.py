@@ -75,6 +75,29 @@ def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any) -> 
         dataset[200]
 
 
+def test_spark_leftovers_are_not_read_as_data(tmp_path: Any) -> None:
+    """A Spark output directory: part files, ``_SUCCESS`` and a failed attempt's copy under ``_temporary/``. The
+    copy's rows were read too (repeated, silently); paths with a component starting with ``_`` are left out, as
+    pyarrow and Spark do."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+    data = str(tmp_path / 'spark-out')
+    os.makedirs(data)
+    for part in range(2):
+        ids = list(range(part * 50, part * 50 + 50))
+        pq.write_table(pa.table({'id': ids}), os.path.join(data, f'part-0000{part}-abc.snappy.parquet'))
+    attempt = os.path.join(data, '_temporary', '0', '_temporary', 'attempt_202611270000_0001_m_000001_1')
+    os.makedirs(attempt)
+    shutil.copy(os.path.join(data, 'part-00001-abc.snappy.parquet'), attempt)
+    open(os.path.join(data, '_SUCCESS'), 'w').close()
+    dataset = StreamingDataset(local=data, batch_size=1)
+    assert sorted(int(s['id']) for s in dataset) == list(range(100))
+    assert pads.dataset(data).count_rows() == 100  # what pyarrow reads of the same directory
+
+
 def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> None:
     empty = str(tmp_path / 'empty')
     os.makedirs(empty)

@@ -124,6 +124,18 @@ def _padded(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
 
+def _check_nothing_after(read: ReadAt, pos: int, size: int, shown: str) -> None:
+    """Past the end-of-archive block a tar holds only zeros (its record padding). Data there is another tar
+    appended with ``cat`` (which ``tar`` and WebDataset stop before, silently): refused, never left out. Only the
+    first MiB is looked at: the appended tar starts right after the record padding."""
+    rest = read(pos, min(size - pos, 1 << 20))
+    if rest.strip(b'\0'):
+        where = pos + len(rest) - len(rest.lstrip(b'\0'))
+        raise ShardCorruptError(f'{shown} holds data at byte {where}, after its end-of-archive block at byte {pos}: '
+                                f'tars joined with `cat`? Readers stop at the first end block, so those members '
+                                f'would be left out. Write one tar (`tar --concatenate`, or write the samples again).')
+
+
 def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
     """The regular files of a tar of ``size`` bytes, from its headers, in tar order.
 
@@ -134,7 +146,8 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
 
     Raises:
         ShardCorruptError: naming the file (and the member, when known): not a tar, a bad header, a member running
-            past the end of the file, no end-of-archive block, or a sparse member (unsupported).
+            past the end of the file, no end-of-archive block, data after it (tars joined with ``cat``), or a sparse
+            member (unsupported).
     """
     if size < BLOCK:
         raise ShardCorruptError(f'{shown}: {size} bytes is not a tar file (a tar holds at least one {BLOCK}-byte '
@@ -153,6 +166,7 @@ def iter_members(read: ReadAt, size: int, shown: str) -> Iterator[Member]:
             raise ShardCorruptError(f'{shown}: read {len(block)} of the {BLOCK} header bytes at byte {pos} (the '
                                     f'file changed or is truncated).')
         if block == _ZERO:
+            _check_nothing_after(read, pos, size, shown)
             return
         if not _checksum_ok(block, shown, pos):
             after = f' (after member {last!r})' if last is not None else ''

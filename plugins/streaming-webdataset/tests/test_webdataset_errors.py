@@ -38,6 +38,22 @@ def test_tar_cut_at_a_member_boundary_is_truncated(tmp_path: Any) -> None:
         StreamingDataset(local=data, batch_size=1)
 
 
+def test_tars_joined_with_cat_are_refused_not_cut(tmp_path: Any) -> None:
+    """``cat a.tar b.tar > c.tar``: readers stop at the first end-of-archive block, and b's samples were left out
+    silently; the data after the end block is refused, naming the file."""
+    parts = str(tmp_path / 'parts')
+    write_tars(parts, tars=2, per_tar=5)
+    data = str(tmp_path / 'data')
+    os.makedirs(data)
+    with open(os.path.join(data, 'joined.tar'), 'wb') as out:
+        for name in ('shard-00000.tar', 'shard-00001.tar'):
+            with open(os.path.join(parts, name), 'rb') as handle:
+                out.write(handle.read())
+    with pytest.raises(ShardCorruptError, match=r'joined\.tar holds data at byte \d+, after its end-of-archive'):
+        StreamingDataset(local=data, batch_size=1)
+    assert len(StreamingDataset(local=parts, batch_size=1)) == 10  # the padding after a tar's end is fine
+
+
 def test_corrupt_header_and_not_a_tar(tmp_path: Any) -> None:
     data = _one_tar(tmp_path, members_of(0) + members_of(1))
     path = os.path.join(data, 'bad.tar')
