@@ -78,7 +78,8 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
     items, shard = [], 0
     for path in metadata:
         try:
-            handle = pq.ParquetFile(path, page_checksum_verification=True)
+            handle = pq.ParquetFile(path, page_checksum_verification=os.environ.get(
+            'STREAMING_PARQUET_PAGE_CHECKSUMS', '1').strip() != '0')  # as the Parquet reader
             rows, names = handle.metadata.num_rows, handle.schema_arrow.names
         except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
             raise SourceLayoutError(f'LAION metadata {path} is not a readable parquet file: {err}') from err

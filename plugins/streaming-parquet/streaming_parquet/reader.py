@@ -252,6 +252,15 @@ def _column_values(array: Any) -> list[Any]:
     return out
 
 
+#: ``0`` skips the check of page checksums (for files whose writer wrote wrong ones).
+PAGE_CHECKSUMS_ENV = 'STREAMING_PARQUET_PAGE_CHECKSUMS'
+
+
+def check_page_checksums() -> bool:
+    """Whether pages written with a checksum are checked when read (unless :data:`PAGE_CHECKSUMS_ENV` is ``0``)."""
+    return os.environ.get(PAGE_CHECKSUMS_ENV, '1').strip() != '0'
+
+
 class ParquetView:
     """One row group of an opened Parquet file: ``view[i]`` is its row ``i`` as a dict of the entry's columns.
 
@@ -287,7 +296,7 @@ class ParquetView:
             # Pages written with a checksum are checked: a damaged page fails instead of giving a wrong value.
             self._source = pa.OSFile(path)
             self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0],
-                                        page_checksum_verification=True)
+                                        page_checksum_verification=check_page_checksums())
             metadata = self._file.metadata
             if parsed is None:
                 parsed = (metadata, {field.name: str(field.type) for field in metadata.schema.to_arrow_schema()})
@@ -328,8 +337,10 @@ class ParquetView:
             else:
                 table = self._rows(first, min(first + self._slice_rows, self._count))
         except (pa.ArrowException, OSError) as err:
+            hint = (f' (if its writer wrote wrong page checksums, {PAGE_CHECKSUMS_ENV}=0 skips the check)'
+                    if 'CRC' in str(err) else '')
             raise ShardCorruptError(f'{self.path}: row group {group} cannot be decoded ({type(err).__name__}: '
-                                    f'{err}); the file is corrupt.') from None
+                                    f'{err}); the file is corrupt{hint}.') from None
         columns = []
         for name in self._names:
             try:  # chunk by chunk: one chunk of more than 2 GiB of strings cannot be built

@@ -55,7 +55,7 @@ def test_corrupt_files_raise_shard_corrupt_naming_them(tmp_path: Any) -> None:
         dataset[25]
 
 
-def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any) -> None:
+def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any, monkeypatch: Any) -> None:
     """A file written with page checksums and damaged inside a data page (same size, footer intact) is refused
     when the page is read, never decoded into a wrong value (pyarrow checks no checksum unless asked)."""
     import pyarrow as pa
@@ -71,8 +71,12 @@ def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any) -> 
     raw[spot] ^= 0x01
     open(path, 'wb').write(bytes(raw))
     dataset = StreamingDataset(local=data, batch_size=1)
-    with pytest.raises(ShardCorruptError, match=r'part-0\.parquet.*CRC'):
+    with pytest.raises(ShardCorruptError, match=r'part-0\.parquet.*CRC.*STREAMING_PARQUET_PAGE_CHECKSUMS=0'):
         dataset[200]
+    # For files whose writer wrote wrong checksums, the check can be skipped (the byte changed is then read).
+    monkeypatch.setenv('STREAMING_PARQUET_PAGE_CHECKSUMS', '0')
+    unchecked = StreamingDataset(local=data, batch_size=1)
+    assert unchecked[200]['text'] != texts[200] and unchecked[199]['text'] == texts[199]
 
 
 def test_spark_leftovers_are_not_read_as_data(tmp_path: Any) -> None:
