@@ -97,6 +97,25 @@ def test_a_subclass_own_transform_is_applied_once(tmp_path, cls):
     assert sorted(ids_of(StreamingDataLoader(dataset, batch_size=6, num_workers=2))) == expected
 
 
+def add_ten(sample):
+    return {'id': sample['id'] + 10, 'data': sample['data']}
+
+
+def test_assigning_the_transform_of_a_dataset_replaces_it(tmp_path):
+    """The train/eval switch: ``dataset.transform = other`` on a StreamingDataset takes effect on every path."""
+    path = write_mds(str(tmp_path / 'ds'), 30, size_limit=1 << 16)
+    dataset = StreamingDataset(local=path, batch_size=5, transform=add_one)
+    assert dataset.transform is add_one and dataset[0]['id'] == 1
+    dataset.transform = add_ten
+    assert dataset.transform is add_ten and dataset[0]['id'] == 10
+    assert sorted(ids_of(dataset)) == list(range(10, 40))
+    assert sorted(ids_of(StreamingDataLoader(dataset, batch_size=5, num_workers=2))) == list(range(10, 40))
+    plain = StreamingDataset(local=path, batch_size=5)
+    assert plain.transform is None
+    plain.transform = add_one
+    assert plain[0]['id'] == 1 and sorted(ids_of(plain)) == list(range(1, 31))
+
+
 def test_stream_objects_are_inputs_never_changed(tmp_path):
     a = write_mds(str(tmp_path / 'a'), 40)
     b = write_mds(str(tmp_path / 'b'), 60, start=1000)

@@ -22,6 +22,7 @@ from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
 from streaming_core.reading.dataset_arguments import (
+    TransformAttribute,
     build_streams,
     check_cache_limit,
     check_run_arguments,
@@ -93,8 +94,10 @@ class StreamingDataset(IterableDataset):
             option the format does not take is a ``FormatOptionError`` naming it.
         transform: A callable applied to every sample :meth:`get_item` returns, on every path (iteration,
             ``dataset[i]``, slices); it must be picklable for spawned DataLoader workers (a module-level function
-            or a ``torchvision.transforms`` object, not a lambda). It is not kept as ``self.transform``: a subclass's
-            own ``self.transform``, which it applies itself (the reference's pattern), is never applied again.
+            or a ``torchvision.transforms`` object, not a lambda). ``dataset.transform`` reads or replaces it; in a
+            subclass, ``self.transform`` is the subclass's own attribute, which it applies itself (the reference's
+            pattern), never applied again by this class (:class:`~streaming_core.reading.dataset_arguments.
+            TransformAttribute`).
 
     The ``streams`` given are never modified: the dataset works on its own copies (``dataset.streams``).
 
@@ -116,6 +119,7 @@ class StreamingDataset(IterableDataset):
     sampling_granularity = OrderField()
     batch_size = OrderField()
     replication = OrderField()
+    transform = TransformAttribute()
 
     def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
                  local: str | None = None, split: str | None = None, download_retry: int = 2,
@@ -141,7 +145,7 @@ class StreamingDataset(IterableDataset):
         self.order_config.check_registered()
         check_run_arguments(predownload, world, on_bad_sample, transform)
         self.on_bad_sample = on_bad_sample
-        self._sample_transform = transform  # never self.transform: a subclass's own (the reference's pattern)
+        self._sample_transform = transform  # not self.transform: see TransformAttribute
         stream_cls = stream_class(stream_name) if not streams else Stream  # ignored with `streams`, as the reference
 
         self.split = split

@@ -23,7 +23,8 @@ from streaming_core.ordering.world import World
 from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.stream import Stream, merge_format_options
 
-__all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes', 'stream_class']
+__all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes', 'stream_class',
+           'TransformAttribute']
 
 
 def check_run_arguments(predownload: int | None, world: World | None, on_bad_sample: str,
@@ -143,3 +144,24 @@ def stream_class(name: str) -> type[Stream]:
         raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
                         f'register a Stream subclass.')
     return found
+
+
+class TransformAttribute:
+    """``dataset.transform``: on a ``StreamingDataset`` itself, the per-sample transform the dataset applies (the
+    ``transform=`` argument; assigning it replaces it, as a train/eval switch does). In a subclass, ``self.transform``
+    is the subclass's own attribute, which it applies itself (the reference's pattern: its base class has no
+    transform), so the base class never applies it again; the base applies only the ``transform=`` argument there.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._base = owner
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if type(obj) is not self._base and '_own_transform' in obj.__dict__:
+            return obj.__dict__['_own_transform']
+        return obj.__dict__.get('_sample_transform')
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__['_own_transform' if type(obj) is not self._base else '_sample_transform'] = value

@@ -230,8 +230,11 @@ def test_spanner_takes_the_reference_signature() -> None:
 
 
 def test_the_reference_vision_base_class_can_be_subclassed(tmp_path):
-    """``streaming.vision.base.StreamingVisionDataset``: ``(x, y)`` pairs after the transforms, each applied once, on
-    ``dataset[i]`` and when iterated by a DataLoader with workers."""
+    """``streaming.vision.base.StreamingVisionDataset``: ``get_item`` gives the ``(x, y)`` pair after the
+    transforms (each applied once) on ``dataset[i]``, slices, ``get_item`` and a DataLoader with workers; a subclass
+    written the reference's way (``super().get_item``) works; without a transform ``x`` becomes a tensor."""
+    import numpy as np
+    from PIL import Image
     from streaming import MDSWriter, StreamingDataLoader
     from streaming.vision.base import StreamingVisionDataset
     with MDSWriter(out=str(tmp_path / 'ds'), columns={'x': 'int', 'y': 'int'}) as writer:
@@ -241,14 +244,27 @@ def test_the_reference_vision_base_class_can_be_subclassed(tmp_path):
     class Pairs(StreamingVisionDataset):
         pass
 
-    dataset = Pairs(local=str(tmp_path / 'ds'), batch_size=4, shuffle=True, transform=_plus_one,
-                    target_transform=_negate)
-    assert dataset[3] == (4, -103)
+    class Flipped(StreamingVisionDataset):  # the reference's way of extending it
+        def get_item(self, idx, retry=7):
+            x, y = super().get_item(idx)
+            return y, x
+
+    dataset = Pairs(local=str(tmp_path / 'ds'), batch_size=4, shuffle=True, num_canonical_nodes=1,
+                    transform=_plus_one, target_transform=_negate)
+    assert dataset.shuffle_algo == 'py1s' and dataset.partition_algo == 'orig'  # the reference's defaults
+    assert dataset[3] == (4, -103) and dataset.get_item(3) == (4, -103) and dataset[3:5] == [(4, -103), (5, -104)]
     seen = [(int(x), int(y)) for xs, ys in StreamingDataLoader(dataset, batch_size=4, num_workers=2)
             for x, y in zip(xs, ys)]
     assert sorted(seen) == [(i + 1, -(100 + i)) for i in range(40)]
+    flipped = Flipped(local=str(tmp_path / 'ds'), batch_size=4, transform=_plus_one)
+    assert flipped[3] == (103, 4)
     with pytest.raises(ValueError, match='Only transforms or transform/target_transform'):
         Pairs(local=str(tmp_path / 'ds'), batch_size=4, transforms=lambda x, y: (x, y), transform=_plus_one)
+
+    with MDSWriter(out=str(tmp_path / 'img'), columns={'x': 'pil', 'y': 'int'}) as writer:
+        writer.write({'x': Image.fromarray(np.full((2, 3, 3), 255, np.uint8)), 'y': 7})
+    x, y = StreamingVisionDataset(local=str(tmp_path / 'img'), batch_size=1)[0]
+    assert tuple(x.shape) == (3, 2, 3) and float(x.max()) == 1.0 and y == 7
 
 
 def _plus_one(x):
