@@ -110,7 +110,7 @@ def test_reference_style_state_without_initial_nodes(mds_dir):
 
 
 def test_a_state_far_past_the_epoch_warns_a_padded_end_does_not(tmp_path):
-    """A state saved for a bigger dataset (700 samples into an epoch of 500) used to start the next epoch silently;
+    """A state saved for a bigger dataset (1100 samples into an epoch of 500) used to start the next epoch silently;
     the reference refuses it. It still ends the epoch (as a padded end-of-epoch state of the reference does, which
     passes the sample count by a little and must not warn), and says so."""
     import warnings
@@ -119,7 +119,8 @@ def test_a_state_far_past_the_epoch_warns_a_padded_end_does_not(tmp_path):
     from tests.fixtures.data import write_mds
     data = write_mds(str(tmp_path / 'ds'), 500, size_limit=1 << 12)
     base = {'num_canonical_nodes': 3, 'shuffle_seed': 9176, 'initial_physical_nodes': 1}
-    for offset, warns in ((700, True), (501, False)):  # 501: the end of an epoch padded to 3 canonical nodes
+    # 501: the end of an epoch padded to 3 canonical nodes; 760: one padded by a big world (64 ranks x batch 12)
+    for offset, warns in ((1100, True), (501, False), (760, False)):
         dataset = StreamingDataset(local=data, batch_size=4, shuffle=True, num_canonical_nodes=3)
         dataset.load_state_dict({'epoch': 0, 'sample_in_epoch': offset, **base})
         with warnings.catch_warnings(record=True) as caught:

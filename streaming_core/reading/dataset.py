@@ -420,7 +420,7 @@ class StreamingDataset(IterableDataset):
         if offset and self._is_over(epoch, offset, world):
             from streaming_core.reading.state_dict import warn_past_the_epoch
             warn_past_the_epoch(epoch, offset, max(self.epoch_size, self.epoch_total(epoch, world)),
-                                self.num_canonical_nodes + parallel.num_ranks * self._batch_size())
+                                self.num_canonical_nodes)
             epoch, offset, skip = epoch + 1, 0, 0
         self._state.begin_epoch(slot, epoch, offset)
         if self._counted_at_end is not None:

@@ -176,11 +176,13 @@ def loader_had_finished(shared: Any, slot: int, world: World, epoch: int, offset
         time.sleep(0.005)
 
 
-def warn_past_the_epoch(epoch: int, offset: int, samples: int, slack: int) -> None:
+def warn_past_the_epoch(epoch: int, offset: int, samples: int, num_canonical_nodes: int) -> None:
     """Warn that a loaded position (``offset`` samples into ``epoch``) lies past the epoch's ``samples`` by more than
-    its padding can add (``slack``): the state was most likely saved for another, bigger dataset. The position still
-    ends the epoch, as the reference's padded end-of-epoch states do."""
-    if offset <= samples + slack:
+    its padding plausibly adds: the state was most likely saved for another, bigger dataset. The position still ends
+    the epoch, as the reference's padded end-of-epoch states do. The padding depends on the world that saved the
+    state (up to a global batch per canonical row), which a reference state does not record: only a position past
+    twice the epoch warns (a tiny dataset on a world whose global batch passes its size may warn falsely)."""
+    if offset <= 2 * samples + num_canonical_nodes:
         return
     message = (f'The loaded state is {offset} samples into epoch {epoch}, but an epoch of this dataset has {samples} '
                f'samples: epoch {epoch} counts as done and epoch {epoch + 1} starts. Was the checkpoint saved for '
