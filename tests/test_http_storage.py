@@ -238,8 +238,8 @@ def test_credentials_never_follow_a_redirect_to_another_origin(redirector: Simpl
                        'Basic ' + base64.b64encode(f'bob:{secret}'.encode()).decode()),
         'url': (f'http://alice:{secret}@{host}', None,
                 'Basic ' + base64.b64encode(f'alice:{secret}'.encode()).decode()),
-        'headers': (redirector.url, {'headers': {'X-Api-Key': secret, 'Authorization': f'Token {secret}'}},
-                    f'Token {secret}'),
+        'headers': (redirector.url, {'headers': {'X-Api-Key': secret, 'Authorization': f'Token {secret}',
+                                                 'X-Client': 'streaming-test'}}, f'Token {secret}'),
     }[credential]
     name, data = redirector.name, redirector.data
     # Another origin (same host, another port): the redirect is followed, without the credentials.
@@ -248,6 +248,8 @@ def test_credentials_never_follow_a_redirect_to_another_origin(redirector: Simpl
     reached = redirector.proxy.matching('GET', path=name)
     assert len(reached) == 2 and [r.headers.get('authorization') for r in reached] == [None, None]
     assert not any(secret in value for r in reached for value in r.headers.values())
+    if credential == 'headers':  # a header that is no credential still goes along
+        assert [r.headers.get('x-client') for r in reached] == ['streaming-test'] * 2
     # The same origin: they are kept.
     assert _get(tmp_path, f'{base}/here/{name}', options) == data
     assert read_range(f'{base}/here/{name}', 100, 50, options=options, **FAST) == data[100:150]
@@ -344,3 +346,13 @@ def test_a_dataset_without_index_json_on_a_web_server_says_the_index_is_missing(
     message = str(caught.value)  # what to do, once: the index, or a store that lists
     assert 'plain HTTP has no listing' in message and 'write an index.json there' in message
     assert message.count('index.json') >= 2 and message.count('plain HTTP') == 1
+
+
+def test_an_https_upgrade_of_the_same_host_keeps_the_credentials():
+    """As requests does: http://h/ -> https://h/ on the default ports is the same origin for credentials."""
+    from streaming_core.builtin.http import _same_origin
+    assert _same_origin('http://h.example/a', 'https://h.example/b')
+    assert _same_origin('https://h.example:8443/a', 'https://H.example:8443/b')
+    assert not _same_origin('https://h.example/a', 'http://h.example/b')  # a downgrade
+    assert not _same_origin('http://h.example:8080/a', 'https://h.example/b')
+    assert not _same_origin('https://h.example/a', 'https://cdn.example/b')

@@ -6,16 +6,17 @@ the core's errors: 404 and 410 are :class:`RemoteNotFoundError` (never retried);
 ``Content-Length`` are retryable :class:`StorageError` (a short body is a :class:`TruncatedDownloadError`).
 
 Redirects are followed, but credentials (``Authorization``, from ``bearer_token``, ``basic_auth`` or a ``user:pass@``
-URL, and every header of the ``headers`` option) go only to the origin (scheme, host and port) the request was made
-to: a redirect to another origin (a CDN, another site) drops them, as ``requests`` and ``huggingface_hub`` do. A
-ranged read checks that the answer is the range asked (``Content-Range``), and a whole-object answer that it is not
-cut short.
+URL, cookies, and the headers of the ``headers`` option whose names look like one) go only to the origin (scheme,
+host and port) the request was made to, or its ``https`` upgrade: a redirect to another origin (a CDN, another site)
+drops them, as ``requests`` and ``huggingface_hub`` do. A ranged read checks that the answer is the range asked
+(``Content-Range``), and a whole-object answer that it is not cut short.
 """
 
 from __future__ import annotations
 
 import base64
 import http.client
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -37,24 +38,34 @@ _RETRYABLE_STATUS = {408, 425, 429}
 #: Headers that carry credentials (as ``urllib.request.Request`` spells them): never sent to another origin.
 _CREDENTIAL_HEADERS = ('Authorization', 'Proxy-authorization', 'Cookie')
 _DEFAULT_PORTS = {'http': 80, 'https': 443}
+#: Header names that look like a credential's.
+_SECRET_NAME = re.compile(r'(?i)auth|token|key|secret|cookie|session|signature|password|credential')
 
 
 class _SameOriginCredentials(urllib.request.HTTPRedirectHandler):
-    """urllib's redirect handler copies every header to the new location; this one drops the credentials, and
-    every header of the ``headers`` option (an ``X-Api-Key`` is a credential too), when the redirect leaves the
-    origin (scheme, host, port) of the request it answers."""
+    """urllib's redirect handler copies every header to the new location; this one drops the credentials, and the
+    headers of the ``headers`` option whose names look like one (``X-Api-Key``, ``X-Auth-Token``...), when the
+    redirect leaves the origin (scheme, host, port) of the request it answers. As ``requests`` does, an upgrade of
+    ``http`` to ``https`` on the same host and default ports keeps them."""
 
     def __init__(self, own_headers: Any = ()) -> None:
         super().__init__()
-        self._drop = {name.capitalize() for name in (*_CREDENTIAL_HEADERS, *own_headers)}
+        self._drop = {name.capitalize() for name in (*_CREDENTIAL_HEADERS, *own_headers)
+                      if name in _CREDENTIAL_HEADERS or _SECRET_NAME.search(name)}
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+        if new is not None and not _same_origin(req.full_url, new.full_url):
             for name in self._drop:
                 new.remove_header(name)
         return new
+
+
+def _same_origin(old: str, new: str) -> bool:
+    before, after = _origin(old), _origin(new)
+    upgrade = before[0] == 'http' and after[0] == 'https' and before[2] == 80 and after[2] == 443
+    return before == after or (upgrade and before[1] == after[1])
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -136,7 +147,7 @@ class HttpBackend:
     def _open(self, request: urllib.request.Request, timeout: float) -> Any:
         """Send ``request`` (``urlopen``'s handlers, with credentials kept to the request's origin on redirects)."""
         handlers: list[Any] = [_SameOriginCredentials(self.headers)]
-        if request.type == 'https':
+        if request.type == 'https' or self.verify is not True:  # an http URL may be redirected to https
             handlers.append(urllib.request.HTTPSHandler(context=self._ssl_context()))
         return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
 
