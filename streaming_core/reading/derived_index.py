@@ -114,18 +114,26 @@ class SourceFile:
         return [self.name, self.size, self.etag or '', self.mtime or '']
 
 
+#: Path components that writers leave beside their data and that are never data: Spark and Hadoop's job files and
+#: failed or speculative attempts, Parquet summary files, Delta Lake's log, a streaming sink's metadata.
+_WRITER_ARTIFACTS = re.compile(r'_temporary|_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|'
+                               r'_delta_log|_spark_metadata|_logs')
+
+
 def _hidden(name: str) -> bool:
-    """Left out of a listing, as pyarrow and Spark do: a path component starting with ``.`` or ``_`` (Spark's
-    ``_temporary/`` attempts, ``_SUCCESS``, ``_committed_*``), and temporary files (``*.tmp``)."""
-    return any(part.startswith(('.', '_')) for part in name.split('/')) or name.endswith('.tmp')
+    """Left out of a listing: a path component that is hidden (``.``), starts with ``__`` (as Hugging Face
+    ``datasets`` skips them) or is a writer's artifact (:data:`_WRITER_ARTIFACTS`), and temporary files (``*.tmp``).
+    """
+    return (any(part.startswith(('.', '__')) or _WRITER_ARTIFACTS.fullmatch(part) for part in name.split('/'))
+            or name.endswith('.tmp'))
 
 
 def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
                 options: dict[str, Any] | None = None) -> list[SourceFile]:
     """The files under the directory ``root`` (a local path or URL), sorted by name, with sizes and etags / mtimes.
 
-    Hidden files (a path component starting with ``.`` or ``_``, as pyarrow and Spark skip them) and temporary files
-    (``*.tmp``) are left out.
+    Hidden files (a path component starting with ``.`` or ``__``), writers' artifacts (Spark's ``_temporary/`` and
+    ``_SUCCESS``, ``_delta_log/``...) and temporary files (``*.tmp``) are left out.
 
     Raises:
         DerivedIndexError: the store's listing gives no size for a file.

@@ -80,9 +80,8 @@ def test_a_damaged_page_with_a_checksum_fails_naming_the_file(tmp_path: Any, mon
 
 
 def test_spark_leftovers_are_not_read_as_data(tmp_path: Any) -> None:
-    """A Spark output directory: part files, ``_SUCCESS`` and a failed attempt's copy under ``_temporary/``. The
-    copy's rows were read too (repeated, silently); paths with a component starting with ``_`` are left out, as
-    pyarrow and Spark do."""
+    """A Spark output directory: part files, ``_SUCCESS``, a failed attempt's copy under ``_temporary/`` and a Delta
+    log's checkpoint. The copy's rows were read too (repeated, silently); writers' artifacts are left out."""
     import shutil
 
     import pyarrow as pa
@@ -97,9 +96,15 @@ def test_spark_leftovers_are_not_read_as_data(tmp_path: Any) -> None:
     os.makedirs(attempt)
     shutil.copy(os.path.join(data, 'part-00001-abc.snappy.parquet'), attempt)
     open(os.path.join(data, '_SUCCESS'), 'w').close()
+    delta_log = os.path.join(data, '_delta_log')
+    os.makedirs(delta_log)
+    shutil.copy(os.path.join(data, 'part-00000-abc.snappy.parquet'), os.path.join(delta_log, '0.checkpoint.parquet'))
     dataset = StreamingDataset(local=data, batch_size=1)
     assert sorted(int(s['id']) for s in dataset) == list(range(100))
     assert pads.dataset(data).count_rows() == 100  # what pyarrow reads of the same directory
+    # Other names with one leading underscore are data, as Hugging Face datasets reads them.
+    pq.write_table(pa.table({'id': [100, 101]}), os.path.join(data, '_extra.parquet'))
+    assert sorted(int(s['id']) for s in StreamingDataset(local=data, batch_size=1)) == list(range(102))
 
 
 def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> None:
