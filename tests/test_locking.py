@@ -265,3 +265,24 @@ def test_a_child_forked_while_a_module_lock_is_held_gets_it_free():
     finally:
         done.set()
         thread.join(10)
+
+
+def test_a_child_forked_inside_a_fork_safe_lock_releases_it_normally():
+    """The forking thread itself inside the critical section: the child, where it goes on, holds the lock and
+    releases it as usual (no 'release unlocked lock')."""
+    import os
+
+    from streaming_core.common.fork_safe import ForkSafeLock
+    lock = ForkSafeLock()
+    with lock:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                held = lock.locked()
+                lock.release()
+                ok = held and lock.acquire(timeout=2)
+            except BaseException:  # noqa: BLE001 (the child reports by exit code)
+                ok = False
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

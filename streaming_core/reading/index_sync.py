@@ -519,7 +519,8 @@ class _Refresh:
         if isinstance(err, FileNotFoundError):  # no index there: deleted, or a writer rewriting the remote
             self.stream._remote_index_now = REMOTE_INDEX_ABSENT  # downloads must match the copy's hashes
             message += (' The remote has no index.json (deleted, or being rewritten): a shard missing here is '
-                        'downloaded only if it matches the hash the local copy records.')
+                        'downloaded only if it matches a hash the local copy records; without one, reading it stops '
+                        'the job (DatasetVersionError).')
         warnings.warn(message, stacklevel=2)
         logger.warning(message)
         foreign = _foreign_obj(data)
