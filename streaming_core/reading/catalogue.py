@@ -35,7 +35,7 @@ from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.spanner import Spanner
 from streaming_core.reading.stream import Stream
 
-__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource']
+__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource', 'CatalogueAttributes']
 
 #: One stream's shards: its mapped shard table (readers created on first touch) or a sequence of readers.
 ShardSource = Union[ShardTable, Sequence[ShardReader]]
@@ -320,3 +320,65 @@ class ShardCatalogue:
         digest.update(self.shards_per_stream.tobytes())
         digest.update(self.samples_per_shard.tobytes())
         return digest.hexdigest()
+
+
+class CatalogueAttributes:
+    """The catalogue's tables under the reference's attribute names, for a class with a ``catalogue``
+    (:class:`ShardCatalogue`): ``StreamingDataset`` is one."""
+
+    catalogue: ShardCatalogue
+
+    @property
+    def shards(self) -> Sequence[ShardReader]:
+        """One reader per shard, in global shard order (a lazy sequence: a reader is created when first indexed)."""
+        return self.catalogue.readers
+
+    @property
+    def num_shards(self) -> int:
+        """The number of shards of all streams."""
+        return self.catalogue.num_shards
+
+    @property
+    def shards_per_stream(self) -> NDArray[np.int64]:
+        """Shards per stream."""
+        return self.catalogue.shards_per_stream
+
+    @property
+    def shard_offset_per_stream(self) -> NDArray[np.int64]:
+        """The first global shard id of each stream."""
+        return self.catalogue.shard_offset_per_stream
+
+    @property
+    def stream_per_shard(self) -> NDArray[np.int64]:
+        """The stream of each shard."""
+        return self.catalogue.stream_per_shard
+
+    @property
+    def samples_per_shard(self) -> NDArray[np.int64]:
+        """Samples per shard."""
+        return self.catalogue.samples_per_shard
+
+    @property
+    def sample_offset_per_shard(self) -> NDArray[np.int64]:
+        """The first global sample id of each shard."""
+        return self.catalogue.sample_offset_per_shard
+
+    @property
+    def samples_per_stream(self) -> NDArray[np.int64]:
+        """Samples per stream."""
+        return self.catalogue.samples_per_stream
+
+    @property
+    def sample_offset_per_stream(self) -> NDArray[np.int64]:
+        """The first global sample id of each stream."""
+        return self.catalogue.sample_offset_per_stream
+
+    @property
+    def num_samples(self) -> int:
+        """The number of underlying samples."""
+        return self.catalogue.num_samples
+
+    @property
+    def spanner(self) -> Spanner:
+        """The sample id -> ``(shard, row)`` map."""
+        return self.catalogue.spanner

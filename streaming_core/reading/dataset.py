@@ -20,7 +20,7 @@ from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_
 from streaming_core.ordering.rank_versions import VersionCheck
 from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
-from streaming_core.reading.catalogue import ShardCatalogue, ShardSource
+from streaming_core.reading.catalogue import CatalogueAttributes, ShardCatalogue, ShardSource
 from streaming_core.reading.dataset_arguments import (
     TransformAttribute,
     build_streams,
@@ -33,7 +33,6 @@ from streaming_core.reading.numpy_indexing import getitem
 from streaming_core.reading.resharding import refuse_foreign_sharding
 from streaming_core.reading.shard_manager import ShardManager
 from streaming_core.reading.shared_state import MAIN_SLOT, SharedState, slot_of
-from streaming_core.reading.spanner import Spanner
 from streaming_core.reading.stream import Stream
 
 if TYPE_CHECKING:  # imported when first used: `import streaming_core` stays light (issue 14's import row)
@@ -48,7 +47,7 @@ logger = logging.getLogger('streaming_core.reading.dataset')
 PLAN_AHEAD_MIN = 1 << 19
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(CatalogueAttributes, IterableDataset):
     """A dataset streamed from remote storage (or read in place), with the reference's arguments and order.
 
     Give either ``streams`` or ``remote``/``local``. All arguments are keyword-only. Beyond mosaicml-streaming:
@@ -222,63 +221,6 @@ class StreamingDataset(IterableDataset):
                 raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
             sources.append(source)
         return ShardCatalogue(self.streams, sources)
-
-    # ----------------------------------------------------------------------------------------------------------
-    # The catalogue's tables, under the reference's attribute names.
-    @property
-    def shards(self) -> Sequence[ShardReader]:
-        """One reader per shard, in global shard order (a lazy sequence: a reader is created when first indexed)."""
-        return self.catalogue.readers
-
-    @property
-    def num_shards(self) -> int:
-        """The number of shards of all streams."""
-        return self.catalogue.num_shards
-
-    @property
-    def shards_per_stream(self) -> NDArray[np.int64]:
-        """Shards per stream."""
-        return self.catalogue.shards_per_stream
-
-    @property
-    def shard_offset_per_stream(self) -> NDArray[np.int64]:
-        """The first global shard id of each stream."""
-        return self.catalogue.shard_offset_per_stream
-
-    @property
-    def stream_per_shard(self) -> NDArray[np.int64]:
-        """The stream of each shard."""
-        return self.catalogue.stream_per_shard
-
-    @property
-    def samples_per_shard(self) -> NDArray[np.int64]:
-        """Samples per shard."""
-        return self.catalogue.samples_per_shard
-
-    @property
-    def sample_offset_per_shard(self) -> NDArray[np.int64]:
-        """The first global sample id of each shard."""
-        return self.catalogue.sample_offset_per_shard
-
-    @property
-    def samples_per_stream(self) -> NDArray[np.int64]:
-        """Samples per stream."""
-        return self.catalogue.samples_per_stream
-
-    @property
-    def sample_offset_per_stream(self) -> NDArray[np.int64]:
-        """The first global sample id of each stream."""
-        return self.catalogue.sample_offset_per_stream
-
-    @property
-    def num_samples(self) -> int:
-        """The number of underlying samples."""
-        return self.catalogue.num_samples
-
-    @property
-    def spanner(self) -> Spanner:
-        """The sample id -> ``(shard, row)`` map."""
-        return self.catalogue.spanner
 
     @property
     def shard_manager(self) -> ShardManager:
