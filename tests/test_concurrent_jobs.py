@@ -44,10 +44,11 @@ def test_two_jobs_share_one_cache_directory(tmp_path, cache_limit):
     assert not [n for n in os.listdir(local) if n.endswith('.tmp')]
 
 
-@pytest.mark.parametrize('cache_limit', [None, '45kb'])
-def test_random_access_beside_an_iterating_thread_reads_every_sample_right(tmp_path, cache_limit):
+def test_random_access_beside_an_iterating_thread_reads_every_sample_right(tmp_path):
     """``ds[i]`` in two threads while a third iterates the same dataset: the iterator used to unmap the views it
-    released under the readers, who got a ``ShardCorruptError`` about a sound file (or ``mmap closed``)."""
+    released under the readers, who got a ``ShardCorruptError`` about a sound file (or ``mmap closed``). Under a small
+    ``cache_limit`` (shards released and opened again all the time) it failed in nearly every run; without one, in
+    about half."""
     import random
     import threading
 
@@ -56,13 +57,13 @@ def test_random_access_beside_an_iterating_thread_reads_every_sample_right(tmp_p
     count = 3000
     remote = write_mds(str(tmp_path / 'remote'), count, size_limit=2048, sample_size=64)
     dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=1, shuffle=True,
-                               shuffle_seed=3, cache_limit=cache_limit, predownload=8)
+                               shuffle_seed=3, cache_limit='45kb', predownload=8)
     errors, epochs, reads = [], [], [0, 0]
     done = threading.Event()
 
     def iterate():
         try:
-            for _ in range(3):
+            for _ in range(3):  # one epoch caught the old bug in a quarter of the runs, three in every run tried
                 epochs.append(sorted(int(s['id']) for s in dataset))
         except Exception as err:  # noqa: BLE001 (reported below)
             errors.append(f'iteration: {type(err).__name__}: {err}')
