@@ -356,3 +356,28 @@ def test_an_https_upgrade_of_the_same_host_keeps_the_credentials():
     assert not _same_origin('https://h.example/a', 'http://h.example/b')  # a downgrade
     assert not _same_origin('http://h.example:8080/a', 'https://h.example/b')
     assert not _same_origin('https://h.example/a', 'https://cdn.example/b')
+
+
+def test_credentials_moved_out_of_the_url_keep_the_same_remote(http_server: StaticServer, tmp_path: Any) -> None:
+    """cache.md: a remote is compared without credentials or signatures, so the same server read first with
+    ``user:pass@`` in its URL and then with ``basic_auth`` (or a token query parameter dropped) shares its local
+    directory; it was refused as another remote. Keys recorded by earlier versions still match."""
+    import hashlib
+
+    from streaming_core import StreamingDataset
+    from streaming_core.storage.redact import redact_url
+    from tests.fixtures.data import write_mds
+    need_module('streaming_mds')
+    name = f'dataset-{uuid.uuid4().hex[:8]}'
+    write_mds(os.path.join(http_server.root, name), 40)
+    host = http_server.url.removeprefix('http://')
+    local = str(tmp_path / 'local')
+    first = StreamingDataset(remote=f'http://u:pw1@{host}/{name}', local=local, batch_size=4)
+    again = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=4,
+                             storage_options={'basic_auth': ('u', 'pw1')})
+    assert [int(s['id']) for s in again] == [int(s['id']) for s in first] == list(range(40))
+    from streaming_core.reading.cache_record import remote_key, remote_keys
+    assert remote_key('https://h/ds?token=1&x=2') == remote_key('https://h/ds?x=2')
+    assert remote_key('https://u:pw@h/ds') == remote_key('https://h/ds') != remote_key('https://h/other')
+    legacy = hashlib.blake2b(redact_url('https://u:pw@h/ds').encode(), digest_size=16).hexdigest()
+    assert legacy in remote_keys('https://u:pw2@h/ds')

@@ -26,6 +26,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import StreamingError
@@ -33,7 +34,7 @@ from streaming_core.storage.facade import is_remote, local_path, write_file_atom
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
-           'same_version', 'file_id_text', 'write_record', 'remote_key', 'file_identity',
+           'same_version', 'file_id_text', 'write_record', 'remote_key', 'remote_keys', 'file_identity',
            'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
 
 #: File name of the record inside a state directory.
@@ -55,14 +56,28 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_USERINFO_MASK = re.compile(r'(?<=://)\*\*\*@')  # what redact_url leaves of user:password@
+
+
 def remote_key(remote_dir: str) -> str:
-    """The comparison key of a remote location: local paths by their real path, URLs as written (credentials
-    and signatures removed, so rotating a token does not make a remote "another one")."""
+    """The comparison key of a remote location: local paths by their real path, URLs as written without credentials
+    and signatures (a password or token rotated, added or moved into ``storage_options`` leaves the same remote)."""
     if is_remote(remote_dir):
-        norm = redact_url(remote_dir.rstrip('/'))
+        parts = urlsplit(_USERINFO_MASK.sub('', redact_url(remote_dir.rstrip('/'))))
+        query = '&'.join(p for p in parts.query.split('&') if p and not p.endswith('=***'))
+        norm = urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
     else:
         norm = 'file:' + os.path.realpath(os.path.abspath(os.path.expanduser(local_path(remote_dir))))
     return hashlib.blake2b(norm.encode('utf-8'), digest_size=16).hexdigest()
+
+
+def remote_keys(remote_dir: str) -> set[str]:
+    """:func:`remote_key` and the key versions before 0.2 recorded (credentials masked, not removed), so that a
+    directory they recorded is not taken for another remote's."""
+    keys = {remote_key(remote_dir)}
+    if is_remote(remote_dir):
+        keys.add(hashlib.blake2b(redact_url(remote_dir.rstrip('/')).encode('utf-8'), digest_size=16).hexdigest())
+    return keys
 
 
 def is_in_place(remote_dir: str | None, local_dir: str) -> bool:

@@ -61,6 +61,7 @@ from streaming_core.reading.cache_record import (
     is_in_place,
     read_record,
     remote_key,
+    remote_keys,
     same_version,
     sha256_hex,
     stat_identity,
@@ -270,13 +271,13 @@ def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedInde
     remote index so that another remote is refused later."""
     from streaming_core.reading.derived_index import derive_index
     record = read_record(sdir)
-    if copies and record is not None and record.remote_key != remote_key(stream.remote_dir):
+    if copies and record is not None and record.remote_key not in remote_keys(stream.remote_dir):
         present = [name for name in os.listdir(stream.local_dir)] if os.path.isdir(stream.local_dir) else []
         if present:
             raise _Refresh(stream, stream.index_path(), sdir, None, 0.0)._mismatch(record)
     path, data, identity = derive_index(stream, source, sdir, copies=copies)
     if stream.remote_dir and (record is None or record.source_identity != identity
-                              or record.remote_key != remote_key(stream.remote_dir)):
+                              or record.remote_key not in remote_keys(stream.remote_dir)):
         write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), None, time.time()))
     return SyncedIndex(path, data, identity)
 
@@ -372,7 +373,7 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
         from streaming_core.reading.foreign_index import derive_foreign_index
         path, data, identity = derive_foreign_index(stream, stream.local_dir, sdir, data, foreign, copies=False)
     record = read_record(sdir)
-    if record is None or (record.remote_key == remote_key(stream.remote_dir) and record.source_identity != identity):
+    if record is None or (record.remote_key in remote_keys(stream.remote_dir) and record.source_identity != identity):
         write_record(sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), ident, time.time()))
     return SyncedIndex(path, data, identity)
 
@@ -393,7 +394,7 @@ class _Refresh:
         stream, path = self.stream, self.path
         record = read_record(self.sdir)
         local_now = file_identity(path)
-        if record is not None and record.remote_key != remote_key(stream.remote_dir):
+        if record is not None and record.remote_key not in remote_keys(stream.remote_dir):
             if local_now is not None:
                 raise self._mismatch(record)
             record = None  # the directory no longer holds what the record describes
