@@ -152,13 +152,15 @@ class S3Backend(ProcessLocal):
         except Exception as err:
             raise translate(err, f's3://{self.endpoint_url or "aws"}', 'Creating the S3 client') from None
 
-    def _call(self, url: str, action: str, timeout: float, operation: Callable[[Any], T]) -> T:
-        """Run ``operation(client)``; on a 400 or missing credentials retry once unsigned (unless disabled)."""
-        unsigned = self.unsigned or self._fell_back
+    def _call(self, url: str, action: str, timeout: float, operation: Callable[[Any], T], write: bool = False) -> T:
+        """Run ``operation(client)``; on a 400 or missing credentials retry once unsigned (unless disabled), for a read
+        only: a write is never made anonymous. Only missing credentials make later reads unsigned at once; after a 400
+        (an expired token...) each read tries its credentials first again."""
+        unsigned = self.unsigned or (self._fell_back and not write)
         try:
             return operation(self._client(timeout, unsigned))
         except Exception as err:
-            if unsigned or not self.unsigned_fallback or not is_unsigned_retry_candidate(err):
+            if unsigned or write or not self.unsigned_fallback or not is_unsigned_retry_candidate(err):
                 raise translate(err, url, action) from None
             first = err
         logger.info('%s of %s: %s with credentials; retrying unsigned (anonymous), as for a public bucket',
@@ -167,7 +169,8 @@ class S3Backend(ProcessLocal):
             result = operation(self._client(timeout, True))
         except Exception as err:
             raise translate(err, url, action) from None
-        self._fell_back = True
+        from botocore.exceptions import NoCredentialsError
+        self._fell_back = isinstance(first, NoCredentialsError)
         return result
 
     def _extra(self, bucket: str) -> dict[str, str]:
@@ -213,7 +216,7 @@ class S3Backend(ProcessLocal):
                                Config=TransferConfig(multipart_threshold=self.multipart_threshold,
                                                      multipart_chunksize=chunk, max_concurrency=4))
 
-        self._call(url, 'Upload', timeout, operation)
+        self._call(url, 'Upload', timeout, operation, write=True)
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """HEAD the object: ``True`` if present, ``False`` on a 404."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streaming_core.errors import PermanentStorageError, RemoteNotFoundError
+from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, UploadError
 from streaming_core.storage.facade import clear_backend_cache, download_file, get_backend, list_objects, upload_file
 from tests.fixtures.fault_proxy import FaultProxy
 from tests.fixtures.servers import RunningServer, start_moto
@@ -132,6 +132,29 @@ def test_400_falls_back_to_unsigned_once(moto_server: RunningServer, s3_bucket: 
     with pytest.raises(PermanentStorageError, match='400'):
         _get(tmp_path, url, {**s3_options, 'endpoint_url': proxy.url, 'unsigned_fallback': False}, retries=2)
     assert proxy.count(method='GET') == 1
+
+
+def test_a_400_never_makes_a_write_anonymous_nor_sticks(moto_server: RunningServer, s3_bucket: str, tmp_path: Any,
+                                                       s3_options: dict[str, Any],
+                                                       fault_proxy: Callable[[str], FaultProxy], fresh: None) -> None:
+    """One 400 (an expired token) on an upload used to retry it unsigned and leave the backend unsigned for good:
+    later uploads went anonymous and its existence checks were denied. A write is never retried unsigned, and after
+    a read's fallback the next read tries its credentials again."""
+    url = f's3://{BUCKET}/{unique("sticky")}/file.bin'
+    proxy = fault_proxy(moto_server.url)
+    options = {**s3_options, 'endpoint_url': proxy.url}
+    proxy.fail(1, status=400, method='PUT')
+    source = tmp_path / 'private'
+    source.write_bytes(b'private data')
+    with pytest.raises(UploadError, match='400'):
+        upload_file(str(source), url, options=options, timeout=10, retries=0, initial_backoff=0.0)
+    assert all('authorization' in r.headers for r in proxy.matching('PUT'))
+    _put(tmp_path, url, b'public data', {**options, 'canned_acl': 'public-read'})
+    proxy.clear()
+    proxy.fail(1, status=400, method='GET')
+    assert _get(tmp_path, url, options, retries=0) == b'public data'
+    assert _get(tmp_path, url, options, retries=0) == b'public data'
+    assert ['authorization' in r.headers for r in proxy.matching('GET')] == [True, False, True]
 
 
 def test_no_credentials_fall_back_to_unsigned_or_say_so(moto_server: RunningServer, s3_bucket: str, tmp_path: Any,
