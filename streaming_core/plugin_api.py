@@ -92,7 +92,7 @@ _LAZY: dict[str, str] = {
     'get_list_arg': 'streaming_core.common.arguments',
     'bytes_to_int': 'streaming_core.common.arguments',
     'read_range': 'streaming_core.storage.facade',
-    'check_content_range': 'streaming_core.storage.ranges',
+    'check_content_range': 'streaming_core.storage.store_answers',
     'SourceFile': 'streaming_core.reading.derived_index',
     'list_with_stats': 'streaming_core.storage.facade',
     'ListedObject': 'streaming_core.storage.facade',

@@ -26,8 +26,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from streaming_core.errors import PermanentStorageError, RemoteNotFoundError, StorageError, TruncatedDownloadError
 from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_core.storage.facade import check_options
-from streaming_core.storage.ranges import check_content_range
 from streaming_core.storage.redact import redact_url
+from streaming_core.storage.store_answers import check_content_range
 
 __all__ = ['HttpBackend', 'OPTIONS']
 

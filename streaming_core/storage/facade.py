@@ -26,6 +26,7 @@ from streaming_core.errors import (
 from streaming_core.machinery.protocols import StorageBackend
 from streaming_core.storage.redact import redact_url
 from streaming_core.storage.retries import backoff_delays
+from streaming_core.storage.store_answers import confirm_upload
 
 __all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
            'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
@@ -317,8 +318,8 @@ def upload_file(path: str, url: str, *, timeout: float = 60.0, retries: int = 2,
 
     def attempt() -> None:
         backend.upload(path, url, timeout=timeout)
-        if verify and not backend.exists(url, timeout=timeout):
-            raise StorageError(f'{shown} is absent after its upload reported success.')
+        if verify:
+            confirm_upload(backend, path, url, timeout, shown)
 
     try:
         with_retries(attempt, what=f'Upload of {path} to {shown}', attempts=retries + 1,

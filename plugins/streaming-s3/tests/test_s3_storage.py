@@ -157,6 +157,24 @@ def test_a_400_never_makes_a_write_anonymous_nor_sticks(moto_server: RunningServ
     assert ['authorization' in r.headers for r in proxy.matching('GET')] == [True, False, True]
 
 
+def test_an_upload_the_store_kept_only_part_of_is_caught(moto_server: RunningServer, s3_bucket: str, tmp_path: Any,
+                                                        s3_options: dict[str, Any],
+                                                        fault_proxy: Callable[[str], FaultProxy], fresh: None) -> None:
+    """A store that keeps half an upload and answers 200: the writer's check after an upload (the object exists) let
+    a cut shard be committed. Its size is checked now: retried, then refused naming the object."""
+    url = f's3://{BUCKET}/{unique("short")}/shard.00000.mds'
+    proxy = fault_proxy(moto_server.url)
+    options = {**s3_options, 'endpoint_url': proxy.url}
+    source = tmp_path / 'shard'
+    source.write_bytes(bytes(range(256)) * 40)
+    proxy.short_upload(1)
+    upload_file(str(source), url, options=options, timeout=10, retries=1, initial_backoff=0.0)  # the retry lands
+    assert _get(tmp_path, url, s3_options) == source.read_bytes()
+    proxy.short_upload(1)
+    with pytest.raises(UploadError, match=r'shard\.00000\.mds holds 5120 bytes after the upload of 10240'):
+        upload_file(str(source), url, options=options, timeout=10, retries=0, initial_backoff=0.0)
+
+
 def test_no_credentials_fall_back_to_unsigned_or_say_so(moto_server: RunningServer, s3_bucket: str, tmp_path: Any,
                                                         s3_options: dict[str, Any], fresh: None) -> None:
     url = f's3://{BUCKET}/{unique("anon")}/file.bin'
