@@ -225,3 +225,28 @@ def test_byte_order_marks_are_not_data(tmp_path, capsys, workers):
     code, err = _convert(capsys, 'jsonl', src, tmp_path / f'j{workers}', '--workers', str(workers))
     assert code == 0, err
     assert _read(tmp_path / f'j{workers}') == [{'id': i} for i in range(20)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def test_a_failed_parallel_rewrite_leaves_no_index_naming_changed_shards(tmp_path, capsys):
+    """``--workers 2 --exist-ok`` over a remote dataset: each partition replaced its own index, but the merged
+    index stayed until the end, naming shards the rewrite had already replaced. A rewrite that failed midway (or a
+    reader meanwhile) read a mix of both versions. The merged index is emptied first now."""
+    remote = tmp_path / 'remote'
+    old = tmp_path / 'old.jsonl'
+    _jsonl(old, [{'id': i} for i in range(400)])
+    code, err = _convert(capsys, 'jsonl', old, f'{tmp_path / "l1"}::{remote}', '--workers', '2',
+                         '--columns', 'id:int')
+    assert code == 0, err
+    assert sorted(r['id'] for r in _read(remote)) == list(range(400))
+    new = tmp_path / 'new.jsonl'
+    _jsonl(new, [{'id': 1000 + i} for i in range(399)] + [{'id': 'not a number'}])  # fails at the very end
+    code, err = _convert(capsys, 'jsonl', new, f'{tmp_path / "l2"}::{remote}', '--workers', '2', '--exist-ok',
+                         '--columns', 'id:int')
+    assert code == 1
+    try:
+        ids = [r['id'] for r in _read(remote)]
+    except Exception as read_error:  # noqa: BLE001 (an empty dataset is refused: fine)
+        ids = []
+        assert 'no samples' in str(read_error).lower() or 'empty' in str(read_error).lower(), read_error
+    assert not ids or sorted(ids) == list(range(400)), 'the old index served shards the rewrite had replaced'

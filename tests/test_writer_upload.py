@@ -209,6 +209,19 @@ def test_failed_shard_upload_raises_from_write(dirfs: dict[str, Any], tmp_path: 
     assert os.path.exists(os.path.join(local, 'shard.00001.mds'))  # the file that failed is kept locally
 
 
+def test_a_failed_rewrite_says_the_old_dataset_is_gone(dirfs: dict[str, Any], tmp_path: Any) -> None:
+    """exist_ok=True empties the remote's index before shards are overwritten: when the rewrite then fails, the error
+    says that the old dataset is already gone, not only that the new one was not committed."""
+    write('dirfs://ds', 40)
+    dirfs['fail'] = lambda url: 'raise' if url.endswith('shard.00001.mds') else None
+    writer = MDSWriter(columns=COLUMNS, out=(str(tmp_path / 'local'), 'dirfs://ds'), size_limit=600, retry=1,
+                       exist_ok=True)
+    with pytest.raises(UploadError, match='already replaced by an empty index'):
+        for i in range(100000):
+            writer.write({'id': i, 'data': b'x' * 100})
+        writer.finish()
+
+
 def test_failed_last_upload_raises_from_finish(dirfs: dict[str, Any], tmp_path: Any) -> None:
     dirfs['fail'] = lambda url: 'raise' if url.endswith('shard.00003.mds') else None
     local = str(tmp_path / 'local')

@@ -192,6 +192,7 @@ class ShardWriter:
         self._uncounted = self.uncounted_bytes_per_shard()
         self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
         self.local, self.remote, self._local_is_temp = parse_out(out)
+        self._emptied_remote = False  # exist_ok replaced a remote dataset by an empty index
         self._prepare_output()
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix='shard-upload') \
             if self.remote else None
@@ -284,6 +285,7 @@ class ShardWriter:
         """Replace the remote's index with an empty one before any shard is overwritten, so a rewrite that dies
         midway leaves no index naming shards that have changed under it."""
         logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', redact_url(self.remote))
+        self._emptied_remote = True
         empty = os.path.join(self.local, f'.{INDEX_BASENAME}.empty')
         try:
             with open(empty, 'w', encoding='utf-8') as handle:
@@ -320,7 +322,11 @@ class ShardWriter:
         for future in self._futures:
             future.cancel()
         raise UploadError(f'An upload of this {self.format} writer failed, so the dataset will not be committed '
-                          f'(no index.json is written): {err}') from err
+                          f'(no index.json is written).{self._replaced_note()} {err}') from err
+
+    def _replaced_note(self) -> str:
+        return (' The dataset the remote held was already replaced by an empty index (exist_ok=True), so readers of '
+                'it now find no samples: write it again.' if self._emptied_remote else '')
 
     def write(self, sample: Mapping[str, Any]) -> None:
         """Encode and append one sample, starting a new shard first when ``size_limit`` would be exceeded.
@@ -487,7 +493,8 @@ class ShardWriter:
             errors.append(self._upload_error)
         if errors:
             raise UploadError(f'{len(errors)} upload(s) of this {self.format} writer failed, so the dataset was not '
-                              f'committed (no index.json was written). First error: {errors[0]}') from errors[0]
+                              f'committed (no index.json was written).{self._replaced_note()} First error: '
+                              f'{errors[0]}') from errors[0]
 
     def _remove_empty_dirs(self) -> None:
         """Remove the local directories left empty (deepest first); ``rmdir`` never removes a file."""

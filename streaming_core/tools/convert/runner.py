@@ -98,10 +98,26 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
                 f'Directory is not empty: {local}. Pass --exist-ok (exist_ok=True) to replace its '
                 f'contents, or choose an empty directory.')
         shutil.rmtree(local)
-    if remote is not None and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
-                                     f'{redact_url(join(remote, "index.json"))}. Pass --exist-ok (exist_ok=True) to '
-                                     f'overwrite it.')
+    if remote is not None and exists(join(remote, 'index.json'), timeout=60, options=options):
+        if not exist_ok:
+            raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
+                                         f'{redact_url(join(remote, "index.json"))}. Pass --exist-ok (exist_ok=True) '
+                                         f'to overwrite it.')
+        _empty_remote_index(join(remote, 'index.json'), options)
+
+
+def _empty_remote_index(url: str, options: Mapping[str, Any]) -> None:
+    """Replace the remote's (merged) index with an empty one before any partition is overwritten: a conversion that
+    dies midway, or a reader meanwhile, never sees an index naming shards that changed under it."""
+    import tempfile
+
+    from streaming_core.reading.index_file import index_text
+    from streaming_core.storage.facade import upload_file
+    with tempfile.TemporaryDirectory(prefix='streaming-convert-') as scratch:
+        empty = os.path.join(scratch, 'index.json')
+        with open(empty, 'w', encoding='utf-8') as handle:
+            handle.write(index_text([]))
+        upload_file(empty, url, timeout=60, options=options)
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:
