@@ -210,3 +210,19 @@ def test_partitions_the_merged_index_would_misname_are_refused(tmp_path: Any, mo
     monkeypatch.chdir(os.path.join(root, '0'))
     merge_index(['index.json', '../1/./index.json'], '..')
     assert read_merged(root) == expected(['0', '1'])
+
+
+def test_a_partition_without_its_index_is_refused_not_dropped(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa: F811
+    """A partition whose writer failed before its index.json (its shards uploaded) was left out of the merge with no
+    word, and readers saw 75 of 100 samples; such a partition is refused now, naming it (local and remote roots)."""
+    local = str(tmp_path / 'local')
+    write_all(local, remote='dirfs://ds')
+    os.remove(os.path.join(dirfs['root'], 'ds', '10', 'index.json'))
+    with pytest.raises(IndexFormatError, match=r"partition\(s\) \['10'\] of dirfs://ds hold shard files but no "
+                                               r'index.json'):
+        merge_index('dirfs://ds')
+    only_local = str(tmp_path / 'only-local')
+    write_all(only_local)
+    os.remove(os.path.join(only_local, '1', 'index.json'))
+    with pytest.raises(IndexFormatError, match=r"\['1'\]"):
+        merge_index(only_local)

@@ -175,9 +175,13 @@ def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, d
     """Merge every ``<out>/<partition>/index.json``, in lexicographic path order."""
     local, remote = _split_out(out)
     local_found = []
+    with_shards: set[str] = set()  # partition directories holding shard files
     if local and os.path.isdir(local):
         local_found = sorted(os.path.join(local, entry.name, INDEX_BASENAME) for entry in os.scandir(local)
                              if entry.is_dir() and os.path.isfile(os.path.join(entry.path, INDEX_BASENAME)))
+        if not remote:
+            with_shards = {entry.name for entry in os.scandir(local) if entry.is_dir()
+                           and any(name.startswith('shard.') for name in os.listdir(entry.path))}
     remote_found: list[str] = []
     if remote:
         root = remote.rstrip('/') + '/'
@@ -186,7 +190,17 @@ def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, d
             parts = rest.split('/')
             if len(parts) == 2 and parts[1] == INDEX_BASENAME and parts[0]:
                 remote_found.append(url)
+            elif len(parts) == 2 and parts[1].startswith('shard.') and parts[0]:
+                with_shards.add(parts[0])
         remote_found.sort()
+    indexed = {os.path.basename(_parent(p)) for p in (remote_found or local_found)}
+    unfinished = sorted(with_shards - indexed)
+    if unfinished:
+        where = redact_url(remote) if remote else local
+        raise IndexFormatError(f'merge_index: the partition(s) {unfinished} of {where} hold shard files but no '
+                               f'index.json: their writers failed or are still running, and merging without them '
+                               f'would lose their samples. Write them again (or remove those directories), then '
+                               f'merge.')
     sources: list[Source]
     if remote_found and [_parent(p) for p in local_found] == [_parent(u) for u in remote_found]:
         sources = list(zip(local_found, remote_found, strict=True))
