@@ -170,19 +170,34 @@ def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str,
     assert sorted(set(names)) == ['0', '1', '10', '2']  # the remote listing decides (the local-only one is absent)
 
 
-def test_keep_local_false_keeps_a_file_whose_remote_namesake_differs(dirfs: dict[str, Any], tmp_path: Any,  # noqa
-                                                                     caplog: Any) -> None:
-    """A partition written locally only, merged into a remote that holds an older version of one of its files (of
-    another size): that file is the only copy of its data, so it is kept, with a warning."""
+def test_keep_local_false_keeps_a_file_whose_remote_namesake_differs(dirfs: dict[str, Any],  # noqa: F811
+                                                                     tmp_path: Any) -> None:
+    """A partition merged into a remote that holds an older version of one of its files (of another size): the
+    merged index would name a file readers cannot use, so it is not uploaded (the merge says which file), and no
+    local file is deleted: the local one is the only copy of its data."""
+    from streaming_core.errors import UploadError
     local = str(tmp_path / 'local')
     write_partition(((os.path.join(local, '0'), 'dirfs://ds/0'), '0', 0, True))
     stale = os.path.join(dirfs['root'], 'ds', '0', 'shard.00000.mds.zstd')
     with open(stale, 'wb') as handle:
         handle.write(b'an older version')
-    merge_index((local, 'dirfs://ds'), keep_local=False)
+    with pytest.raises(UploadError, match=r'holds them with other sizes \(for example 0/shard\.00000\.mds\.zstd\)'):
+        merge_index((local, 'dirfs://ds'), keep_local=False)
+    assert not os.path.exists(os.path.join(dirfs['root'], 'ds', 'index.json'))
     assert os.path.exists(os.path.join(local, '0', 'shard.00000.mds.zstd'))
-    assert not os.path.exists(os.path.join(local, '0', 'shard.00001.mds.zstd'))  # the same size remotely: removed
-    assert 'kept 1 local file(s) whose remote copy has another size' in caplog.text
+    assert os.path.exists(os.path.join(local, '0', 'shard.00001.mds.zstd'))
+
+
+def test_partitions_written_only_locally_are_not_merged_into_a_remote(dirfs: dict[str, Any],  # noqa: F811
+                                                                       tmp_path: Any) -> None:
+    """Local partitions merged with a remote ``out``: only the merged index was uploaded, naming shards the remote
+    does not hold, so every reader failed; the merge is refused before it uploads anything."""
+    from streaming_core.errors import UploadError
+    local = str(tmp_path / 'local')
+    write_all(local)
+    with pytest.raises(UploadError, match=r'dirfs://ds lacks \d+ file\(s\) the merged index names'):
+        merge_index((local, 'dirfs://ds'))
+    assert not os.path.exists(os.path.join(dirfs['root'], 'ds', 'index.json'))
 
 
 def test_remote_equal_to_local_deletes_nothing(tmp_path: Any) -> None:

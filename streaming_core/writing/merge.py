@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, RemoteNotFoundError, StorageError
+from streaming_core.errors import IndexFormatError, RemoteNotFoundError, StorageError, UploadError
 from streaming_core.reading.index_file import INDEX_BASENAME, check_basename
 from streaming_core.storage.facade import (
     download_file,
@@ -104,6 +104,7 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
         if remote is None:
             return index_path
         url = join(remote, INDEX_BASENAME)
+        _check_remote_files(index_path, remote, storage_options, download_timeout)
         upload_file(index_path, url, timeout=download_timeout, retries=retries, options=storage_options)
     finally:
         if temp:
@@ -308,6 +309,46 @@ def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) ->
     return result
 
 
+def _remote_sizes(remote: str, options: Mapping[str, Any] | None, timeout: float) -> dict[str, int | None]:
+    """``{path relative to remote: size}`` of every object under ``remote`` (one listing)."""
+    listed = list_with_stats(remote.rstrip('/') + '/', timeout=timeout, options=options)
+    root = remote.rstrip('/') + '/'
+    if url_scheme(remote) == '':
+        root = os.path.join(remote, '')
+    return {item.url[len(root):].replace(os.sep, '/'): item.stat.size for item in listed if item.url.startswith(root)}
+
+
+def _check_remote_files(index_path: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
+    """Before the merged index is uploaded: every file a reader would download from ``remote`` is there, with the
+    size the index declares (partitions written only locally, or an upload that failed, would make a committed
+    index name missing files). A store that cannot be listed is not checked (logged).
+
+    Raises:
+        UploadError: naming the missing or different files; the merged index is not uploaded.
+    """
+    try:
+        sizes = _remote_sizes(remote, options, timeout)
+    except Exception as err:  # noqa: BLE001 (a backend without listing)
+        logger.warning('merge_index: cannot list %s (%s); the files the merged index names were not checked there.',
+                       redact_url(remote), err)
+        return
+    bad = []
+    for entry in _entries(index_path, index_path):
+        for kind in ('data', 'meta'):  # the file a reader downloads: the compressed one when there is one
+            info = entry.get(f'zip_{kind}') or entry.get(f'raw_{kind}')
+            if not isinstance(info, Mapping) or not info.get('basename'):
+                continue
+            name, size = info['basename'], sizes.get(info['basename'])
+            if name not in sizes or (size is not None and info.get('bytes') is not None
+                                     and int(size) != int(info['bytes'])):
+                bad.append(name)
+    if bad:
+        raise UploadError(f'merge_index: {redact_url(remote)} lacks {len(bad)} file(s) the merged index names, or '
+                          f'holds them with other sizes (for example {bad[0]}): the partitions were not uploaded '
+                          f'there (written only locally?) or an upload failed. The merged index was not uploaded; '
+                          f'write the partitions to the remote, then merge again.')
+
+
 def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
     """Delete local files that the remote listing shows with the same size (the reference removes the whole local
     directory; we never delete a file without a remote copy, nor one whose remote namesake has another size: an
@@ -315,16 +356,11 @@ def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None,
     directories left empty.
     """
     try:
-        listed = list_with_stats(remote.rstrip('/') + '/', timeout=timeout, options=options)
+        remote_sizes = _remote_sizes(remote, options, timeout)
     except Exception as err:  # a backend without listing: keep everything
         logger.warning('merge_index(keep_local=False): cannot list %s (%s); keeping the local files.',
                        redact_url(remote), err)
         return
-    root = remote.rstrip('/') + '/'
-    if url_scheme(remote) == '':
-        root = os.path.join(remote, '')
-    remote_sizes = {item.url[len(root):].replace(os.sep, '/'): item.stat.size for item in listed
-                    if item.url.startswith(root)}
     kept = []
     for dirpath, _, files in os.walk(local):
         for name in files:
