@@ -87,13 +87,17 @@ def run_two_ranks_across_a_change(tmp: Any, dataset: dict[str, Any], init: str, 
     built, go = str(tmp / 'rank0-built'), str(tmp / 'rank1-go')
     config = {'init': init, 'workers': workers, 'context': context,
               'dataset': {'batch_size': 4, 'shuffle': True, 'shuffle_seed': 7, **dataset},
-              'ranks': {'0': {'built': built, 'iterate': first_reads}, '1': {'wait': go}}}
+              'ranks': {'0': {'built': built, 'iterate': first_reads, 'linger': str(tmp / 'rank1.json')},
+                        '1': {'wait': go}}}
     port = free_port()
     procs, outs = [], []
     for rank in range(2):
         out = str(tmp / f'rank{rank}.json')
         outs.append(out)
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE='2', LOCAL_WORLD_SIZE='2', LOCAL_RANK=str(rank),
+        # A branch this test process resolved earlier (another test) is pinned in its environment for its children:
+        # the ranks of a new job resolve for themselves.
+        clean = {k: v for k, v in os.environ.items() if not k.startswith('STREAMING_HF_PIN_')}
+        env = dict(clean, RANK=str(rank), WORLD_SIZE='2', LOCAL_WORLD_SIZE='2', LOCAL_RANK=str(rank),
                    MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
         procs.append(subprocess.Popen([sys.executable, '-m', 'tests.workers.version_rank', json.dumps(config), out],
                                       env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))

@@ -166,6 +166,12 @@ def test_merge_index_both_forms(tmp_path, capsys):
     data = LocalDataset(str(root))
     assert [data[i]['id'] for i in range(20)] == list(range(20, 30)) + list(range(10))
     remote = tmp_path / 'remote'
+    code, _, err = run(capsys, 'merge-index', str(root), '--remote', f'file://{remote}')
+    assert code == 1 and 'lacks' in err and not os.path.exists(remote / 'index.json')  # the shards are not there
+    import shutil
+    shutil.copytree(root, remote, ignore=shutil.ignore_patterns('index.json'))  # the partitions' uploads
+    for name in ('0', '1', '2'):
+        shutil.copy(root / name / 'index.json', remote / name / 'index.json')
     code, text, _ = run(capsys, 'merge-index', str(root), '--remote', f'file://{remote}')
     assert code == 0 and os.path.isfile(remote / 'index.json')
     code, _, err = run(capsys, 'merge-index', str(tmp_path / 'empty'))

@@ -3,8 +3,9 @@
 Usage: python -m tests.workers.version_rank CONFIG_JSON OUTPUT_JSON (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 from the environment). The config says when to join the gloo group (before or after constructing the dataset, as a
 Lightning DataModule built in ``__init__`` does), a file to wait for before constructing (the test rewrites the
-dataset meanwhile), a file to create once constructed, and the DataLoader's workers and start method. The output
-records the sample ids read, or the error's type and message.
+dataset meanwhile), a file to create once constructed, a file to wait for before exiting (rank 0, which hosts the
+group's store, waits for rank 1's output), and the DataLoader's workers and start method. The output records the
+sample ids read, or the error's type and message.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def main() -> None:
     finally:
         with open(out_path, 'w') as handle:
             json.dump(result, handle)
+    try:  # rank 0 hosts the group's store: it stays until rank 1 is done (its check needs the store)
+        _wait_for(mine.get('linger'))
+    except TimeoutError:
+        pass
 
 
 if __name__ == '__main__':
