@@ -254,8 +254,6 @@ class HttpBackend:
                                     f'API. Read the dataset through its index.json instead.')
 
 
-
-
 def _basic(user: str, password: str) -> str:
     return 'Basic ' + base64.b64encode(f'{user}:{password}'.encode()).decode('ascii')
 

@@ -39,7 +39,7 @@ from streaming_core.storage.hashing import get_hash
 from streaming_core.storage.redact import redact_repr, redact_url
 
 __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
-           'MissingColumnError', 'WRITER_KWARGS']
+           'MissingColumnError', 'WRITER_KWARGS', 'upload_empty_index']
 
 logger = logging.getLogger('streaming_core.writing.writer')
 
@@ -105,6 +105,16 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
         return local_path(local), remote.rstrip('/'), False
     raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
                      f'tuple.')
+
+
+def upload_empty_index(url: str, *, timeout: float, retries: int, options: Mapping[str, Any] | None) -> None:
+    """Upload an index of no shards to ``url``: a rewrite empties the remote's index before it overwrites any shard,
+    so one that dies midway, or a reader meanwhile, never sees an index naming shards that changed under it."""
+    with tempfile.TemporaryDirectory(prefix='streaming-empty-index-') as scratch:
+        empty = os.path.join(scratch, INDEX_BASENAME)
+        with open(empty, 'w', encoding='utf-8') as handle:
+            handle.write(index_text([]))
+        upload_file(empty, url, timeout=timeout, retries=retries, options=options)
 
 
 def _check_scheme(storage: Any, url: str) -> None:
@@ -286,14 +296,8 @@ class ShardWriter:
         midway leaves no index naming shards that have changed under it."""
         logger.warning('%s already holds a dataset; exist_ok=True, so it is replaced.', redact_url(self.remote))
         self._emptied_remote = True
-        empty = os.path.join(self.local, f'.{INDEX_BASENAME}.empty')
-        try:
-            with open(empty, 'w', encoding='utf-8') as handle:
-                handle.write(index_text([]))
-            self._remote_call(f'The upload of an empty index to {redact_url(remote_index)}', lambda: upload_file(
-                empty, remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
-        finally:
-            os.remove(empty)
+        self._remote_call(f'The upload of an empty index to {redact_url(remote_index)}', lambda: upload_empty_index(
+            remote_index, timeout=self.upload_timeout, retries=self.retry - 1, options=self.storage_options))
 
     def _remote_call(self, what: str, action: Callable[[], T], passthrough: tuple[type[BaseException], ...] = ()) -> T:
         """Run one remote request (retried ``retry`` times by the storage layer). A failure that was retried is

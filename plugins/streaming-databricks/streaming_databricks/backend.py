@@ -348,8 +348,6 @@ def _without_content_range(client: Any, target: DbfsUrl, start: int, length: int
                        f'bytes without a Content-Range, neither the range nor the whole file ({size} bytes).')
 
 
-
-
 def _dbfs_read(client: Any, path: str, start: int, length: int) -> bytes:
     import base64
     chunks, offset, end = [], start, start + length

@@ -470,8 +470,6 @@ def _read(response: Any, url: str, method: str) -> bytes:
         raise StorageError(f'{method} {url}: the answer broke off ({type(err).__name__}: {err}).') from None
 
 
-
-
 def _next_link(header: str | None, current: str) -> str | None:
     """The ``rel="next"`` URL of a ``Link`` header (resolved against the current URL), if any."""
     if not header:

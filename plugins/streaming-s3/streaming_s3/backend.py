@@ -322,8 +322,6 @@ class S3Backend(ProcessLocal):
         return self._call(url, 'Listing', timeout, operation)
 
 
-
-
 def _requester_pays(option: Any) -> bool | frozenset[str]:
     if option is None:
         return frozenset(get_list_arg(os.environ.get('MOSAICML_STREAMING_AWS_REQUESTER_PAYS')))

@@ -103,21 +103,8 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
             raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
                                          f'{redact_url(join(remote, "index.json"))}. Pass --exist-ok (exist_ok=True) '
                                          f'to overwrite it.')
-        _empty_remote_index(join(remote, 'index.json'), options)
-
-
-def _empty_remote_index(url: str, options: Mapping[str, Any]) -> None:
-    """Replace the remote's (merged) index with an empty one before any partition is overwritten: a conversion that
-    dies midway, or a reader meanwhile, never sees an index naming shards that changed under it."""
-    import tempfile
-
-    from streaming_core.reading.index_file import index_text
-    from streaming_core.storage.facade import upload_file
-    with tempfile.TemporaryDirectory(prefix='streaming-convert-') as scratch:
-        empty = os.path.join(scratch, 'index.json')
-        with open(empty, 'w', encoding='utf-8') as handle:
-            handle.write(index_text([]))
-        upload_file(empty, url, timeout=60, options=options)
+        from streaming_core.writing.writer import upload_empty_index  # the merged index, before the partitions
+        upload_empty_index(join(remote, 'index.json'), timeout=60, retries=2, options=options)
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:
