@@ -51,6 +51,18 @@ def test_default_local_under_cache_root_and_shared(tmp_path, monkeypatch):
     assert first.streams[0].local.startswith(str(tmp_path / 'root'))
 
 
+def test_default_local_leaves_credentials_out_of_its_name(tmp_path, monkeypatch):
+    """A rotated password (or another user of the same URL) keeps the same cache directory; nothing else merges."""
+    from streaming_core.common.paths import default_local
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root'))
+    plain = default_local('https://host:8443/data/train')
+    assert default_local('https://bob:old@host:8443/data/train') == plain
+    assert default_local('https://alice:new%40pw@host:8443/data/train') == plain
+    assert default_local('https://alice@host:8443/data/train') == plain
+    assert default_local('https://host:8443/data/val') != plain and default_local('https://other/data/train') != plain
+    assert default_local('s3://bucket/a@b') != default_local('s3://bucket/b')  # an '@' in the path is the path's
+
+
 def test_train_and_val_share_one_cache_directory(tmp_path):
     remote = tmp_path / 'remote'
     write_mds(str(remote / 'train'), 30)
