@@ -21,6 +21,7 @@ from streaming_core.storage.facade import (
     exists,
     get_backend,
     list_objects,
+    read_range,
     stat_object,
     upload_file,
 )
@@ -140,6 +141,10 @@ def test_datalake_reads_blob_backed_objects(azurite: AzuriteInfo, container: str
         _get(tmp_path, f'azure-dl://{CONTAINER}/{path}.absent', options)
     found = stat_object(f'azure-dl://{CONTAINER}/{path}', options=options)
     assert found is not None and found.size == 15 and found.etag and found.mtime
+    assert callable(getattr(get_backend(f'azure-dl://{CONTAINER}/{path}', options), 'read_range', None))
+    assert read_range(f'azure-dl://{CONTAINER}/{path}', 5, 4, options=options) == b'lake'
+    assert read_range(f'azure-dl://{CONTAINER}/{path}', 10, 100, options=options) == b'bytes'
+    assert read_range(f'azure-dl://{CONTAINER}/{path}', 20, 4, options=options) == b''
     with pytest.raises(FileNotFoundError, match=f'azure-dl://{CONTAINER}/{path}.absent'):
         stat_object(f'azure-dl://{CONTAINER}/{path}.absent', options=options, **FAST)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from streaming_core.plugin_api import (
     LOCAL_FILE_ERRORS,
@@ -30,6 +31,7 @@ from streaming_core.plugin_api import (
     RemoteNotFoundError,
     StorageError,
     StorageURL,
+    check_content_range,
     check_options,
     redact_url,
 )
@@ -95,11 +97,12 @@ class GcsBackend(ProcessLocal):
             return 'service_account'
         return 'anonymous' if self.anonymous else 'adc'
 
-    _process_local = ('_clients',)
+    _process_local = ('_clients', '_sessions')
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._clients: ClientCache[Any] = ClientCache()
+        self._sessions: ClientCache[Any] = ClientCache()
 
     def __repr__(self) -> str:
         return f'GcsBackend(mode={self.mode!r}, endpoint={self.endpoint!r})'
@@ -107,6 +110,7 @@ class GcsBackend(ProcessLocal):
     def reset(self) -> None:
         """Drop the client (the core calls this between retries)."""
         self._clients.clear()
+        self._sessions.clear()
         if self._hmac is not None:
             self._hmac.reset()
 
@@ -121,6 +125,29 @@ class GcsBackend(ProcessLocal):
             options['api_endpoint'] = self.endpoint
         if self.universe_domain:
             options['universe_domain'] = self.universe_domain
+        credentials, project = self._credentials()
+        try:
+            return storage.Client(project=project, credentials=credentials, client_options=options or None)
+        except ValueError as err:  # e.g. the universe domain of the credentials and the client differ
+            raise PermanentStorageError(f'Cannot configure the GCS client: {err}') from None
+
+    def _session(self) -> Any:
+        """An authorized HTTP session with the client's credentials, for the JSON API requests the client does not
+        expose the answer of (ranged reads, whose ``Content-Range`` is checked)."""
+        self._check_process()
+
+        def make() -> Any:
+            from google.auth.transport.requests import AuthorizedSession
+            return AuthorizedSession(self._credentials()[0])
+        return self._sessions.get(None, make)
+
+    def _api_root(self) -> str:
+        if self.endpoint:
+            return self.endpoint.rstrip('/')
+        return f'https://storage.{self.universe_domain or "googleapis.com"}'
+
+    def _credentials(self) -> tuple[Any, str | None]:
+        """The credentials and project of the configured mode (see the module docstring)."""
         project = self.project
         if self.credentials_file:
             from google.oauth2 import service_account
@@ -143,10 +170,7 @@ class GcsBackend(ProcessLocal):
             except DefaultCredentialsError:
                 raise PermanentStorageError(NO_CREDENTIALS_MESSAGE) from None
             project = project or default_project
-        try:
-            return storage.Client(project=project, credentials=credentials, client_options=options or None)
-        except ValueError as err:  # e.g. the universe domain of the credentials and the client differ
-            raise PermanentStorageError(f'Cannot configure the GCS client: {err}') from None
+        return credentials, project
 
     def _run(self, url: str, action: str, operation: Callable[[Any], T]) -> T:
         try:
@@ -174,6 +198,42 @@ class GcsBackend(ProcessLocal):
         self._run(url, 'Upload', lambda client: client.bucket(bucket).blob(key).upload_from_filename(
             path, timeout=timeout, retry=None))
         return None
+
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """GET ``Range: bytes=start-end`` of the object's media: the bytes that exist there (none past its end). An
+        answer for another range than the one asked (its ``Content-Range``) is a retryable :class:`StorageError`."""
+        where = StorageURL.parse(url, literal_key=True, scheme='gs', need_key=True)
+        bucket, key = where.bucket, where.key
+        if length <= 0:
+            return b''
+        if self._hmac is not None:
+            return self._hmac.read_range(bucket, key, start, length, url, timeout)
+        end = start + length - 1
+        media = f'{self._api_root()}/download/storage/v1/b/{quote(bucket, safe="")}/o/{quote(key, safe="")}'
+
+        def operation() -> bytes:
+            response = self._session().get(media, params={'alt': 'media'}, headers={'Range': f'bytes={start}-{end}'},
+                                           timeout=timeout)
+            with response:
+                if response.status_code == 416:
+                    return b''
+                if response.status_code not in (200, 206):
+                    from google.api_core.exceptions import from_http_response
+                    raise from_http_response(response)
+                data = response.content
+                if response.status_code == 200:  # the whole object: the server ignored the range
+                    return data[start:end + 1]
+                shown = response.headers.get('Content-Range', '')
+                total = shown.rpartition('/')[2]
+                if not data and total.isdigit() and start >= int(total):  # a 206 with nothing: past the end
+                    return b''
+                check_content_range(shown, start, end, len(data), f'Ranged read of {redact_url(url)}')
+                return data
+
+        try:
+            return operation()
+        except Exception as err:
+            raise _translate(err, url, 'Ranged read') from None
 
     def exists(self, url: str, *, timeout: float) -> bool:
         """Whether the object exists."""

@@ -19,6 +19,7 @@ from streaming_core.plugin_api import (
     ProcessLocal,
     RemoteNotFoundError,
     StorageError,
+    check_content_range,
     redact_url,
 )
 
@@ -93,6 +94,33 @@ class GcsHmacClient(ProcessLocal):
                 body.close()
 
         self._run(url, 'Download', timeout, operation)
+
+    def read_range(self, bucket: str, key: str, start: int, length: int, url: str, timeout: float) -> bytes:
+        """GET ``Range: bytes=start-end``: the bytes that exist there (none past the end); an answer for another
+        range (its ``ContentRange``) is a retryable :class:`StorageError`."""
+        end = start + length - 1
+
+        def operation(client: Any) -> bytes:
+            from botocore.exceptions import ClientError
+            try:
+                response = client.get_object(Bucket=bucket, Key=key, Range=f'bytes={start}-{end}')
+            except ClientError as err:
+                if (err.response.get('Error') or {}).get('Code') == 'InvalidRange':
+                    return b''
+                raise
+            body = response['Body']
+            try:
+                data = body.read()
+            finally:
+                body.close()
+            if response.get('ContentRange') is None \
+                    and (response.get('ResponseMetadata') or {}).get('HTTPStatusCode') == 200:
+                return data[start:end + 1]  # the whole object: the store ignored the range
+            check_content_range(response.get('ContentRange'), start, end, len(data),
+                                f'Ranged read of {redact_url(url)}')
+            return data
+
+        return self._run(url, 'Ranged read', timeout, operation)
 
     def upload(self, path: str, bucket: str, key: str, url: str, timeout: float) -> None:
         """PUT ``path`` as the object."""

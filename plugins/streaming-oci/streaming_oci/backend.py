@@ -34,6 +34,7 @@ from streaming_core.plugin_api import (
     StorageError,
     StorageURL,
     TruncatedDownloadError,
+    check_content_range,
     check_options,
     redact_url,
 )
@@ -182,6 +183,34 @@ class OciBackend(ProcessLocal):
                 raise TruncatedDownloadError(f'GET {redact_url(url)} returned {written} of {declared} bytes.')
 
         self._run(url, 'Download', timeout, operation, namespace)
+
+    def read_range(self, url: str, start: int, length: int, *, timeout: float) -> bytes:
+        """``GetObject`` with ``Range: bytes=start-end``: the bytes that exist there (none past the end, where OCI
+        answers 416). An answer for another range (its ``Content-Range``) is a retryable :class:`StorageError`."""
+        bucket, namespace, key = parse_oci_url(url, need_key=True)
+        if length <= 0:
+            return b''
+        end = start + length - 1
+
+        def operation(client: Any, ns: str) -> bytes:
+            import oci
+            try:
+                response = client.get_object(ns, bucket, key, range=f'bytes={start}-{end}')
+            except oci.exceptions.ServiceError as err:
+                if err.status == 416:
+                    return b''
+                raise
+            try:
+                data = response.data.raw.read(decode_content=False)
+            finally:
+                response.data.close()
+            if response.status == 200:  # the whole object: the server ignored the range
+                return data[start:end + 1]
+            check_content_range(response.headers.get('Content-Range'), start, end, len(data),
+                                f'Ranged read of {redact_url(url)}')
+            return data
+
+        return self._run(url, 'Ranged read', timeout, operation, namespace)
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
         """Upload ``path`` with one ``PutObject``."""
