@@ -9,13 +9,14 @@ its classic header with every item empty, followed by an Arrow IPC *file* holdin
 decodes nothing up front: a flat ``binary``/``string`` column (the bulk of such rows, e.g. a JPEG's bytes) keeps
 only the absolute ``(start, end)`` of each value in the map, taken from the Arrow offsets buffer, and ``rows[i]``
 slices it out of the map; every other column (numbers, lists, structs, or a column with nulls) becomes one Python
-list once. A shuffled epoch spreads every chunk over every DataLoader worker, so each worker opens each chunk to
-read a fraction of its rows: converting all rows to dicts at open (``table.to_pylist()``) cost each worker the
-whole chunk.
+list once (a list or dict is copied at every read, so a caller's in-place change reaches no later read). A shuffled
+epoch spreads every chunk over every DataLoader worker, so each worker opens each chunk to read a fraction of its
+rows: converting all rows to dicts at open (``table.to_pylist()``) cost each worker the whole chunk.
 """
 
 from __future__ import annotations
 
+import copy
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +30,7 @@ __all__ = ['ARROW_MAGIC', 'ArrowRows', 'arrow_rows', 'arrow_table']
 #: The end of a chunk that carries its rows as an Arrow IPC file.
 ARROW_MAGIC = b'LDARW01\0'
 #: Column kinds of :class:`ArrowRows`: one Python list, slices of the map as bytes, or as UTF-8 text.
-_LIST, _BYTES, _TEXT = 0, 1, 2
+_LIST, _BYTES, _TEXT, _NESTED = 0, 1, 2, 3
 
 
 def _footer_span(mapping: Any, size: int, path: str) -> tuple[int, int]:
@@ -129,8 +130,8 @@ class ArrowRows:
                 _BYTES if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type) else _LIST
             width = 8 if pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type) else 4
             spans = _spans(column, base, start, end, width) if kind != _LIST else None
-            if spans is None:
-                self._columns.append((_LIST, column.to_pylist(), None))
+            if spans is None:  # lists and structs are copied at every read: the decoded values are kept
+                self._columns.append((_NESTED if pa.types.is_nested(column.type) else _LIST, column.to_pylist(), None))
             else:
                 self._columns.append((kind, spans[0], spans[1]))
 
@@ -145,6 +146,8 @@ class ArrowRows:
         for name, (kind, first, second) in zip(self._names, self._columns):
             if kind == _LIST:
                 row[name] = first[index]
+            elif kind == _NESTED:
+                row[name] = copy.deepcopy(first[index])
             elif kind == _BYTES:
                 row[name] = bytes(mapping[first[index]:second[index]])  # type: ignore[index]
             else:

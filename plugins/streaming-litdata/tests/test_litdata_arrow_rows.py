@@ -107,6 +107,10 @@ def test_lazy_rows_equal_to_pylist_on_batches_slices_nulls_and_compressed_buffer
     expected = table.to_pylist()
     assert len(rows) == len(expected) == 30
     assert [rows[i] for i in range(len(rows))] == expected == _eager(path, table.num_rows)
+    first = rows[1]  # a caller changing a row's list or struct in place changes no later read of it
+    first['labels'].append(99)
+    first['meta']['k'] = -1
+    assert rows[1] == expected[1] and rows[1]['labels'] == [1, 2]
     with pytest.raises(IndexError, match='row 30 is out of range for 30 Arrow rows'):
         rows[30]
     mapping.close()  # nothing holds a view of the map

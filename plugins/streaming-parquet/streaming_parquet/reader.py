@@ -2,10 +2,10 @@
 (:class:`ParquetView`) that decodes its rows (or one slice of a huge row group) to columns once, then indexes.
 
 Values come back as users expect: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` for nulls, lists of
-numbers as NumPy arrays (a fresh writable array per sample; a null in a float list is ``nan``, and a list of
-integers or booleans holding a null stays a ``list`` with ``None``), other lists as lists, structs as dicts (a
-Hugging Face image column stays its ``{'bytes', 'path'}`` dict unless the entry lists it under ``images``: then a
-PIL image).
+numbers as NumPy arrays (a null in a float list is ``nan``, and a list of integers or booleans holding a null stays
+a ``list`` with ``None``), other lists as lists, structs as dicts (a Hugging Face image column stays its
+``{'bytes', 'path'}`` dict unless the entry lists it under ``images``: then a PIL image). Every read of a row gets
+its own arrays, lists and dicts (:func:`_copier`): a caller that changes one in place changes no later read.
 
 Only the entry's ``columns`` are read: pyarrow reads just those columns' chunks of the file (a projected index,
 ``ParquetStream(columns=...)``, never touches the others' bytes).
@@ -13,6 +13,7 @@ Only the entry's ``columns`` are read: pyarrow reads just those columns' chunks 
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 import os
@@ -209,6 +210,25 @@ def _numeric_list(kind: Any) -> bool:
     return pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_boolean(value)
 
 
+def _fresh(value: Any) -> Any:
+    """A copy of a decoded list-of-numbers value (an array, or a list holding ``None``)."""
+    return value.copy() if isinstance(value, np.ndarray) else copy.deepcopy(value)
+
+
+def _copier(kind: Any) -> Any:
+    """How a read of a row copies a value of the Arrow type ``kind`` out of the decoded slice, or ``None`` when its
+    values are immutable (``str``, ``bytes``, numbers, ``None``, dates): the slice is kept for later reads, so a
+    mutable value handed out as is would carry a caller's in-place change into every later read of that row."""
+    import pyarrow as pa
+    if pa.types.is_dictionary(kind):
+        return _copier(kind.value_type)
+    if isinstance(kind, pa.ExtensionType):
+        return _copier(kind.storage_type)
+    if _numeric_list(kind):
+        return _fresh
+    return copy.deepcopy if pa.types.is_nested(kind) else None
+
+
 def _image(value: Any, path: str, column: str) -> Any:
     """A Hugging Face image struct ``{'bytes', 'path'}`` as a loaded PIL image (``None`` stays ``None``)."""
     if value is None:
@@ -322,6 +342,10 @@ class ParquetView:
             raise ShardCorruptError(f'{path}: column {", ".join(changed)} (the file was replaced since the index was '
                                     f'made; construct the dataset again, or run "streaming index" again if the '
                                     f'directory has a sidecar).')
+        schema = self._file.schema_arrow
+        images = set(reader.images)  # decoded into a new PIL image at every read
+        self._copies = [(name, found) for name in self._names
+                        if name not in images and (found := _copier(schema.field(name).type)) is not None]
 
     def __len__(self) -> int:
         return self._count
@@ -397,6 +421,8 @@ class ParquetView:
     def __getitem__(self, index: int) -> dict[str, Any]:
         row, columns = self._locate(index)
         sample = {name: values[row] for name, values in zip(self._names, columns)}
+        for name, fresh in self._copies:
+            sample[name] = fresh(sample[name])
         return self._decode_images(sample) if self._reader.images else sample
 
     def samples(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
@@ -404,9 +430,12 @@ class ParquetView:
         names = self._names
         images = bool(self._reader.images)
         locate = self._locate
+        copies = self._copies
         for index in positions:
             row, columns = locate(index)
             sample = {name: values[row] for name, values in zip(names, columns)}
+            for name, fresh in copies:
+                sample[name] = fresh(sample[name])
             yield self._decode_images(sample) if images else sample
 
     def close(self) -> None:

@@ -45,6 +45,34 @@ def test_local_directory_every_row_as_written(tmp_path: Any) -> None:
     assert dataset.streams[0].index_identity.startswith('derived:parquet:')
 
 
+@pytest.mark.parametrize('workers', [0, 1])
+def test_a_sample_changed_in_place_changes_no_later_read(tmp_path: Any, workers: int) -> None:
+    """Each read of a row gets its own arrays, lists and dicts: a transform that centres ``vec`` in place or edits
+    ``meta`` leaves the row's second copy (``repeat=2``), its next read and ``dataset[i]`` as written (the decoded
+    row group is kept and used to hand out the same objects)."""
+    data = str(tmp_path / 'data')
+    write_parquet(data, files=1, rows=12, row_group=12)
+
+    class Centred(StreamingDataset):
+        def __getitem__(self, index: int) -> Any:
+            sample = super().__getitem__(index)
+            assert_row(sample)  # not yet changed by an earlier read
+            sample['vec'] -= 0.5
+            sample['meta']['n'] += 100
+            return sample
+
+    dataset = Centred(streams=[Stream(local=data, repeat=2)], batch_size=1, shuffle=False)
+    loader = StreamingDataLoader(dataset, batch_size=None, num_workers=workers)
+    seen = [int(sample['id']) for sample in loader]
+    assert sorted(seen) == sorted(list(range(12)) * 2)
+    plain = StreamingDataset(local=data, batch_size=1)
+    for i in (0, 5):
+        first = plain[i]
+        first['vec'] += 1
+        first['meta']['tag'] = 'changed'
+        assert_row(plain[i])
+
+
 def test_copied_from_a_remote_directory_and_rebuilt_when_it_changes(tmp_path: Any) -> None:
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     write_parquet(remote, files=2, rows=50, row_group=20)
