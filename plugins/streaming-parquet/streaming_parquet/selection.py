@@ -4,7 +4,8 @@
 order and using the first that matches any file:
 
 1. ``data/{split}-*.parquet`` and ``data/{split}.parquet`` (what ``push_to_hub`` writes:
-   ``data/train-00000-of-00003.parquet``; for another configuration ``{config}/{split}-*.parquet``);
+   ``data/train-00000-of-00003.parquet``; for another configuration ``{config}/{split}-*.parquet``, which without
+   ``config=`` are refused when several configurations have such files);
 2. ``{config}/{split}/*.parquet`` (the Hub's Parquet conversion, ``default/train/0000.parquet``) and
    ``{split}/**`` (a directory named after the split), with ``config=`` restricting to one configuration (without
    it, files of several configurations are refused, naming them, as ``datasets`` refuses a missing config name);
@@ -151,8 +152,8 @@ def select_names(names: Sequence[str], *, split: str | None = None, config: str 
     for number, (_, regex) in enumerate(_split_layouts(split, config)):
         chosen = [name for name in names if regex.match(name)]
         if chosen:
-            if number == 1 and config is None:
-                _one_config(chosen, split)
+            if config is None:
+                _one_config(chosen, split, number)
             return chosen
     tried = '; '.join(text for text, _ in _split_layouts(split, config))
     raise FileSelectionError(f'split={split!r}{f" config={config!r}" if config else ""} selects none of the '
@@ -160,16 +161,23 @@ def select_names(names: Sequence[str], *, split: str | None = None, config: str 
                              f'{tried}. Pass data_files= glob patterns to choose the files yourself.')
 
 
-def _one_config(chosen: Sequence[str], split: str) -> None:
-    """Refuse a ``{config}/{split}/`` selection spanning several configurations (as ``datasets`` does: "Config
-    name is missing")."""
+def _one_config(chosen: Sequence[str], split: str, layout: int) -> None:
+    """Refuse a selection spanning several configurations (as ``datasets`` does: "Config name is missing"): the
+    Hub conversion's ``{config}/{split}/`` (layout 2), or ``push_to_hub``'s files of several configurations,
+    ``{config}/[data/]{split}-00000-of-00003.parquet`` (found by the name layouts, 3 and 4)."""
     words = '|'.join(re.escape(word) for word in _keywords(split))
-    shape = re.compile(rf'([^/]+)/(?:partial-)?(?:{words})/[^/]*\Z')
+    if layout == 1:
+        shape, where = re.compile(rf'([^/]+)/(?:partial-)?(?:{words})/[^/]*\Z'), f'{{config}}/{split}/'
+    elif layout >= 2:
+        shape = re.compile(rf'([^/]+)/(?:data/)?(?:{words})-\d+-of-\d+\.parquet\Z')
+        where = f'{{config}}/{split}-*-of-*.parquet (push_to_hub\'s files of a configuration)'
+    else:
+        return
     configs = sorted({found.group(1) for found in map(shape.match, chosen) if found is not None})
     if len(configs) > 1:
-        raise FileSelectionError(f'split={split!r} matches {{config}}/{split}/ in {len(configs)} configurations '
+        raise FileSelectionError(f'split={split!r} matches {where} in {len(configs)} configurations '
                                  f'({", ".join(configs)}): pass config= one of them (e.g. config={configs[0]!r}); '
-                                 f'a stream reads one configuration.')
+                                 f'a stream reads one configuration (data_files= patterns read several).')
 
 
 def describe_selection(split: str | None, config: str | None, data_files: object) -> str:

@@ -49,6 +49,17 @@ def test_split_layouts_of_the_hub() -> None:
                       'fr/test-00000-of-00001.parquet']
     assert select_names(pushed_configs, split='train', config='fr') == ['fr/train-00000-of-00001.parquet']
     assert select_names(pushed_configs, split='train') == ['data/train-00000-of-00001.parquet']
+    for configs in (['en/train-00000-of-00001.parquet', 'fr/train-00000-of-00002.parquet',
+                     'fr/test-00000-of-00001.parquet'],
+                    ['en/data/train-00000-of-00001.parquet', 'fr/data/train-00000-of-00001.parquet']):
+        # push_to_hub(config_name=...) without a default configuration: English and French are never mixed
+        with pytest.raises(FileSelectionError, match=r"in 2 configurations \(en, fr\): pass config="):
+            select_names(configs, split='train')
+        assert select_names(configs, split='train', config='en') == [configs[0]]
+    assert select_names(['2023/train-00000-of-00001.parquet', 'fr/test-00000-of-00001.parquet'], split='train') == [
+        '2023/train-00000-of-00001.parquet']  # one configuration has the split
+    assert select_names(['a/train-1.parquet', 'b/train-2.parquet'], split='train') == [
+        'a/train-1.parquet', 'b/train-2.parquet']  # not push_to_hub's names: read as the Hub's patterns read them
     assert select_names(['train/a.parquet', 'train/sub/b.parquet', 'test/c.parquet'], split='train') == [
         'train/a.parquet', 'train/sub/b.parquet']
     assert select_names(['x/my-train-set/a.parquet', 'x/test/b.parquet'], split='train') == [
