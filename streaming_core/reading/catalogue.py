@@ -35,7 +35,19 @@ from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.spanner import Spanner
 from streaming_core.reading.stream import Stream
 
-__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource', 'CatalogueAttributes']
+__all__ = ['ShardCatalogue', 'CatalogueReaders', 'ShardSource', 'CatalogueAttributes', 'no_samples']
+
+
+def no_samples(stream: Stream) -> EmptyDatasetError:
+    """The error for a stream whose index holds no sample, naming its ``index.json``, or for an index derived from
+    the files (Parquet, WebDataset) the directory whose files hold no rows."""
+    identity = str(getattr(stream, 'index_identity', '') or '')
+    if identity.startswith('derived:'):
+        from streaming_core.storage.redact import redact_url
+        where = redact_url(stream.remote_dir or stream.local_dir)
+        return EmptyDatasetError(f'Stream contains no samples: the {identity.split(":")[1]} files of {where} hold '
+                                 f'no rows (its index is derived from them; there is no index.json).')
+    return EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
 
 #: One stream's shards: its mapped shard table (readers created on first touch) or a sequence of readers.
 ShardSource = Union[ShardTable, Sequence[ShardReader]]
@@ -236,7 +248,7 @@ class ShardCatalogue:
             table = stream.shard_table(allow_unsafe_types)
             samples = _total_samples(table.samples_per_shard, stream.index_path())
             if samples == 0:
-                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
+                raise no_samples(stream)
             total += samples
             if total > MAX_SAMPLES:
                 raise IndexFormatError(f'The streams up to {stream.index_path()} hold {total} samples together, '

@@ -14,13 +14,13 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.common.arguments import bytes_to_int
-from streaming_core.errors import CacheLimitError, EmptyDatasetError
+from streaming_core.errors import CacheLimitError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
 from streaming_core.ordering.rank_versions import VersionCheck
 from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
-from streaming_core.reading.catalogue import CatalogueAttributes, ShardCatalogue, ShardSource
+from streaming_core.reading.catalogue import CatalogueAttributes, ShardCatalogue, ShardSource, no_samples
 from streaming_core.reading.dataset_arguments import (
     TransformAttribute,
     build_streams,
@@ -218,7 +218,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
                 samples = int(table.samples_per_shard.sum())
                 source = table
             if samples == 0:
-                raise EmptyDatasetError(f'Stream contains no samples: {stream.index_path()}.')
+                raise no_samples(stream)
             sources.append(source)
         return ShardCatalogue(self.streams, sources)
 

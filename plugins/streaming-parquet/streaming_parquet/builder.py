@@ -276,6 +276,12 @@ class ParquetIndexBuilder:
             logger.info('%s: read the footers of %d files. Run "streaming index %s" to write %s beside them: a node '
                         'without this index then reads that one file instead.', where, len(missing), where, SIDECAR)
         summaries = [known[item.name] for item in files]
+        for item, (_, layout, _) in zip(files, summaries):
+            names = [name for name, _ in layout]
+            twice = sorted({name for name in names if names.count(name) > 1})
+            if twice:  # pyarrow writes them; a row (a dict) cannot hold both
+                raise IndexFormatError(f'{where}/{item.name} has several columns named {twice[0]!r}; a row cannot '
+                                       f'hold them all. Rename them in the file, or read it with pyarrow.')
         columns = self._project(files[0], summaries[0][1], where)
         for item, (_, layout, _) in zip(files[1:], summaries[1:]):
             _check_schema(files[0], columns, item, layout, where, exact=self.columns is None)

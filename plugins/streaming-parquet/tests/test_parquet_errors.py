@@ -11,7 +11,7 @@ import pytest
 from parquet_data import assert_row, write_parquet
 
 from streaming_core import Stream, StreamingDataset
-from streaming_core.errors import IndexFormatError, ShardCorruptError, UnknownNameError
+from streaming_core.errors import EmptyDatasetError, IndexFormatError, ShardCorruptError, UnknownNameError
 from streaming_core.hookspecs import hookimpl
 from streaming_core.reading.derived_index import DerivedIndexError
 from streaming_core.testing import registered_plugin
@@ -108,10 +108,24 @@ def test_spark_leftovers_are_not_read_as_data(tmp_path: Any) -> None:
 
 
 def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     empty = str(tmp_path / 'empty')
     os.makedirs(empty)
     with pytest.raises(DerivedIndexError, match='no index.json and no files'):
         StreamingDataset(local=empty, batch_size=1)
+    rowless = str(tmp_path / 'rowless')
+    os.makedirs(rowless)
+    pq.write_table(_table(a=pa.array([], pa.int64())), os.path.join(rowless, 'a.parquet'))
+    with pytest.raises(EmptyDatasetError, match=r'the parquet files of .*rowless hold no rows') as found:
+        StreamingDataset(local=rowless, batch_size=1)
+    assert 'index.json' not in str(found.value).split(';')[0]  # there is none to name
+    twice = str(tmp_path / 'twice')
+    os.makedirs(twice)
+    pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array(['x'])], names=['x', 'x']),
+                   os.path.join(twice, 'a.parquet'))
+    with pytest.raises(IndexFormatError, match=r"a\.parquet has several columns named 'x'"):
+        StreamingDataset(local=twice, batch_size=1)
     other = str(tmp_path / 'other')
     os.makedirs(other)
     open(os.path.join(other, 'notes.txt'), 'w').write('hello')
