@@ -176,6 +176,19 @@ def test_repr_has_no_secrets(tmp_path):
     assert 'streams=' in repr(dataset)
 
 
+def test_storage_options_travel_in_a_pickle_and_never_in_a_state_dict(tmp_path):
+    """As docs/storage/index.md says: a spawned worker needs the options (secrets included); a state dict, which
+    checkpoints hold, never has them."""
+    import pickle
+    remote = write_mds(str(tmp_path / 'remote'), 8)
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'c'), batch_size=2,
+                               storage_options={'token': 'SECRET-7f3a'})
+    assert next(iter(dataset))['id'] == 0
+    assert 'SECRET-7f3a' not in repr(dataset.state_dict()) and 'SECRET-7f3a' not in repr(dataset)
+    copy = pickle.loads(pickle.dumps(dataset))
+    assert copy.streams[0].storage_options == {'token': 'SECRET-7f3a'}
+
+
 @pytest.mark.parametrize('size_limit', [1 << 10, 1 << 14])  # per-sample loop; long same-shard stretches
 def test_random_access_while_iterating_never_closes_the_shard_being_read(mds_dir, size_limit):
     path = mds_dir(400, size_limit=size_limit)
