@@ -43,6 +43,32 @@ def test_ranks_on_different_versions_of_a_dataset_stop_with_an_error(tmp_path, i
     assert remote in message
 
 
+def test_ranks_on_two_nodes_across_a_rewrite_with_an_identical_index_stop(tmp_path, monkeypatch):
+    """Fixed-size samples without hashes rewritten with new content: the same index.json bytes. Rank 0's node already
+    holds the old version (an earlier run), so it downloads nothing; rank 1's node downloads the new one. Their
+    shard names and counts agree: the remote version each loaded (its index's stat) tells them apart."""
+    import os
+
+    from streaming_core import StreamingDataset
+    remote = write_mds(str(tmp_path / 'remote'), 40)
+    nodes = [(str(tmp_path / f'local{rank}'), str(tmp_path / f'cache{rank}')) for rank in range(2)]
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', nodes[0][1])
+    assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=nodes[0][0], batch_size=4)) == list(range(40))
+    with open(os.path.join(remote, 'index.json'), 'rb') as handle:
+        before = handle.read()
+
+    def rewrite() -> None:
+        write_mds(remote, 40, start=1000, exist_ok=True)
+        with open(os.path.join(remote, 'index.json'), 'rb') as handle:
+            assert handle.read() == before  # the hard case: nothing in the index differs
+
+    results = run_two_ranks_across_a_change(tmp_path, {'remote': remote}, 'before', 0, None, change=rewrite,
+                                            nodes=nodes)
+    assert results[0].get('ids') is not None and sorted(results[0]['ids']) != [], results
+    name, message = results[1]['error']
+    assert name == 'DatasetVersionError' and 'Rank 1 reads another version of the dataset than rank 0' in message
+
+
 def test_ranks_on_one_version_read_every_sample_once(tmp_path):
     remote = write_mds(str(tmp_path / 'remote'), 40)
     results = run_two_ranks_across_a_change(tmp_path, {'remote': remote, 'local': str(tmp_path / 'local')}, 'after',

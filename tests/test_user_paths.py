@@ -291,3 +291,24 @@ def test_a_state_from_another_version_of_the_dataset_is_refused(tmp_path):
     twin = StreamingDataset(local=write_mds(str(tmp_path / 'twin'), 50), batch_size=5)  # same layout elsewhere
     twin.load_state_dict(state)
     assert len(ids_of(twin)) == 40
+
+
+def test_a_state_of_another_dataset_of_the_same_shape_is_refused(tmp_path):
+    """Another dataset with the same shard and sample counts (here: other hashes) is not the one a state names samples
+    of; a copy of the same one elsewhere is, and a state saved before the content was recorded loads."""
+    import shutil
+    original = write_mds(str(tmp_path / 'a'), 50, hashes=['xxh64'])
+    source = StreamingDataset(local=original, batch_size=5)
+    it = iter(source)
+    [next(it) for _ in range(10)]
+    state = source.state_dict(10, True)
+    assert state['dataset_content'] == source.content_version
+    other = StreamingDataset(local=write_mds(str(tmp_path / 'b'), 50, start=5000, hashes=['xxh64']), batch_size=5)
+    assert other.layout_identity == source.layout_identity  # the same shape: only the content tells them apart
+    with pytest.raises(ValueError, match='saved for another dataset'):
+        other.load_state_dict(state)
+    copy = StreamingDataset(local=shutil.copytree(original, str(tmp_path / 'copy')), batch_size=5)
+    copy.load_state_dict(state)  # the same dataset under another path (another machine)
+    assert len(ids_of(copy)) == 40
+    legacy = {k: v for k, v in state.items() if k != 'dataset_content'}  # saved before 0.2
+    other.load_state_dict(legacy)

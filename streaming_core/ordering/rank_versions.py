@@ -7,7 +7,8 @@ without a sign. A dataset keeps one index version for its lifetime; this module 
 
 Each dataset carries a :class:`VersionCheck`: the name of what it reads (its streams' remotes, or local
 directories, splits, formats and format options), its ordinal among this process's datasets of that name, and its
-version (a digest of every stream's shard names, hashes and sample counts, the same on every machine). In each
+version (a digest of every stream's shard names, hashes and sample counts, and of the identity of the remote version
+each stream loaded: the same on every machine). In each
 rank's main process, as soon as a ``torch.distributed`` process group exists (at construction, or later: before
 DataLoader workers fork, when the dataset is pickled for spawned workers, or when iteration starts), the version is
 offered to the group's rendezvous store with one ``compare_set``: the first rank's version stays, and a rank that
@@ -22,6 +23,7 @@ import collections
 import hashlib
 import logging
 import os
+import re
 import weakref
 from typing import Any, Sequence
 
@@ -30,7 +32,7 @@ from streaming_core.errors import DatasetVersionError
 from streaming_core.ordering.world import _dist, _in_dataloader_worker, _store_key
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['VersionCheck']
+__all__ = ['VersionCheck', 'content_version', 'remote_identity']
 
 logger = logging.getLogger('streaming_core.ordering.rank_versions')
 
@@ -59,6 +61,8 @@ class VersionCheck:
             self.ordinal = _ordinals[self.name]
             _ordinals[self.name] += 1
         self.version = version
+        #: The content version alone (:func:`content_version`), when made by :meth:`of_dataset`.
+        self.content = version
         self.description = description
         self.hint = '; for hf://, name a commit (hf://datasets/owner/name@<commit>/...)' if 'hf://' in description \
             else ''
@@ -69,14 +73,19 @@ class VersionCheck:
     @classmethod
     def of_dataset(cls, streams: Sequence[Any], catalogue: Any) -> 'VersionCheck':
         """The check of a dataset reading ``streams`` (its :class:`~streaming_core.reading.stream.Stream` objects),
-        whose shards are ``catalogue``."""
-        digest = hashlib.blake2b(catalogue.layout_identity().encode(), digest_size=12)
-        for index in range(len(streams)):
-            digest.update(catalogue.stream_layout(index).encode())
+        whose shards are ``catalogue``. Its version is :func:`content_version` and, for each stream with a remote,
+        the identity of the remote version it loaded (:func:`remote_identity`): a dataset rewritten with the same
+        names, sizes and sample counts, without hashes, keeps its content version but not its identity."""
+        content = content_version(streams, catalogue)
+        digest = hashlib.blake2b(content.encode(), digest_size=12)
+        for stream in streams:
+            digest.update(remote_identity(stream).encode('utf-8') + b'\0')
         names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}\0{type(s).__name__}\0{s.format or ""}\0'
                  f'{sorted((str(k), repr(v)) for k, v in (s.format_options or {}).items())}' for s in streams]
         where = ', '.join(redact_url(s.remote_dir) if s.remote_dir else s.local_dir for s in streams)
-        return cls(names, digest.hexdigest(), f'streams: {where}')
+        check = cls(names, digest.hexdigest(), f'streams: {where}')
+        check.content = content
+        return check
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -122,11 +131,35 @@ class VersionCheck:
         if version != self.version:
             self.error = (
                 f'Rank {rank} reads another version of the dataset than rank {first} of this job ({self.description}): '
-                f'its shards or their sample counts differ (version {self.version} here, {version} there). The dataset '
+                f'its shards, their sample counts or the remote version differ (version {self.version} here, {version} '
+                f'there). The dataset '
                 f'changed while the ranks started (index.json rewritten, files added or replaced, a push to an hf:// '
                 f'branch), and ranks on different versions would lose or repeat samples. Restart the job once the '
                 f'dataset no longer changes{getattr(self, "hint", "")}.')
             logger.error('%s', self.error)
+
+
+def content_version(streams: Sequence[Any], catalogue: Any) -> str:
+    """A digest of every stream's shard names, hashes and sample counts: the same for a copy of the dataset on any
+    machine or under any path (what a resumption state names samples of)."""
+    digest = hashlib.blake2b(catalogue.layout_identity().encode(), digest_size=12)
+    for index in range(len(streams)):
+        digest.update(catalogue.stream_layout(index).encode())
+    return digest.hexdigest()
+
+
+_CTIME = re.compile(r';ctime=\d+')
+
+
+def remote_identity(stream: Any) -> str:
+    """The identity of the remote version a stream loaded, the same on every machine reading that remote (its
+    index's etag / size / modification time, a digest of its bytes or of its listing, a commit), or ``''`` for a
+    stream without a remote or one read from a local copy alone (a local file's identity names its inode). The
+    change time, which identities made before version 0.2 lack, is left out."""
+    identity = str(getattr(stream, 'index_identity', None) or '')
+    if not getattr(stream, 'remote_dir', None) or identity.startswith('file:'):
+        return ''
+    return _CTIME.sub('', identity)
 
 
 def _run_pending_before_fork() -> None:

@@ -174,6 +174,9 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         self.catalogue = self._load_catalogue()
         self.layout_identity = self.catalogue.layout_identity()
         self._version_check = VersionCheck.of_dataset(self.streams, self.catalogue)
+        #: A digest of every stream's shard names, hashes and sample counts (the same for a copy of the data on any
+        #: machine); states record it, and a state of another dataset is refused.
+        self.content_version = self._version_check.content
         self._version_check.run()  # ranks of one job on different versions: an error (now, or once a group exists)
 
         # Cache limit.
@@ -472,7 +475,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
         from streaming_core.reading.state_dict import make_state
         return make_state(epoch, sample_in_epoch, self.num_canonical_nodes, self.shuffle_seed, initial,
-                          self.layout_identity)
+                          self.layout_identity, self.content_version)
 
     def _position_state(self, parallel: World) -> dict[str, Any]:
         position = self._position
@@ -488,7 +491,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         """Resume from a state dict (ours, torchdata's per-worker one, or mosaicml-streaming's) at the next
         iteration, in every worker. A state whose ``sample_in_epoch`` covers its epoch resumes at the next epoch."""
         from streaming_core.reading.state_dict import parse_state
-        state = parse_state(obj, self.layout_identity)
+        state = parse_state(obj, self.layout_identity, self.content_version)
         if 'worker_position' in state:
             self._worker_resume = state  # this process's own position (torchdata loads it in each worker)
         else:

@@ -1,12 +1,13 @@
 """The resumption state dict of a ``StreamingDataset``: its fields, their checks, and a DataLoader worker's position.
 
 A state holds mosaicml-streaming's keys (:data:`STATE_KEYS`: the epoch, the samples the whole world consumed in it,
-the order it was planned with) plus ``initial_physical_nodes`` and ``dataset_layout`` (the shard layout it names
-samples of); torchdata's per-worker state adds ``worker_position`` (:data:`POSITION_FIELDS`). What a state means for
-every client is in ``docs/guide/resumption.md``. This module builds such dicts (:func:`make_state`), checks and
-normalises a loaded one (:func:`parse_state`) and turns a per-worker state into where this worker starts
-(:func:`worker_start`); :class:`~streaming_core.reading.dataset.StreamingDataset` decides when, and keeps the epoch
-counters it shares with its DataLoader workers in :mod:`streaming_core.reading.shared_state`.
+the order it was planned with) plus ``initial_physical_nodes``, ``dataset_layout`` (the shard layout it names
+samples of) and ``dataset_content`` (a digest of the shards' names, hashes and sample counts: which dataset);
+torchdata's per-worker state adds ``worker_position`` (:data:`POSITION_FIELDS`). What a state means for every client
+is in ``docs/guide/resumption.md``. This module builds such dicts (:func:`make_state`), checks and normalises a
+loaded one (:func:`parse_state`) and turns a per-worker state into where this worker starts (:func:`worker_start`);
+:class:`~streaming_core.reading.dataset.StreamingDataset` decides when, and keeps the epoch counters it shares with
+its DataLoader workers in :mod:`streaming_core.reading.shared_state`.
 """
 
 from __future__ import annotations
@@ -56,14 +57,17 @@ class WorkerPosition:
 
 
 def make_state(epoch: int, sample_in_epoch: int, num_canonical_nodes: int, shuffle_seed: int,
-               initial_physical_nodes: int, layout: str) -> dict[str, Any]:
+               initial_physical_nodes: int, layout: str, content: str | None = None) -> dict[str, Any]:
     """A state dict (without ``worker_position``), every count as a plain ``int``."""
-    return {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
-            'num_canonical_nodes': int(num_canonical_nodes), 'shuffle_seed': int(shuffle_seed),
-            'initial_physical_nodes': int(initial_physical_nodes), 'dataset_layout': layout}
+    state = {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
+             'num_canonical_nodes': int(num_canonical_nodes), 'shuffle_seed': int(shuffle_seed),
+             'initial_physical_nodes': int(initial_physical_nodes), 'dataset_layout': layout}
+    if content is not None:
+        state['dataset_content'] = content
+    return state
 
 
-def parse_state(obj: Any, layout_identity: str) -> dict[str, Any]:
+def parse_state(obj: Any, layout_identity: str, content: str | None = None) -> dict[str, Any]:
     """Check a state dict given to ``load_state_dict`` (ours, torchdata's per-worker one, or mosaicml-streaming's)
     and return it normalised: :data:`STATE_KEYS` as ``int`` (the reference's epoch ``-1``, before its first
     iteration, as the start of epoch 0), ``initial_physical_nodes`` when given, and ``worker_position`` when the
@@ -72,6 +76,8 @@ def parse_state(obj: Any, layout_identity: str) -> dict[str, Any]:
     Args:
         obj: The state.
         layout_identity: The loading dataset's shard layout: a state saved for another layout is refused.
+        content: The loading dataset's content version (its shards' names, hashes and sample counts): a state saved
+            for another dataset is refused (states made before version 0.2 lack it).
 
     Raises:
         TypeError: ``obj`` is not a mapping.
@@ -98,6 +104,12 @@ def parse_state(obj: Any, layout_identity: str) -> dict[str, Any]:
                          f'{layout!r}; this dataset has {layout_identity!r}: its shards or their sample '
                          f'counts changed), so its position would name other samples. Resume with the dataset '
                          f'it was saved with, or start a new run (drop the state).')
+    saved = obj.get('dataset_content')
+    if saved is not None and content is not None and saved != content:
+        raise ValueError(f'This resumption state was saved for another dataset (content {saved!r}; this dataset has '
+                         f'{content!r}: the names, hashes or sample counts of its shards differ), so its position '
+                         f'would name other samples. Resume with the dataset it was saved with, or start a new run '
+                         f'(drop the state).')
     state: dict[str, Any] = {key: int(obj[key]) for key in STATE_KEYS}
     if state['epoch'] == -1:  # the reference's state before its first iteration: nothing was consumed
         state['epoch'], state['sample_in_epoch'] = 0, 0
