@@ -179,16 +179,47 @@ def test_remote_index_corrupt_with_a_good_local_copy_names_both(tmp_path):
     assert 'was left as it was' in err
 
 
-def test_earlier_cache_without_record_is_adopted(tmp_path):
-    remote = write_mds(str(tmp_path / 'remote'), 40)
+@pytest.mark.parametrize('hashes', [None, ['xxh64']])
+def test_earlier_cache_without_record_is_adopted(tmp_path, hashes):
+    """A local copy without a record (an earlier version's, another tool's) is adopted: files the index vouches for
+    by a hash are kept; the others, which nothing shows to be of this version, are fetched again."""
+    remote = write_mds(str(tmp_path / 'remote'), 40, hashes=hashes)
     local = tmp_path / 'cache'
     shutil.copytree(remote, local)
     (local / COORD_NAME).write_bytes(b'')
     before = {n: os.stat(local / n).st_ino for n in os.listdir(local) if n.startswith('shard.')}
     assert read_fresh(remote, str(local))['samples'] == expected(list(range(40)))
-    assert {n: os.stat(local / n).st_ino for n in os.listdir(local) if n.startswith('shard.')} == before
+    after = {n: os.stat(local / n).st_ino for n in os.listdir(local) if n.startswith('shard.')}
+    assert sorted(after) == sorted(before)
+    assert (after == before) if hashes else not set(after.items()) & set(before.items())
     assert sorted(os.listdir(local)) == sorted(os.listdir(remote))  # the local directory mirrors the remote
     assert record_of(str(local)) is not None
+
+
+def test_a_copy_of_unknown_version_with_the_same_index_bytes_is_never_served(tmp_path, monkeypatch):
+    """Fixed-size samples without hashes, rewritten with new content, give the same index.json bytes: a local copy
+    of the old version whose record is gone (the cache root wiped) is not taken for the new one; nor is a local
+    directory another cache root's job filled from another remote (each job reads its own remote's samples)."""
+    remote = write_ids(str(tmp_path / 'remote'), list(range(40)))
+    local = str(tmp_path / 'local')
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root1'))
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert [dataset[i]['id'] for i in range(0, 40, 3)] == list(range(0, 40, 3))  # part of v1 copied
+    with open(os.path.join(remote, 'index.json'), 'rb') as handle:
+        before = handle.read()
+    shutil.rmtree(tmp_path / 'root1')
+    write_ids(remote, list(range(1000, 1040)), exist_ok=True)
+    with open(os.path.join(remote, 'index.json'), 'rb') as handle:
+        assert handle.read() == before
+    assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)) == \
+        list(range(1000, 1040))
+    # Two remotes of the same shape through one local directory, one after the other, under two cache roots.
+    other = write_ids(str(tmp_path / 'other'), list(range(5000, 5040)))
+    shared = str(tmp_path / 'shared')
+    for root, source, first in (('c1', remote, 1000), ('c2', other, 5000), ('c1', remote, 1000)):
+        monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / root))
+        ids = sorted(s['id'] for s in StreamingDataset(remote=source, local=shared, batch_size=4))
+        assert ids == list(range(first, first + 40)), (root, source)
 
 
 def test_splits_have_their_own_record_and_refresh_independently(tmp_path):

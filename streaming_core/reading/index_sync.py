@@ -26,7 +26,10 @@ ours, and local files the new version does not vouch for are removed first. No b
 :class:`~streaming_core.reading.derived_index.ForeignIndexError` naming the file (and the plugin to install for a known
 format).
 
-A local directory with no record (a cache made by an earlier version) is adopted the same way. A remote that is
+A local directory with no record (the cache root was wiped or is another one, a copy made by another tool) is
+adopted the same way, as if its remote had been rewritten: its files are kept only where both indexes record the
+same hash, since a copy of another version can have the same ``index.json`` bytes (fixed-size samples without
+hashes). A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
 remote reads its local index; its identity is the file's ``(size, mtime_ns, inode, ctime_ns)``.
 
@@ -462,10 +465,13 @@ class _Refresh:
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
+            # A copy of unknown provenance: no record (the cache root wiped, or another one), or a local index.json
+            # that is not the file the record describes (replaced by a process recording under another cache root).
+            # Its files may be of another version with the same index bytes (fixed-size samples without hashes).
+            unknown = record is None or (record.local_stat is not None and local_now != record.local_stat)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
-                rewritten = (record is not None and self.probe is not None
-                             and record.source_identity.startswith('stat:')
-                             and not same_version(record.source_identity, self.probe))
+                rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
+                                        and not same_version(record.source_identity, self.probe))
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
             else:
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)
@@ -474,7 +480,7 @@ class _Refresh:
                 note_purge(self.sdir)  # a job still reading the old version must not read what replaces them
             if record is None:
                 _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
-            if old != new:
+            if old != new or (unknown and removed):  # a new file: a record under another cache root sees a change
                 write_file_atomic(path, new)
             if removed or old != new:
                 logger.info('%s changed: refreshed %s, removed %d stale local file(s)', self.shown, path, removed)
