@@ -30,6 +30,7 @@ from streaming_core.storage.facade import (
     get_backend,
     list_objects,
     read_range,
+    stat_object,
     upload_file,
 )
 from tests.fixtures.fault_proxy import FaultProxy
@@ -136,6 +137,42 @@ def test_exists_falls_back_to_a_ranged_get_when_head_is_refused(http_server: Sta
     assert exists(f'{proxy.url}/{name}')
     assert not exists(f'{proxy.url}/absent-{name}')
     assert proxy.matching('GET')[0].headers.get('range') == 'bytes=0-0'
+
+
+def test_a_dataset_rewritten_on_the_server_while_a_job_reads_it_stops_the_job(
+        http_server: StaticServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        fault_proxy: Callable[[str], FaultProxy]) -> None:
+    """The web server's ETag / Last-Modified identify the index version (a HEAD): a rewrite with the same index.json
+    bytes (fixed-size samples, no hashes) is noticed by a running job instead of serving the new samples under its
+    old index; a server that refuses HEAD is identified by the index bytes, as before."""
+    import time
+
+    from streaming_core import StreamingDataset
+    from streaming_core.errors import DatasetVersionError
+    from streaming_core.reading import remote_watch
+    from tests.fixtures.data import write_mds
+    name = f'ds-{uuid.uuid4().hex[:8]}'
+    root = os.path.join(http_server.root, name)
+    write_mds(root, 60, size_limit=1 << 9)
+    found = stat_object(f'{http_server.url}/{name}/index.json')
+    assert found is not None and found.mtime and found.size == os.path.getsize(os.path.join(root, 'index.json'))
+    dataset = StreamingDataset(remote=f'{http_server.url}/{name}', local=str(tmp_path / 'local'), batch_size=4)
+    assert dataset.streams[0].index_identity.startswith('stat:')
+    assert dataset[0]['id'] == 0
+    with open(os.path.join(root, 'index.json'), 'rb') as handle:
+        before = handle.read()
+    time.sleep(1.1)  # Last-Modified counts seconds
+    write_mds(root, 60, start=1000, size_limit=1 << 9, exist_ok=True)
+    with open(os.path.join(root, 'index.json'), 'rb') as handle:
+        assert handle.read() == before
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 0.0)
+    with pytest.raises(DatasetVersionError, match='changed while this job read it'):
+        [dataset[i]['id'] for i in range(60)]
+    proxy = fault_proxy(http_server.url)
+    proxy.fail(None, status=405, method='HEAD')
+    assert stat_object(f'{proxy.url}/{name}/index.json') is None
+    assert StreamingDataset(remote=f'{proxy.url}/{name}', local=str(tmp_path / 'other'),
+                            batch_size=4).streams[0].index_identity.startswith('sha256:')
 
 
 def test_upload_and_list_are_refused(http_server: StaticServer, tmp_path: Any) -> None:

@@ -9,7 +9,8 @@ Redirects are followed, but credentials (``Authorization``, from ``bearer_token`
 URL, cookies, and the headers of the ``headers`` option whose names look like one) go only to the origin (scheme,
 host and port) the request was made to, or its ``https`` upgrade: a redirect to another origin (a CDN, another site)
 drops them, as ``requests`` and ``huggingface_hub`` do. A ranged read checks that the answer is the range asked
-(``Content-Range``), and a whole-object answer that it is not cut short.
+(``Content-Range``), and a whole-object answer that it is not cut short. ``stat`` is a HEAD (``ETag``,
+``Content-Length``, ``Last-Modified``): a job notices a dataset rewritten under it as on an object store.
 """
 
 from __future__ import annotations
@@ -247,6 +248,29 @@ class HttpBackend:
             raise _http_error(err.code, err.reason, 'GET', url) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
             raise _transport_error(err, 'GET', url) from None
+
+    def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
+        """HEAD ``url``: ``{'etag', 'size', 'mtime'}`` from its ``ETag``, ``Content-Length`` and ``Last-Modified``
+        (what tells a rewritten dataset from the version a job read); empty when the server gives neither an
+        ``ETag`` nor a ``Last-Modified``, or refuses HEAD (the caller then compares bytes).
+
+        Raises:
+            RemoteNotFoundError: there is no such object.
+        """
+        try:
+            with self._open(self._request(url, 'HEAD'), timeout) as answer:
+                headers = answer.headers
+        except urllib.error.HTTPError as err:
+            if err.code in (405, 501):
+                return {}
+            raise _http_error(err.code, err.reason, 'HEAD', url) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise _transport_error(err, 'HEAD', url) from None
+        etag, modified, length = headers.get('ETag'), headers.get('Last-Modified'), headers.get('Content-Length')
+        if not etag and not modified:
+            return {}
+        return {'etag': etag or None, 'mtime': modified or None,
+                'size': int(length) if length and length.strip().isdigit() else None}
 
     def list(self, url: str, *, timeout: float) -> list[str]:
         """HTTP has no listing."""
