@@ -59,7 +59,7 @@ def test_the_fast_build_equals_the_general_one(tmp_path, compression, hashes):
 
 @pytest.mark.parametrize('damage', ['two templates', '../escape', 'leading /', 'dot', 'drive', 'bool samples',
                                     'negative bytes', 'upper hex', 'missing hashes', 'two shards keys', 'version',
-                                    'escaped shards key', 'bytes beyond 2**64', 'truncated'])
+                                    'escaped shards key', 'bytes beyond 2**64', 'truncated', 'unpaired surrogate'])
 def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
     index = _index(tmp_path, hashes=['sha1'])
     shards = index['shards']
@@ -86,6 +86,8 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
         index['version'] = True
     elif damage == 'bytes beyond 2**64':  # msgspec before 0.19 decoded this one wrongly
         raw['bytes'] = 19446744073709551617
+    elif damage == 'unpaired surrogate':  # valid JSON text ("\\ud800"), but no file's name
+        raw['basename'] = 'x\ud800.mds'
     data = json.dumps(index).encode()
     if damage == 'two shards keys':
         data = data[:-1] + b', "shards": []}'
@@ -99,6 +101,9 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
             _general(data)
     if damage == 'two templates':
         assert len(_general(data)[0]['templates']) == 2
+    if damage == 'unpaired surrogate':  # named, on the general path and the streamed one, never a bare UnicodeError
+        with pytest.raises(IndexFormatError, match=r"shard 3 raw_data: file name 'x\\ud800\.mds' is not valid Unicode"):
+            _general(data)
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers(min_value=-(1 << 70), max_value=1 << 70)

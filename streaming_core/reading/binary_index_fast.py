@@ -80,6 +80,11 @@ def _names_ok(names: list[str]) -> bool:
     flat = '\0' + joined.replace('/', '\0') + '\0'
     if '\0\0' in flat or '\0.\0' in flat or '\0..\0' in flat:
         return False
+    if not joined.isascii():
+        try:
+            joined.encode('utf-8')
+        except UnicodeEncodeError:  # an unpaired surrogate: the general path names it
+            return False
     return not (':' in joined and _DRIVE.search(joined))
 
 

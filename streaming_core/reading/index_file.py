@@ -49,6 +49,12 @@ def check_basename(basename: Any, where: str) -> str:
     if basename[0] == '/' or '\\' in basename or '\0' in basename or drive or dots:
         raise UnsafePathError(f'{where}: file name {basename!r} escapes the dataset directory or is not a plain '
                               f'relative path; refusing to read or write it.')
+    if not basename.isascii():
+        try:
+            basename.encode('utf-8')
+        except UnicodeEncodeError:  # a lone surrogate, valid in JSON text ("\ud800") but no file's name
+            raise IndexFormatError(f'{where}: file name {basename!r} is not valid Unicode (an unpaired '
+                                   f'surrogate); no file can have it.') from None
     return basename
 
 
