@@ -54,7 +54,7 @@ __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError'
            'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
            'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'write_record',
-           'FileProgress']
+           'FileProgress', 'source_file', 'same_entry']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -156,14 +156,23 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
             name = name.replace(os.sep, '/')
         if not name or _hidden(name):
             continue
-        if item.stat.size is None:
-            raise DerivedIndexError(f'The listing of {redact_url(root)} gives no size for {name}; its storage backend '
-                                    f'cannot describe files for a derived index. Write an index.json instead.')
-        mtime = item.stat.mtime
-        if item.stat.ctime is not None:  # a local file: replaced in place with its old mtime restored, still seen
-            mtime = f'{mtime}/{item.stat.ctime}'
-        found.append(SourceFile(name, int(item.stat.size), item.stat.etag, mtime))
+        found.append(source_file(name, item.stat, root))
     return sorted(found, key=lambda item: item.name)
+
+
+def source_file(name: str, stat: Any, root: str) -> SourceFile:
+    """The listing entry of the file ``name`` of ``root`` from its :class:`~streaming_core.storage.facade.ObjectStat`
+    (a local file's change time joins its modification time: replaced in place with its old mtime restored, it is
+    still another entry).
+
+    Raises:
+        DerivedIndexError: the stat gives no size.
+    """
+    if stat.size is None:
+        raise DerivedIndexError(f'The listing of {redact_url(root)} gives no size for {name}; its storage backend '
+                                f'cannot describe files for a derived index. Write an index.json instead.')
+    mtime = stat.mtime if stat.ctime is None else f'{stat.mtime}/{stat.ctime}'
+    return SourceFile(name, int(stat.size), stat.etag, mtime)
 
 
 def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
@@ -366,7 +375,7 @@ def read_listing(sdir: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
 
 
-def _same_entry(before: list[Any] | None, now: list[Any]) -> bool:
+def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
     """Whether two listing entries (:meth:`SourceFile.key`) name one version of a file: equal, or equal but for the
     change time that a local file's entry recorded before version 0.2 lacks (its mtime alone, no ``/``)."""
     if before is None or before == now:
@@ -374,6 +383,15 @@ def _same_entry(before: list[Any] | None, now: list[Any]) -> bool:
     if len(before) != 4 or not isinstance(before[3], str) or '/' in before[3] or not isinstance(now[3], str):
         return False
     return before[:3] == now[:3] and now[3].split('/', 1)[0] == before[3] and '/' in now[3]
+
+
+def _changed(old: dict[str, Any] | None, files: Sequence[SourceFile]) -> bool:
+    """Whether a file the previous listing named changed or disappeared (files only added change nothing read)."""
+    if old is None:
+        return False
+    new = {item.name: item.key() for item in files}
+    return any(isinstance(row, list) and row and (row[0] not in new or not same_entry(row, new[row[0]]))
+               for row in old['files'])
 
 
 def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
@@ -386,7 +404,7 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     real_root = os.path.realpath(local_dir)
     stale = []
     for name in sorted(set(new) | set(previous)):
-        if old is not None and name in new and _same_entry(previous.get(name), new[name]):
+        if old is not None and name in new and same_entry(previous.get(name), new[name]):
             continue
         try:
             check_basename(name, 'listing')
@@ -547,7 +565,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-        if purged:
+        if purged or _changed(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,

@@ -18,7 +18,8 @@ index last). A mismatch stats the remote index at once: changed, the job stops w
 
 What this cannot see: in an index without hashes, files rewritten with equal sizes and downloaded in those windows.
 Streams whose version is a commit (``hf://``) or a listing of their files (Parquet, WebDataset) are not re-checked
-here.
+here: a commit never changes, and a listed file is checked after its download by
+:mod:`streaming_core.reading.listing_watch`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -71,6 +72,54 @@ def test_a_sample_changed_in_place_changes_no_later_read(tmp_path: Any, workers:
         first['vec'] += 1
         first['meta']['tag'] = 'changed'
         assert_row(plain[i])
+
+
+def _same_size_file(path: str, tag: str) -> None:
+    """Two files of 40 rows in row groups of 20 whose only difference is the text (the same size, byte for byte)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({'id': pa.array(range(40), pa.int64()), 'text': [f'{tag}-{i:04d}' for i in range(40)]}),
+                   path, row_group_size=20, compression='none', use_dictionary=False, write_statistics=False)
+
+
+@pytest.mark.parametrize('where', ['directory', 's3'])
+def test_a_file_replaced_on_the_remote_while_a_job_reads_it_stops_the_job(tmp_path: Any, where: str,
+                                                                           request: pytest.FixtureRequest) -> None:
+    """The same name, size and row groups, other rows: downloaded after the index was derived, it is not served
+    under the old index (DatasetVersionError), whether this job is alone or a newer job rebuilt the index."""
+    from streaming_core.errors import DatasetVersionError
+    staging = str(tmp_path / 'staging')
+    os.makedirs(staging)
+    for name in ('a', 'b', 'c'):
+        _same_size_file(os.path.join(staging, f'{name}.parquet'), 'old')
+    _same_size_file(os.path.join(tmp_path, 'new.parquet'), 'new')
+    assert os.path.getsize(os.path.join(tmp_path, 'new.parquet')) == os.path.getsize(os.path.join(staging, 'a.parquet'))
+    if where == 's3':
+        import uuid
+        client = request.getfixturevalue('s3_env')
+        prefix = f'ds-{uuid.uuid4().hex}'
+        _upload(client, staging, prefix)
+        remote = f's3://{BUCKET}/{prefix}'
+
+        def replace(name: str) -> None:
+            client.upload_file(str(tmp_path / 'new.parquet'), BUCKET, f'{prefix}/{name}')
+    else:
+        remote = staging
+
+        def replace(name: str) -> None:
+            shutil.copyfile(str(tmp_path / 'new.parquet'), os.path.join(staging, name))
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
+    assert dataset[0]['text'] == 'old-0000'  # a.parquet copied
+    replace('b.parquet')
+    with pytest.raises(DatasetVersionError, match=r'b\.parquet was replaced after this job\'s index was derived'):
+        dataset[45]
+    assert not os.path.exists(str(tmp_path / 'local' / 'b.parquet'))
+    assert dataset[1]['text'] == 'old-0001'  # the files of its version still read
+    replace('c.parquet')
+    newer = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)  # rebuilds the index
+    assert newer[85]['text'] == 'new-0005'
+    with pytest.raises(DatasetVersionError, match='changed while this job read it'):
+        dataset[85]  # c.parquet, never copied by the old job: its rebuild stops it too
 
 
 def test_copied_from_a_remote_directory_and_rebuilt_when_it_changes(tmp_path: Any) -> None:
