@@ -176,6 +176,23 @@ def test_repr_has_no_secrets(tmp_path):
     assert 'streams=' in repr(dataset)
 
 
+def test_length_is_the_references_attribute_and_a_subclass_may_set_its_own(tmp_path, monkeypatch):
+    """``dataset.length`` is ``len(dataset)`` (per device: ``ceil(epoch_size / ranks)``), as the reference sets it; a
+    subclass assigning ``self.length`` keeps its value."""
+    remote = write_mds(str(tmp_path / 'remote'), 45)
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    monkeypatch.setenv('RANK', '1')
+    dataset = StreamingDataset(local=remote, batch_size=1)
+    assert dataset.length == len(dataset) == 23
+
+    class Own(StreamingDataset):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.length = 5
+
+    assert Own(local=remote, batch_size=1).length == 5
+
+
 def test_storage_options_travel_in_a_pickle_and_never_in_a_state_dict(tmp_path):
     """As docs/storage/index.md says: a spawned worker needs the options (secrets included); a state dict, which
     checkpoints hold, never has them."""

@@ -22,6 +22,7 @@ from streaming_core.ordering.weights import apply_weights
 from streaming_core.ordering.world import World, register_node
 from streaming_core.reading.catalogue import CatalogueAttributes, ShardCatalogue, ShardSource, no_samples
 from streaming_core.reading.dataset_arguments import (
+    LengthAttribute,
     TransformAttribute,
     build_streams,
     check_cache_limit,
@@ -512,6 +513,8 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         """Samples per device per epoch: ``ceil(epoch_size / ranks)`` (the reference's meaning)."""
         parallel = self._rank_world().replicate(self.replication)
         return math.ceil(self.epoch_size / parallel.num_ranks)
+
+    length = LengthAttribute()
 
     @property
     def next_epoch(self) -> int:

@@ -24,7 +24,7 @@ from streaming_core.reading.catalogue import ShardCatalogue
 from streaming_core.reading.stream import Stream, merge_format_options
 
 __all__ = ['check_run_arguments', 'build_streams', 'check_cache_limit', 'index_bytes', 'stream_class',
-           'TransformAttribute']
+           'TransformAttribute', 'LengthAttribute']
 
 
 def check_run_arguments(predownload: int | None, world: World | None, on_bad_sample: str,
@@ -144,6 +144,14 @@ def stream_class(name: str) -> type[Stream]:
         raise TypeError(f'stream_name={name!r} names {found!r}, which is not a subclass of streaming_core.Stream; '
                         f'register a Stream subclass.')
     return found
+
+
+class LengthAttribute:
+    """``dataset.length``: the reference's attribute for ``len(dataset)`` (samples per device per epoch). A subclass
+    that assigns ``self.length`` keeps its own value (a non-data descriptor: the instance's attribute wins)."""
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else len(obj)
 
 
 class TransformAttribute:
