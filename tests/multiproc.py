@@ -80,11 +80,12 @@ def global_batches(results: list[dict[str, Any]], epoch: int = 0) -> list[list[i
 
 def run_two_ranks_across_a_change(tmp: Any, dataset: dict[str, Any], init: str, workers: int, context: str | None,
                                   change: Callable[[], Any] | None, first_reads: bool = True,
-                                  nodes: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+                                  nodes: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Ranks 0 and 1 of a gloo job (``tests.workers.version_rank``): rank 1 constructs its dataset only after rank 0
     has, and after ``change()`` (None: no change) rewrote the dataset. ``init``: the group is created ``'before'`` or
     ``'after'`` the construction; ``first_reads=False``: rank 0 does not iterate (its files were rewritten under it);
-    ``nodes``: each rank's ``(local directory, cache root)``, as ranks on two machines (default: one node's).
+    ``nodes``: each rank's ``{'cache': cache root, 'local': ..., 'remote': ...}`` (dataset arguments of that rank), as
+    ranks on two machines (default: one node's).
     Returns each rank's output: ``len``, then ``ids`` read or ``error`` (type name, message)."""
     built, go = str(tmp / 'rank0-built'), str(tmp / 'rank1-go')
     config = {'init': init, 'workers': workers, 'context': context,
@@ -101,9 +102,9 @@ def run_two_ranks_across_a_change(tmp: Any, dataset: dict[str, Any], init: str, 
         clean = {k: v for k, v in os.environ.items() if not k.startswith('STREAMING_HF_PIN_')}
         env = dict(clean, RANK=str(rank), WORLD_SIZE='2', LOCAL_WORLD_SIZE='2', LOCAL_RANK=str(rank),
                    MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
-        if nodes is not None:  # one rank per node: LOCAL_WORLD_SIZE 1, the node's own local directory and cache
-            env.update(LOCAL_WORLD_SIZE='1', LOCAL_RANK='0', STREAMING_CORE_CACHE_DIR=nodes[rank][1])
-            config['ranks'][str(rank)]['local'] = nodes[rank][0]
+        if nodes is not None:  # one rank per node: LOCAL_WORLD_SIZE 1, the node's own cache (and directories)
+            env.update(LOCAL_WORLD_SIZE='1', LOCAL_RANK='0', STREAMING_CORE_CACHE_DIR=nodes[rank]['cache'])
+            config['ranks'][str(rank)]['dataset'] = {k: v for k, v in nodes[rank].items() if k != 'cache'}
         procs.append(subprocess.Popen([sys.executable, '-m', 'tests.workers.version_rank', json.dumps(config), out],
                                       env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     try:

@@ -51,9 +51,10 @@ def test_ranks_on_two_nodes_across_a_rewrite_with_an_identical_index_stop(tmp_pa
 
     from streaming_core import StreamingDataset
     remote = write_mds(str(tmp_path / 'remote'), 40)
-    nodes = [(str(tmp_path / f'local{rank}'), str(tmp_path / f'cache{rank}')) for rank in range(2)]
-    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', nodes[0][1])
-    assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=nodes[0][0], batch_size=4)) == list(range(40))
+    nodes = [{'local': str(tmp_path / f'local{rank}'), 'cache': str(tmp_path / f'cache{rank}')} for rank in range(2)]
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', nodes[0]['cache'])
+    assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=nodes[0]['local'], batch_size=4)) == \
+        list(range(40))
     with open(os.path.join(remote, 'index.json'), 'rb') as handle:
         before = handle.read()
 
@@ -67,6 +68,19 @@ def test_ranks_on_two_nodes_across_a_rewrite_with_an_identical_index_stop(tmp_pa
     assert results[0].get('ids') is not None and sorted(results[0]['ids']) != [], results
     name, message = results[1]['error']
     assert name == 'DatasetVersionError' and 'Rank 1 reads another version of the dataset than rank 0' in message
+
+
+def test_ranks_on_two_nodes_each_with_its_own_copy_as_the_remote_read_on(tmp_path):
+    """Each node's own copy of the dataset as its remote path (``rsync -a``: the same sizes and modification times,
+    other inodes): the same version, so the ranks read every sample once."""
+    import shutil
+    first = write_mds(str(tmp_path / 'node0-data'), 40)
+    second = shutil.copytree(first, str(tmp_path / 'node1-data'))  # copy2: modification times kept
+    nodes = [{'remote': path, 'local': str(tmp_path / f'local{rank}'), 'cache': str(tmp_path / f'cache{rank}')}
+             for rank, path in enumerate((first, second))]
+    results = run_two_ranks_across_a_change(tmp_path, {}, 'before', 0, None, change=None, nodes=nodes)
+    assert all('error' not in result for result in results), results
+    assert sorted(i for result in results for i in result['ids']) == list(range(40))
 
 
 def test_ranks_on_one_version_read_every_sample_once(tmp_path):

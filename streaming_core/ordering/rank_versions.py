@@ -149,16 +149,25 @@ def content_version(streams: Sequence[Any], catalogue: Any) -> str:
 
 
 _CTIME = re.compile(r';ctime=\d+')
+_INODE = re.compile(r';inode=\d+')
 
 
 def remote_identity(stream: Any) -> str:
     """The identity of the remote version a stream loaded, the same on every machine reading that remote (its
     index's etag / size / modification time, a digest of its bytes or of its listing, a commit), or ``''`` for a
     stream without a remote or one read from a local copy alone (a local file's identity names its inode). The
-    change time, which identities made before version 0.2 lack, is left out."""
+    change time, which identities made before version 0.2 lack, is left out; so is a local path's inode (a remote on
+    a path may be each node's own copy, ``rsync -a``'d: the same size and modification time, another inode), and
+    the listing of a remote on a path (its files' change times differ between such copies)."""
+    from streaming_core.storage.facade import is_remote
     identity = str(getattr(stream, 'index_identity', None) or '')
-    if not getattr(stream, 'remote_dir', None) or identity.startswith('file:'):
+    remote = getattr(stream, 'remote_dir', None)
+    if not remote or identity.startswith('file:'):
         return ''
+    if not is_remote(remote):
+        if identity.startswith('derived:'):
+            return ''
+        identity = _INODE.sub('', identity)
     return _CTIME.sub('', identity)
 
 

@@ -38,7 +38,7 @@ def main() -> None:
         if config['init'] == 'before':
             dist.init_process_group('gloo', rank=rank, world_size=int(os.environ['WORLD_SIZE']))
         _wait_for(mine.get('wait'))
-        dataset = StreamingDataset(**{**config['dataset'], **({'local': mine['local']} if 'local' in mine else {})})
+        dataset = StreamingDataset(**{**config['dataset'], **mine.get('dataset', {})})
         if mine.get('built'):
             open(mine['built'], 'w').close()
         if config['init'] == 'after':
