@@ -70,17 +70,27 @@ def test_ranks_on_two_nodes_across_a_rewrite_with_an_identical_index_stop(tmp_pa
     assert name == 'DatasetVersionError' and 'Rank 1 reads another version of the dataset than rank 0' in message
 
 
-def test_ranks_on_two_nodes_each_with_its_own_copy_as_the_remote_read_on(tmp_path):
-    """Each node's own copy of the dataset as its remote path (``rsync -a``: the same sizes and modification times,
-    other inodes): the same version, so the ranks read every sample once."""
+def test_each_nodes_own_copy_at_the_remote_path_is_one_version(tmp_path, monkeypatch):
+    """Nodes that each hold their own copy of the dataset at the remote path (``rsync -a``: the same sizes and
+    modification times, other inodes and change times) offer the same version; a rewrite is another. (Two nodes' one
+    path cannot be made on one machine: the two copies' versions are compared directly.)"""
+    import os
     import shutil
-    first = write_mds(str(tmp_path / 'node0-data'), 40)
-    second = shutil.copytree(first, str(tmp_path / 'node1-data'))  # copy2: modification times kept
-    nodes = [{'remote': path, 'local': str(tmp_path / f'local{rank}'), 'cache': str(tmp_path / f'cache{rank}')}
-             for rank, path in enumerate((first, second))]
-    results = run_two_ranks_across_a_change(tmp_path, {}, 'before', 0, None, change=None, nodes=nodes)
-    assert all('error' not in result for result in results), results
-    assert sorted(i for result in results for i in result['ids']) == list(range(40))
+
+    from streaming_core import Stream, StreamingDataset
+    from streaming_core.ordering.rank_versions import VersionCheck
+    first = write_mds(str(tmp_path / 'node0'), 40)
+    second = shutil.copytree(first, str(tmp_path / 'node1'))  # copy2: modification times kept
+    assert os.stat(first).st_ino != os.stat(second).st_ino
+    versions = []
+    for path in (first, second, first):
+        monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / f'cache-{len(versions)}'))
+        dataset = StreamingDataset(streams=[Stream(remote=path, local=str(tmp_path / f'local-{len(versions)}'))],
+                                   batch_size=4)
+        versions.append(VersionCheck.of_dataset(dataset.streams, dataset.catalogue).version)
+        if len(versions) == 2:
+            write_mds(first, 40, start=1000, exist_ok=True)  # the same index bytes, a new modification time
+    assert versions[0] == versions[1] != versions[2]
 
 
 def test_ranks_on_one_version_read_every_sample_once(tmp_path):
