@@ -3,10 +3,18 @@
 A stream without ``index.json`` (Parquet, WebDataset) reads an index derived from the listing of its directory
 (names, sizes, etags or modification times; :mod:`streaming_core.reading.derived_index`). Its files carry no hashes,
 so a file replaced on the remote with the same name and size after the index was derived would be downloaded and
-served under the old index: other rows in the same row groups, with no error. After each download of such a file,
-:func:`check_listed` lists that one name on the remote (one request, next to the download of a data file; a stat for
-a local path) and compares its entry with the one the index was derived from: another entry removes the copy and
-stops the job with :class:`~streaming_core.errors.DatasetVersionError`.
+served under the old index: other rows in the same row groups, with no error. Each download of such a file is
+therefore checked before it is renamed into place (:func:`listing_check`, given to
+:func:`~streaming_core.storage.facade.download_file`): the remote file is identified again (one ``stat``, a request
+next to the download of a data file; a listing of that name on a backend without ``stat``) and compared with the
+entry the index was derived from. Another version discards the download and stops the job with
+:class:`~streaming_core.errors.DatasetVersionError`; a failed check discards it too, so nothing unchecked is ever
+in place for another process to open.
+
+A stat and a listing may describe one version differently (a listing's modification time in milliseconds, a stat's
+in seconds; GCS's generation in one, its MD5 etag in the other), so only what both state in one form is compared:
+the size, etags of the same kind, else the modification times to the second (:func:`agrees`). A local remote is
+compared exactly (its ``stat``).
 
 A rebuild of the derived index by another process of the node (a newer job) notes a purge when an entry it knew
 changed or disappeared, so a job on the old index stops before opening such a file, downloaded or not
@@ -16,24 +24,24 @@ changed or disappeared, so a job on the old index stops before opening such a fi
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
-from streaming_core.reading.derived_index import (
-    DERIVED_LISTING_NAME,
-    read_listing,
-    same_entry,
-    source_file,
-)
-from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path
+from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, same_entry, source_file
+from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['check_listed']
+__all__ = ['listing_check', 'agrees']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
 _records: dict[str, tuple[Any, dict[str, list[Any]]]] = {}
+_KIND = re.compile(r'([a-z]+):')
 
 
 def _entries(sdir: str) -> dict[str, list[Any]]:
@@ -49,48 +57,99 @@ def _entries(sdir: str) -> dict[str, list[Any]]:
     return entries
 
 
-def _listed_now(stream: Any, name: str) -> list[Any] | None:
-    """The remote's listing entry of ``name`` now (None: no such file)."""
+def _seconds(value: Any) -> float | None:
+    """A modification time as POSIX seconds: a number (seconds, or milli-, micro- or nanoseconds by its size; a local
+    entry's ``mtime_ns/ctime_ns``), an ISO 8601 or an HTTP date; None when it is none of these."""
+    text = str(value).split('/', 1)[0].strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if number is not None:  # today in s is about 1.8e9: in ms 1.8e12, in us 1.8e15, in ns 1.8e18
+        for threshold, per_second in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)):
+            if abs(number) >= threshold:
+                return number / per_second
+        return number
+    try:
+        return datetime.fromisoformat(text.replace('Z', '+00:00')).timestamp()
+    except ValueError:
+        pass
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _bare(etag: str) -> str:
+    return etag.removeprefix('W/').strip('"')
+
+
+def agrees(entry: list[Any], stat: ObjectStat) -> bool:
+    """Whether a remote object's ``stat`` describes the version of a listing ``entry`` (``[name, size, etag,
+    mtime]``): the same size; etags of the same kind (plain, or ``generation:``, ``commit:``... prefixed) equal, else
+    modification times within a second of each other; nothing else comparable, the size alone."""
+    _, size, etag, mtime = entry
+    if stat.size is not None and size is not None and int(stat.size) != int(size):
+        return False
+    if etag and stat.etag:
+        kinds = [found.group(1) if (found := _KIND.match(str(e))) else '' for e in (etag, stat.etag)]
+        if kinds[0] == kinds[1]:
+            return _bare(str(etag)) == _bare(str(stat.etag))
+    if mtime and stat.mtime:
+        then, now = _seconds(mtime), _seconds(stat.mtime)
+        if then is not None and now is not None:
+            return abs(then - now) < 1.0
+    return True
+
+
+def _verdict(stream: Any, name: str, entry: list[Any]) -> str | None:
+    """None when the remote file ``name`` is still the version ``entry`` describes, else what it is now."""
     root = stream.remote_dir
     if not is_remote(root):
         try:
             info = os.stat(os.path.join(local_path(root), *name.split('/')))
         except FileNotFoundError:
-            return None
+            return 'removed'
         stat = ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
                           ctime=str(info.st_ctime_ns))
-        return source_file(name, stat, root).key()
+        now = source_file(name, stat, root).key()
+        return None if same_entry(entry, now) else f'replaced (listed as {entry[1:]}, now {now[1:]})'
     url = join(root, name)
-    for item in list_with_stats(url, timeout=float(stream.download_timeout or 60.0),
-                                retries=int(stream.download_retry or 0), options=stream.storage_options):
-        if item.url == url:
-            return source_file(name, item.stat, root).key()
-    return None
+    timeout, retries = float(stream.download_timeout or 60.0), int(stream.download_retry or 0)
+    try:
+        found = stat_object(url, timeout=timeout, retries=retries, options=stream.storage_options)
+    except FileNotFoundError:
+        return 'removed'
+    if found is None:  # a backend without stat: list that one name
+        listed = [item.stat for item in list_with_stats(url, timeout=timeout, retries=retries,
+                                                        options=stream.storage_options) if item.url == url]
+        if not listed:
+            return 'removed'
+        found = listed[0]
+    return None if agrees(entry, found) else f'replaced (listed as {entry[1:]}, now {found.identity})'
 
 
-def check_listed(stream: Any, name: str, path: str) -> None:
-    """After downloading the file ``name`` of ``stream`` to ``path``: when the stream's index is derived from its
-    remote's listing, the remote file must still have the listing entry the index was derived from.
+def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
+    """What a download of the file ``name`` of ``stream`` must pass before it is renamed into place, when the
+    stream's index is derived from its remote's listing (else None): the remote file is still the version the index
+    was derived from.
 
-    Raises:
-        DatasetVersionError: it was replaced or removed meanwhile (the copy at ``path`` is removed first).
+    The returned function raises :class:`~streaming_core.errors.DatasetVersionError` when it was replaced or removed
+    meanwhile, and a storage error when the remote cannot tell.
     """
     identity = str(getattr(stream, 'index_identity', None) or '')
     if not identity.startswith('derived:') or not stream.remote_dir:
-        return
+        return None
     entry = _entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)).get(name)
     if entry is None:  # not a file of the listing (a foreign index's shards), or no record: nothing to compare
-        return
-    now = _listed_now(stream, name)
-    if now is not None and same_entry(entry, now):
-        return
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-    what = 'was removed' if now is None else 'was replaced'
-    raise DatasetVersionError(
-        f'The data of {stream!r} changed while this job read it: {redact_url(join(stream.remote_dir, name))} {what} '
-        f'after this job\'s index was derived from the listing of its files (listed as {entry[1:]}, now '
-        f'{now[1:] if now is not None else "absent"}). Reading on would serve the new file under the old index. '
-        f'Restart the job to read the new version; write new versions of a dataset to new directories.')
+        return None
+
+    def check(_: str) -> None:
+        verdict = _verdict(stream, name, entry)
+        if verdict is not None:
+            raise DatasetVersionError(
+                f'The data of {stream!r} changed while this job read it: {redact_url(join(stream.remote_dir, name))} '
+                f'was {verdict} after this job\'s index was derived from the listing of its files. Reading on would '
+                f'serve the new file under the old index. Restart the job to read the new version; write new '
+                f'versions of a dataset to new directories.')
+    return check

@@ -29,7 +29,7 @@ from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
-from streaming_core.reading.listing_watch import check_listed
+from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.version_guard import purge_count
@@ -538,8 +538,8 @@ class Stream:
                                     f'it from.')
         if info is None:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
-                          retries=int(self.download_retry), options=self.storage_options)
-            check_listed(self, basename, path)
+                          retries=int(self.download_retry), options=self.storage_options,
+                          before_rename=listing_check(self, basename))
             return
         expected_hash = None
         if self.validate_hash:
@@ -552,8 +552,8 @@ class Stream:
         try:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), expected_size=info.bytes,
-                          expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options)
-            check_listed(self, basename, path)  # see listing_watch
+                          expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options,
+                          before_rename=listing_check(self, basename))  # see listing_watch
         except HashMismatchError as err:
             if expected_hash is not None or (since_change is None and changed_now(self) is None):
                 raise

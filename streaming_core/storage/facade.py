@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.errors import (
+    DatasetVersionError,
     HashMismatchError,
     PermanentStorageError,
     RemoteNotFoundError,
@@ -213,7 +214,8 @@ def _reset_hook(backend: StorageBackend) -> Callable[[], None] | None:
 
 
 def _retryable(err: BaseException) -> bool:
-    if isinstance(err, (RemoteNotFoundError, PermanentStorageError, FileNotFoundError, PermissionError)):
+    if isinstance(err, (RemoteNotFoundError, PermanentStorageError, FileNotFoundError, PermissionError,
+                        DatasetVersionError)):
         return False
     if isinstance(err, (KeyboardInterrupt, SystemExit, MemoryError)):
         return False
@@ -248,7 +250,8 @@ def with_retries(action: Callable[[], T], *, what: str, attempts: int, initial_b
 
 def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 2,
                   expected_size: int | None = None, expected_hash: tuple[str, str] | None = None,
-                  options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5) -> None:
+                  options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5,
+                  before_rename: Callable[[str], None] | None = None) -> None:
     """Download ``url`` to ``path`` atomically (a unique temporary name, then a rename).
 
     Args:
@@ -261,6 +264,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
             :class:`HashMismatchError`.
         options: Backend options (credentials profile, endpoint...).
         initial_backoff: The first retry's delay in seconds (doubles each retry, plus jitter).
+        before_rename: Called with the temporary file once it passed the checks, before it is renamed into place
+            (what it raises discards the file: a ``DatasetVersionError`` at once, a storage error after retries).
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     backend = get_backend(url, options)
@@ -289,6 +294,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 if got != want:
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
+            if before_rename is not None:
+                before_rename(tmp)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -297,7 +304,7 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
     try:
         with_retries(attempt, what=f'Download of {shown}', attempts=retries + 1, initial_backoff=initial_backoff,
                      on_failure=_reset_hook(backend))
-    except (StorageError, HashMismatchError):
+    except (StorageError, HashMismatchError, DatasetVersionError):
         raise
     except FileNotFoundError:
         raise

@@ -108,12 +108,27 @@ def test_a_file_replaced_on_the_remote_while_a_job_reads_it_stops_the_job(tmp_pa
 
         def replace(name: str) -> None:
             shutil.copyfile(str(tmp_path / 'new.parquet'), os.path.join(staging, name))
+    from streaming_core.errors import StorageError
+    from streaming_core.reading import listing_watch
     dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
     assert dataset[0]['text'] == 'old-0000'  # a.parquet copied
     replace('b.parquet')
-    with pytest.raises(DatasetVersionError, match=r'b\.parquet was replaced after this job\'s index was derived'):
+    checked, verdict = [], listing_watch._verdict
+
+    def failing_at_first(stream: Any, name: str, entry: Any) -> Any:
+        assert not os.path.exists(str(tmp_path / 'local' / name))  # nothing unchecked is in place meanwhile
+        checked.append(name)
+        if len(checked) <= 3:  # every attempt of the first read (a download and 2 retries)
+            raise StorageError('the store cannot tell now (injected)')
+        return verdict(stream, name, entry)
+
+    request.getfixturevalue('monkeypatch').setattr(listing_watch, '_verdict', failing_at_first)
+    with pytest.raises(Exception, match='injected'):
+        dataset[45]  # the check failed: the download is discarded, never served later unchecked
+    assert not os.path.exists(str(tmp_path / 'local' / 'b.parquet')) and len(checked) == 3
+    with pytest.raises(DatasetVersionError, match=r'b\.parquet was replaced \(listed as'):
         dataset[45]
-    assert not os.path.exists(str(tmp_path / 'local' / 'b.parquet'))
+    assert not os.path.exists(str(tmp_path / 'local' / 'b.parquet')) and checked == ['b.parquet'] * 4
     assert dataset[1]['text'] == 'old-0001'  # the files of its version still read
     replace('c.parquet')
     newer = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)  # rebuilds the index
