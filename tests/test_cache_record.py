@@ -213,6 +213,13 @@ def test_a_copy_of_unknown_version_with_the_same_index_bytes_is_never_served(tmp
         assert handle.read() == before
     assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)) == \
         list(range(1000, 1040))
+    # A chmod of the local index.json (sharing a cache: `chmod -R g+w`) changes its change time only: nothing is
+    # fetched again.
+    kept = {n: os.stat(os.path.join(local, n)).st_ino for n in os.listdir(local) if n.startswith('shard.')}
+    os.chmod(os.path.join(local, 'index.json'), 0o664)
+    assert sorted(s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)) == \
+        list(range(1000, 1040))
+    assert {n: os.stat(os.path.join(local, n)).st_ino for n in os.listdir(local) if n.startswith('shard.')} == kept
     # Two remotes of the same shape through one local directory, one after the other, under two cache roots.
     other = write_ids(str(tmp_path / 'other'), list(range(5000, 5040)))
     shared = str(tmp_path / 'shared')

@@ -466,9 +466,11 @@ class _Refresh:
                 with open(path, 'rb') as handle:
                     old = handle.read()
             # A copy of unknown provenance: no record (the cache root wiped, or another one), or a local index.json
-            # that is not the file the record describes (replaced by a process recording under another cache root).
-            # Its files may be of another version with the same index bytes (fixed-size samples without hashes).
-            unknown = record is None or (record.local_stat is not None and local_now != record.local_stat)
+            # that is not the file the record describes (replaced by a process recording under another cache root:
+            # another size, mtime or inode; a chmod, chown or hard link changes only the change time). Its files may
+            # be of another version with the same index bytes (fixed-size samples without hashes).
+            unknown = record is None or (record.local_stat is not None and local_now is not None
+                                         and local_now[:3] != record.local_stat[:3])
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
                                         and not same_version(record.source_identity, self.probe))
