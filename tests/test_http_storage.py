@@ -173,6 +173,16 @@ def test_a_dataset_rewritten_on_the_server_while_a_job_reads_it_stops_the_job(
     assert stat_object(f'{proxy.url}/{name}/index.json') is None
     assert StreamingDataset(remote=f'{proxy.url}/{name}', local=str(tmp_path / 'other'),
                             batch_size=4).streams[0].index_identity.startswith('sha256:')
+    # Replicas whose validators differ between requests: validators=False names the version by the index bytes, so
+    # a job reads on (the second read of every file would otherwise see a new Last-Modified).
+    proxy.clear()
+    plain = StreamingDataset(remote=f'{http_server.url}/{name}', local=str(tmp_path / 'third'), batch_size=4,
+                             storage_options={'validators': False})
+    assert plain.streams[0].index_identity.startswith('sha256:')
+    os.utime(os.path.join(root, 'index.json'))  # what another replica's Last-Modified would look like
+    assert sorted(plain[i]['id'] for i in range(60)) == list(range(1000, 1060))
+    with pytest.raises(PermanentStorageError, match='validators'):
+        get_backend(f'{http_server.url}/{name}', {'validators': 'no'})
 
 
 def test_upload_and_list_are_refused(http_server: StaticServer, tmp_path: Any) -> None:

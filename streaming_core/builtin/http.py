@@ -33,7 +33,7 @@ from streaming_core.storage.store_answers import check_content_range
 __all__ = ['HttpBackend', 'OPTIONS']
 
 #: Every option ``HttpBackend`` accepts (``storage_options`` keys).
-OPTIONS = frozenset({'headers', 'verify', 'bearer_token', 'basic_auth'})
+OPTIONS = frozenset({'headers', 'verify', 'bearer_token', 'basic_auth', 'validators'})
 
 _RETRYABLE_STATUS = {408, 425, 429}
 #: Headers that carry credentials (as ``urllib.request.Request`` spells them): never sent to another origin.
@@ -89,6 +89,10 @@ class HttpBackend:
             work too (the credentials move into the header and out of every message).
         verify: ``True`` (default: the system's CA store), ``False`` (no TLS verification), or the path of a
             CA bundle (PEM) to trust, for example a self-signed server's certificate.
+        validators: ``True`` (default): :meth:`stat` reads the server's ``ETag`` and ``Last-Modified``. ``False``:
+            it reports nothing, so a dataset's version is its ``index.json`` bytes; for servers whose validators
+            differ between requests for one file (replicas behind a load balancer deployed separately), which would
+            otherwise look like a dataset rewritten at every request.
     """
 
     def __init__(self, **options: Any) -> None:
@@ -106,6 +110,9 @@ class HttpBackend:
         if not isinstance(self.verify, (bool, str)):
             raise PermanentStorageError(f'Invalid http(s) option verify={self.verify!r}: use True, False or the '
                                         f'path of a CA bundle.')
+        self.validators = options.get('validators', True)
+        if not isinstance(self.validators, bool):
+            raise PermanentStorageError(f'Invalid http(s) option validators={self.validators!r}: use True or False.')
         self._context: ssl.SSLContext | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -252,11 +259,14 @@ class HttpBackend:
     def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
         """HEAD ``url``: ``{'etag', 'size', 'mtime'}`` from its ``ETag``, ``Content-Length`` and ``Last-Modified``
         (what tells a rewritten dataset from the version a job read); empty when the server gives neither an
-        ``ETag`` nor a ``Last-Modified``, or refuses HEAD (the caller then compares bytes).
+        ``ETag`` nor a ``Last-Modified``, refuses HEAD, or the ``validators`` option is ``False`` (the caller then
+        compares bytes).
 
         Raises:
             RemoteNotFoundError: there is no such object.
         """
+        if not self.validators:
+            return {}
         try:
             with self._open(self._request(url, 'HEAD'), timeout) as answer:
                 headers = answer.headers
