@@ -278,8 +278,9 @@ class ParquetIndexBuilder:
         summaries = [known[item.name] for item in files]
         for item, (_, layout, _) in zip(files, summaries):
             names = [name for name, _ in layout]
-            twice = sorted({name for name in names if names.count(name) > 1})
-            if twice:  # pyarrow writes them; a row (a dict) cannot hold both
+            twice = sorted({name for name in names if names.count(name) > 1
+                            and (self.columns is None or name in self.columns)})
+            if twice:  # pyarrow writes them; a row (a dict) cannot hold both (columns= may leave them out)
                 raise IndexFormatError(f'{where}/{item.name} has several columns named {twice[0]!r}; a row cannot '
                                        f'hold them all. Rename them in the file, or read it with pyarrow.')
         columns = self._project(files[0], summaries[0][1], where)

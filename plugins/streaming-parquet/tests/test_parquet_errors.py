@@ -126,6 +126,10 @@ def test_empty_or_unindexable_directory_says_what_it_found(tmp_path: Any) -> Non
                    os.path.join(twice, 'a.parquet'))
     with pytest.raises(IndexFormatError, match=r"a\.parquet has several columns named 'x'"):
         StreamingDataset(local=twice, batch_size=1)
+    pq.write_table(pa.Table.from_arrays([pa.array([1, 2]), pa.array(['x', 'y']), pa.array(['z', 'w'])],
+                                        names=['id', 'x', 'x']), os.path.join(twice, 'a.parquet'))
+    left_out = StreamingDataset(local=twice, columns=['id'], batch_size=1)
+    assert [left_out[i] for i in range(2)] == [{'id': 1}, {'id': 2}]  # columns= leaves the pair out
     other = str(tmp_path / 'other')
     os.makedirs(other)
     open(os.path.join(other, 'notes.txt'), 'w').write('hello')
