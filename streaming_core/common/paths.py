@@ -39,16 +39,18 @@ def default_local(remote: str) -> str:
     """The default local directory of a remote: ``<cache root>/datasets/<hash of the remote URL>``.
 
     Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks. A ``file://``
-    URL names the same directory as its path (the same remote, so the same cache); credentials in a URL
-    (``https://user:password@host/...``) are not part of the name, so a rotated password keeps the cache.
+    URL names the same directory as its path (the same remote, so the same cache); a password in a URL
+    (``https://user:password@host/...``) is not part of the name, so a rotated password keeps the cache (an ``@``
+    without a password is part of the location: ``azure-dl://filesystem@account...``).
     """
     if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
         from urllib.parse import unquote, urlparse
         remote = unquote(urlparse(remote).path)
-    elif '://' in remote and '@' in remote.split('://', 1)[1].split('/', 1)[0]:
+    elif '://' in remote and ':' in remote.split('://', 1)[1].split('/', 1)[0].rpartition('@')[0]:
         scheme, rest = remote.split('://', 1)
-        host, _, path = rest.partition('/')
-        remote = f'{scheme}://{host.rsplit("@", 1)[1]}' + (f'/{path}' if _ or path else '')
+        host, slash, path = rest.partition('/')
+        user, _, address = host.rpartition('@')
+        remote = f'{scheme}://{user.split(":", 1)[0]}@{address}{slash}{path}'
     digest = hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest()
     return os.path.join(cache_root(), 'datasets', digest)
 
