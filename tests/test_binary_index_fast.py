@@ -102,7 +102,7 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
     if damage == 'two templates':
         assert len(_general(data)[0]['templates']) == 2
     if damage == 'unpaired surrogate':  # named, on the general path and the streamed one, never a bare UnicodeError
-        with pytest.raises(IndexFormatError, match=r"shard 3 raw_data: file name 'x\\ud800\.mds' is not valid Unicode"):
+        with pytest.raises(IndexFormatError, match=r"shard 3 raw_data: file name 'x\\ud800\.mds' is not UTF-8 text"):
             _general(data)
 
 

@@ -52,9 +52,10 @@ def check_basename(basename: Any, where: str) -> str:
     if not basename.isascii():
         try:
             basename.encode('utf-8')
-        except UnicodeEncodeError:  # a lone surrogate, valid in JSON text ("\ud800") but no file's name
-            raise IndexFormatError(f'{where}: file name {basename!r} is not valid Unicode (an unpaired '
-                                   f'surrogate); no file can have it.') from None
+        except UnicodeEncodeError:  # a lone surrogate: "\ud800" in JSON text, or a name in another encoding
+            raise IndexFormatError(f'{where}: file name {basename!r} is not UTF-8 text (a file named in another '
+                                   f'encoding, or an unpaired surrogate such as "\\ud800" in an index.json); rename '
+                                   f'the file to UTF-8, or fix the index.') from None
     return basename
 
 
