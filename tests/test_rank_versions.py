@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming_core.ordering.rank_versions import same_dataset_version
 from tests.deps import require
 from tests.fixtures.data import write_mds
 from tests.multiproc import run_two_ranks_across_a_change
@@ -90,7 +91,18 @@ def test_each_nodes_own_copy_at_the_remote_path_is_one_version(tmp_path, monkeyp
         versions.append(VersionCheck.of_dataset(dataset.streams, dataset.catalogue).version)
         if len(versions) == 2:
             write_mds(first, 40, start=1000, exist_ok=True)  # the same index bytes, a new modification time
-    assert versions[0] == versions[1] != versions[2]
+    assert same_dataset_version(versions[0], versions[1]) and not same_dataset_version(versions[1], versions[2])
+
+
+def test_versions_compare_remote_identities_only_of_one_kind():
+    """A rank whose stat of the remote failed names its version by the index bytes (``sha256:``): that cannot be
+    compared with another rank's ``stat:``, so only the content decides; two stats (or two digests) must agree."""
+    assert same_dataset_version('c1|stat:aa,', 'c1|stat:aa,')
+    assert not same_dataset_version('c1|stat:aa,', 'c1|stat:bb,')
+    assert same_dataset_version('c1|stat:aa,', 'c1|sha256:cc,')
+    assert not same_dataset_version('c1|sha256:dd', 'c1|sha256:cc')
+    assert not same_dataset_version('c2|stat:aa,', 'c1|stat:aa,')
+    assert same_dataset_version('c1|,derived:ee', 'c1|,derived:ee') and not same_dataset_version('c1|', 'c1|,')
 
 
 def test_ranks_on_one_version_read_every_sample_once(tmp_path):

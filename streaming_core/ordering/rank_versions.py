@@ -32,7 +32,7 @@ from streaming_core.errors import DatasetVersionError
 from streaming_core.ordering.world import _dist, _in_dataloader_worker, _store_key
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['VersionCheck', 'content_version', 'remote_identity']
+__all__ = ['VersionCheck', 'content_version', 'remote_identity', 'same_dataset_version']
 
 logger = logging.getLogger('streaming_core.ordering.rank_versions')
 
@@ -77,13 +77,15 @@ class VersionCheck:
         the identity of the remote version it loaded (:func:`remote_identity`): a dataset rewritten with the same
         names, sizes and sample counts, without hashes, keeps its content version but not its identity."""
         content = content_version(streams, catalogue)
-        digest = hashlib.blake2b(content.encode(), digest_size=12)
+        remotes = []  # per stream: the kind of its identity and a digest of it ('' without one)
         for stream in streams:
-            digest.update(remote_identity(stream).encode('utf-8') + b'\0')
+            identity = remote_identity(stream)
+            digest = hashlib.blake2b(identity.encode('utf-8'), digest_size=8).hexdigest()
+            remotes.append(f'{identity.split(":", 1)[0]}:{digest}' if identity else '')
         names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}\0{type(s).__name__}\0{s.format or ""}\0'
                  f'{sorted((str(k), repr(v)) for k, v in (s.format_options or {}).items())}' for s in streams]
         where = ', '.join(redact_url(s.remote_dir) if s.remote_dir else s.local_dir for s in streams)
-        check = cls(names, digest.hexdigest(), f'streams: {where}')
+        check = cls(names, f'{content}|{",".join(remotes)}', f'streams: {where}')
         check.content = content
         return check
 
@@ -128,7 +130,7 @@ class VersionCheck:
             return
         got = got.decode('utf-8', 'replace') if isinstance(got, bytes) else str(got)
         version, _, first = got.partition(' ')
-        if version != self.version:
+        if not same_dataset_version(version, self.version):
             self.error = (
                 f'Rank {rank} reads another version of the dataset than rank {first} of this job ({self.description}): '
                 f'its shards, their sample counts or the remote version differ (version {self.version} here, {version} '
@@ -137,6 +139,23 @@ class VersionCheck:
                 f'branch), and ranks on different versions would lose or repeat samples. Restart the job once the '
                 f'dataset no longer changes{getattr(self, "hint", "")}.')
             logger.error('%s', self.error)
+
+
+def same_dataset_version(there: str, here: str) -> bool:
+    """Whether two ranks' versions (``content|kind:digest,...``) name one version: the same content, and for each
+    stream the same remote identity where both ranks identified it the same way (one whose stat failed named its
+    version by the index bytes, ``sha256:``, which cannot be compared with another's ``stat:``)."""
+    content, _, remotes = there.partition('|')
+    mine, _, own = here.partition('|')
+    if content != mine:
+        return False
+    theirs, ours = remotes.split(','), own.split(',')
+    if len(theirs) != len(ours):
+        return False
+    for a, b in zip(theirs, ours):
+        if a and b and a.split(':', 1)[0] == b.split(':', 1)[0] and a != b:
+            return False
+    return True
 
 
 def content_version(streams: Sequence[Any], catalogue: Any) -> str:
