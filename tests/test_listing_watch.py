@@ -35,6 +35,19 @@ def test_a_stat_agrees_with_the_listing_entry_of_its_version(entry, stat, same):
     assert agrees(entry, stat) is same
 
 
+def test_a_time_without_a_zone_is_utc_whatever_the_hosts_zone(monkeypatch):
+    """Azure Data Lake's listing gives times without a zone, its stat with one: never read as the host's time."""
+    import time
+    monkeypatch.setenv('TZ', 'America/New_York')
+    time.tzset()
+    try:
+        assert agrees(['a', 1, '', '2026-11-27T15:30:19'], ObjectStat(1, '2026-11-27T15:30:19+00:00', '"0x1"'))
+        assert not agrees(['a', 1, '', '2026-11-27T15:30:19'], ObjectStat(1, '2026-11-27T20:30:19+00:00', '"0x1"'))
+    finally:
+        monkeypatch.delenv('TZ')
+        time.tzset()
+
+
 @given(size=st.integers(0, 1 << 40), other=st.integers(0, 1 << 40), etag=st.text('abcdef0123', min_size=1))
 def test_another_size_never_agrees(size, other, etag):
     assert agrees(['a', size, etag, None], ObjectStat(other, None, etag)) is (size == other)

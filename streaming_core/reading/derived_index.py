@@ -54,7 +54,7 @@ __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError'
            'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
            'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'write_record',
-           'FileProgress', 'source_file', 'same_entry']
+           'FileProgress', 'source_file', 'same_entry', 'same_data_entry']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -385,18 +385,30 @@ def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
     return before[:3] == now[:3] and now[3].split('/', 1)[0] == before[3] and '/' in now[3]
 
 
+def same_data_entry(before: list[Any], now: list[Any]) -> bool:
+    """Whether two listing entries name one version of a file's data: the same size, etag and modification time;
+    a local file's change time, which a ``chmod``, a ``chown`` or a hard link moves, left out."""
+    def data(row: list[Any]) -> list[Any]:
+        return [row[1], row[2] or '', str(row[3] or '').split('/', 1)[0]] if len(row) == 4 else list(row)
+    return data(before) == data(now)
+
+
 def _changed(old: dict[str, Any] | None, files: Sequence[SourceFile]) -> bool:
-    """Whether a file the previous listing named changed or disappeared (files only added change nothing read)."""
+    """Whether the data of a file the previous listing named changed, or it disappeared (files only added, or whose
+    metadata alone changed, change nothing a job reads)."""
     if old is None:
         return False
     new = {item.name: item.key() for item in files}
-    return any(isinstance(row, list) and row and (row[0] not in new or not same_entry(row, new[row[0]]))
+    return any(isinstance(row, list) and row and (row[0] not in new or not same_data_entry(row, new[row[0]]))
                for row in old['files'])
 
 
-def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str) -> list[str]:
+def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str,
+                  source: str | None = None) -> list[str]:
     """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
-    present copy of a listed name when the previous listing is unknown)."""
+    present copy of a listed name when the previous listing is unknown). A file of a local ``source`` whose entry
+    changed in its change time alone (a ``chmod``, a hard link; or a rewrite in place that restored the size and
+    modification time) is compared byte for byte with its copy: kept when equal."""
     new = {item.name: item.key() for item in files}
     previous = {}
     if old is not None:
@@ -404,16 +416,38 @@ def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local
     real_root = os.path.realpath(local_dir)
     stale = []
     for name in sorted(set(new) | set(previous)):
-        if old is not None and name in new and same_entry(previous.get(name), new[name]):
+        before = previous.get(name)
+        if old is not None and name in new and same_entry(before, new[name]):
             continue
         try:
             check_basename(name, 'listing')
             path = resolve_inside(local_dir, name, 'listing', real_root)
         except (IndexFormatError, UnsafePathError):
             continue
-        if os.path.lexists(path):
-            stale.append(path)
+        if not os.path.lexists(path):
+            continue
+        if source is not None and not is_remote(source) and before is not None and name in new \
+                and same_data_entry(before, new[name]) and _same_bytes(path, local_path(join(source, name))):
+            continue
+        stale.append(path)
     return stale
+
+
+def _same_bytes(one: str, other: str) -> bool:
+    """Whether two local files hold the same bytes (False when one cannot be read). Not ``filecmp.cmp``: it keeps
+    its answers by size and modification time, which a rewrite in place that restores them does not change."""
+    try:
+        if os.path.getsize(one) != os.path.getsize(other):
+            return False
+        with open(one, 'rb') as first, open(other, 'rb') as second:
+            while True:
+                a, b = first.read(1 << 20), second.read(1 << 20)
+                if a != b:
+                    return False
+                if not a:
+                    return True
+    except OSError:
+        return False
 
 
 class FileProgress:
@@ -555,7 +589,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         purged = False
-        for stale in _stale_copies(old, selected, stream.local_dir):
+        for stale in _stale_copies(old, selected, stream.local_dir, source):
             try:
                 os.remove(stale)
                 purged = True

@@ -13,8 +13,9 @@ in place for another process to open.
 
 A stat and a listing may describe one version differently (a listing's modification time in milliseconds, a stat's
 in seconds; GCS's generation in one, its MD5 etag in the other), so only what both state in one form is compared:
-the size, etags of the same kind, else the modification times to the second (:func:`agrees`). A local remote is
-compared exactly (its ``stat``).
+the size, etags of the same kind, else the modification times to the second (:func:`agrees`). A local remote's file
+is compared by its size and modification time in nanoseconds: its change time, which a ``chmod``, a ``chown`` or a
+hard link (a snapshot) moves, is left out.
 
 A rebuild of the derived index by another process of the node (a newer job) notes a purge when an entry it knew
 changed or disappeared, so a job on the old index stops before opening such a file, downloaded or not
@@ -26,14 +27,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
-from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, same_entry, source_file
+from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, same_data_entry, source_file
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
@@ -71,9 +72,11 @@ def _seconds(value: Any) -> float | None:
                 return number / per_second
         return number
     try:
-        return datetime.fromisoformat(text.replace('Z', '+00:00')).timestamp()
+        moment = datetime.fromisoformat(text.replace('Z', '+00:00'))
     except ValueError:
         pass
+    else:  # a time without a zone is UTC, as stores give them (Azure Data Lake's listing), never the host's zone
+        return (moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)).timestamp()
     try:
         return parsedate_to_datetime(text).timestamp()
     except (TypeError, ValueError, IndexError):
@@ -113,7 +116,7 @@ def _verdict(stream: Any, name: str, entry: list[Any]) -> str | None:
         stat = ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
                           ctime=str(info.st_ctime_ns))
         now = source_file(name, stat, root).key()
-        return None if same_entry(entry, now) else f'replaced (listed as {entry[1:]}, now {now[1:]})'
+        return None if same_data_entry(entry, now) else f'replaced (listed as {entry[1:]}, now {now[1:]})'
     url = join(root, name)
     timeout, retries = float(stream.download_timeout or 60.0), int(stream.download_retry or 0)
     try:

@@ -137,6 +137,34 @@ def test_a_file_replaced_on_the_remote_while_a_job_reads_it_stops_the_job(tmp_pa
         dataset[85]  # c.parquet, never copied by the old job: its rebuild stops it too
 
 
+def test_a_chmod_or_a_hard_link_of_the_remote_files_is_not_a_new_version(tmp_path: Any) -> None:
+    """Sharing a dataset (``chmod -R g+rX``) or snapshotting it with hard links moves the files' change times only:
+    a running job reads on, and a newer job's rebuild keeps the copies and stops no one; a file rewritten in place
+    with its size and modification time restored (``cp -p``) is still not served from its old copy."""
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    os.makedirs(remote)
+    for name in ('a', 'b', 'c'):
+        _same_size_file(os.path.join(remote, f'{name}.parquet'), 'old')
+    running = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert running[0]['text'] == 'old-0000'  # a.parquet copied
+    copied = os.stat(os.path.join(local, 'a.parquet')).st_ino
+    for name in ('a', 'b', 'c'):
+        path = os.path.join(remote, f'{name}.parquet')
+        os.chmod(path, 0o640)
+        os.link(path, os.path.join(str(tmp_path), f'snapshot-{name}.parquet'))
+    assert running[45]['text'] == 'old-0005'  # b.parquet: downloaded after the chmod
+    newer = StreamingDataset(remote=remote, local=local, batch_size=4)  # the listing changed: rebuilt
+    assert newer.streams[0].index_identity != running.streams[0].index_identity
+    assert os.stat(os.path.join(local, 'a.parquet')).st_ino == copied  # kept: its bytes are the remote's
+    assert [running[i]['text'] for i in (1, 46, 85)] == ['old-0001', 'old-0006', 'old-0005']
+    path = os.path.join(remote, 'a.parquet')
+    before = os.stat(path)
+    _same_size_file(path, 'new')  # in place, then its modification time restored
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.path.getsize(path) == before.st_size
+    assert StreamingDataset(remote=remote, local=local, batch_size=4)[0]['text'] == 'new-0000'
+
+
 def test_copied_from_a_remote_directory_and_rebuilt_when_it_changes(tmp_path: Any) -> None:
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     write_parquet(remote, files=2, rows=50, row_group=20)
