@@ -190,6 +190,25 @@ def test_a_stream_pickled_from_another_machine_still_rechecks_its_remote(tmp_pat
     assert expected_hash_after_change(moved, info, info.basename) == ('xxh64', info.hashes['xxh64'])
 
 
+def test_the_construction_s_stat_counts_as_the_first_recheck(tmp_path, monkeypatch):
+    """The remote index was statted at construction: the downloads that follow within RECHECK_SECONDS stat it no
+    more (a request saved before every process's first sample, in each forked worker too); later ones do."""
+    from streaming_core.reading import index_sync, remote_watch
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 40, size_limit=1 << 9)
+    stats = []
+    probe = index_sync._probe
+    monkeypatch.setattr(index_sync, '_probe', lambda *args, **kwargs: stats.append(args[1]) or probe(*args, **kwargs))
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    constructed = len(stats)  # the construction's (two on a cold cache: before and after the index download)
+    assert sorted(dataset[i]['id'] for i in range(40)) == list(range(40))  # every shard downloaded
+    assert len(stats) == constructed
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 0.0)
+    again = StreamingDataset(remote=remote, local=str(tmp_path / 'other'), batch_size=4)
+    constructed = len(stats)
+    assert again[0]['id'] == 0 and len(stats) == constructed + 1  # past RECHECK_SECONDS: the download's own
+
+
 def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_path, monkeypatch):
     """Between two stats of the remote index (every RECHECK_SECONDS), a rewrite with the same names and sizes is
     caught by the xxh hash the index records, which every download is checked against: the remote index is statted

@@ -224,7 +224,10 @@ def sync_index(stream: Any) -> SyncedIndex:
                     raise
                 return _derived(stream, stream.local_dir, sdir, copies=False)
         try:
-            return _Refresh(stream, path, sdir, probe, request_time).run()
+            synced = _Refresh(stream, path, sdir, probe, request_time).run()
+            if probe is not None and same_version(probe, synced.identity):
+                stream._remote_confirmed_at = request_time  # remote_watch: confirmed now, not again at once
+            return synced
         except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
             if not _derivable(remote, err):
                 raise
