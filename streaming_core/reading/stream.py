@@ -21,8 +21,10 @@ from streaming_core.errors import (
     DatasetVersionError,
     HashMismatchError,
     IndexFormatError,
+    RemoteNotFoundError,
     ShardCorruptError,
     StreamingError,
+    TruncatedDownloadError,
 )
 from streaming_core.reading.binary_index import BinaryIndexError, binary_path, load_or_build, open_binary
 from streaming_core.reading.cache_record import is_in_place, same_version
@@ -97,8 +99,7 @@ _SWEEP_EVERY = 3600.0
 #: While :meth:`Stream.prepare_files` works on one part of a shard: the reader, its raw file info and its
 #: compressed file info (what :meth:`Stream._download_file` and :meth:`Stream._decompress_shard_part` check against,
 #: so overrides keep the reference's signatures).
-_PART: contextvars.ContextVar[tuple[Any, Any, Any] | None] = contextvars.ContextVar('streaming_core_part',
-                                                                                    default=None)
+_PART: contextvars.ContextVar[tuple[Any, Any, Any] | None] = contextvars.ContextVar('streaming_core_part', default=None)
 
 
 def _check_validate_hash_name(name: str) -> None:
@@ -549,11 +550,16 @@ class Stream:
                                  f'of those.')
             expected_hash = (self.validate_hash, info.hashes[self.validate_hash])
         since_change = expected_hash_after_change(self, info, basename)  # see remote_watch
+        listed = listing_check(self, basename)  # see listing_watch
         try:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), expected_size=info.bytes,
                           expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options,
-                          before_rename=listing_check(self, basename))  # see listing_watch
+                          before_rename=listed)
+        except (TruncatedDownloadError, RemoteNotFoundError):
+            if listed is not None:  # another size, or gone: a listed file replaced or removed is a new version
+                listed(path)
+            raise
         except HashMismatchError as err:
             if expected_hash is not None or (since_change is None and changed_now(self) is None):
                 raise
@@ -564,8 +570,7 @@ class Stream:
                 f'versions of a dataset to new directories.') from err
 
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
-        """Decompress ``zip_path`` into ``raw_path``, bounded by the raw size the index declares (see
-        :func:`~streaming_core.storage.compression.decompress_part`)."""
+        """Decompress ``zip_path`` into ``raw_path``, bounded by the raw size the index declares."""
         from streaming_core.storage.compression import decompress_part
         decompress_part(compression, zip_path, raw_path, raw)
 

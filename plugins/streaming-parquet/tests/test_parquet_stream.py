@@ -137,6 +137,25 @@ def test_a_file_replaced_on_the_remote_while_a_job_reads_it_stops_the_job(tmp_pa
         dataset[85]  # c.parquet, never copied by the old job: its rebuild stops it too
 
 
+def test_a_file_of_another_size_or_removed_mid_job_is_a_new_version(tmp_path: Any) -> None:
+    """The commonest replacement (another size) and a removal are a new version too (DatasetVersionError, which a
+    trainer may catch to restart), not a failed download."""
+    from streaming_core.errors import DatasetVersionError
+    remote = str(tmp_path / 'remote')
+    os.makedirs(remote)
+    for name in ('a', 'b', 'c'):
+        _same_size_file(os.path.join(remote, f'{name}.parquet'), 'old')
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4, download_retry=0)
+    assert dataset[0]['text'] == 'old-0000'
+    write_parquet(str(tmp_path / 'other'), files=1, rows=10, row_group=5)
+    shutil.copyfile(str(tmp_path / 'other' / 'part-00000.parquet'), os.path.join(remote, 'b.parquet'))
+    with pytest.raises(DatasetVersionError, match=r'b\.parquet was replaced'):
+        dataset[45]
+    os.remove(os.path.join(remote, 'c.parquet'))
+    with pytest.raises(DatasetVersionError, match=r'c\.parquet was removed'):
+        dataset[85]
+
+
 def test_a_chmod_or_a_hard_link_of_the_remote_files_is_not_a_new_version(tmp_path: Any) -> None:
     """Sharing a dataset (``chmod -R g+rX``) or snapshotting it with hard links moves the files' change times only:
     a running job reads on, and a newer job's rebuild keeps the copies and stops no one; a file rewritten in place
