@@ -38,15 +38,13 @@ from streaming_core.errors import (
     PermanentStorageError,
     StreamingError,
     UnknownNameError,
-    UnsafePathError,
 )
 from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.index_file import (
-    check_basename,
     index_text,
     parse_index_text,
-    resolve_inside,
 )
+from streaming_core.reading.listing_entries import changed_data, stale_copies, write_version_entries
 from streaming_core.storage.facade import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.storage.redact import redact_url
 
@@ -54,7 +52,7 @@ __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError'
            'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
            'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'write_record',
-           'FileProgress', 'source_file', 'same_entry', 'same_data_entry']
+           'FileProgress', 'source_file']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -375,81 +373,6 @@ def read_listing(sdir: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get('files'), list) else None
 
 
-def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
-    """Whether two listing entries (:meth:`SourceFile.key`) name one version of a file: equal, or equal but for the
-    change time that a local file's entry recorded before version 0.2 lacks (its mtime alone, no ``/``)."""
-    if before is None or before == now:
-        return before == now
-    if len(before) != 4 or not isinstance(before[3], str) or '/' in before[3] or not isinstance(now[3], str):
-        return False
-    return before[:3] == now[:3] and now[3].split('/', 1)[0] == before[3] and '/' in now[3]
-
-
-def same_data_entry(before: list[Any], now: list[Any]) -> bool:
-    """Whether two listing entries name one version of a file's data: the same size, etag and modification time;
-    a local file's change time, which a ``chmod``, a ``chown`` or a hard link moves, left out."""
-    def data(row: list[Any]) -> list[Any]:
-        return [row[1], row[2] or '', str(row[3] or '').split('/', 1)[0]] if len(row) == 4 else list(row)
-    return data(before) == data(now)
-
-
-def _changed(old: dict[str, Any] | None, files: Sequence[SourceFile]) -> bool:
-    """Whether the data of a file the previous listing named changed, or it disappeared (files only added, or whose
-    metadata alone changed, change nothing a job reads)."""
-    if old is None:
-        return False
-    new = {item.name: item.key() for item in files}
-    return any(isinstance(row, list) and row and (row[0] not in new or not same_data_entry(row, new[row[0]]))
-               for row in old['files'])
-
-
-def _stale_copies(old: dict[str, Any] | None, files: Sequence[SourceFile], local_dir: str,
-                  source: str | None = None) -> list[str]:
-    """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
-    present copy of a listed name when the previous listing is unknown). A file of a local ``source`` whose entry
-    changed in its change time alone (a ``chmod``, a hard link; or a rewrite in place that restored the size and
-    modification time) is compared byte for byte with its copy: kept when equal."""
-    new = {item.name: item.key() for item in files}
-    previous = {}
-    if old is not None:
-        previous = {row[0]: row for row in old['files'] if isinstance(row, list) and row and isinstance(row[0], str)}
-    real_root = os.path.realpath(local_dir)
-    stale = []
-    for name in sorted(set(new) | set(previous)):
-        before = previous.get(name)
-        if old is not None and name in new and same_entry(before, new[name]):
-            continue
-        try:
-            check_basename(name, 'listing')
-            path = resolve_inside(local_dir, name, 'listing', real_root)
-        except (IndexFormatError, UnsafePathError):
-            continue
-        if not os.path.lexists(path):
-            continue
-        if source is not None and not is_remote(source) and before is not None and name in new \
-                and same_data_entry(before, new[name]) and _same_bytes(path, local_path(join(source, name))):
-            continue
-        stale.append(path)
-    return stale
-
-
-def _same_bytes(one: str, other: str) -> bool:
-    """Whether two local files hold the same bytes (False when one cannot be read). Not ``filecmp.cmp``: it keeps
-    its answers by size and modification time, which a rewrite in place that restores them does not change."""
-    try:
-        if os.path.getsize(one) != os.path.getsize(other):
-            return False
-        with open(one, 'rb') as first, open(other, 'rb') as second:
-            while True:
-                a, b = first.read(1 << 20), second.read(1 << 20)
-                if a != b:
-                    return False
-                if not a:
-                    return True
-    except OSError:
-        return False
-
-
 class FileProgress:
     """A progress bar of the files a builder has read (each counted once, from any thread), shown on a terminal
     once the build takes longer than :attr:`DELAY` seconds (indexing thousands of remote files takes seconds)."""
@@ -589,7 +512,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         purged = False
-        for stale in _stale_copies(old, selected, stream.local_dir, source):
+        for stale in stale_copies(old, selected, stream.local_dir, source):
             try:
                 os.remove(stale)
                 purged = True
@@ -599,7 +522,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
                 raise StreamingError(f'Cannot remove {stale}, a local copy of a file that changed in {where} '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-        if purged or _changed(old, selected):  # a file changed: a job on the old index must not download it either
+        if purged or changed_data(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
@@ -615,6 +538,7 @@ def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: 
     :func:`~streaming_core.reading.cache_record.file_identity` (``derived_stat``), so that a reader trusting the
     record without the digest can tell the file is still the one it describes."""
     write_file_atomic(path, data)
+    write_version_entries(sdir, identity, [item.key() for item in files])
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),
                                'files': [item.key() for item in files], 'derived_stat': _stat_list(path),

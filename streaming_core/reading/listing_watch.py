@@ -34,15 +34,31 @@ from typing import Any
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
-from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, same_data_entry, source_file
+from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, source_file
+from streaming_core.reading.listing_entries import read_version_entries, same_data_entry
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['listing_check', 'agrees']
+__all__ = ['listing_check', 'agrees', 'check_in_place']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
 _records: dict[str, tuple[Any, dict[str, list[Any]]]] = {}
+#: Per (state directory, listing identity): that version's entries by name, or None when they were not kept.
+_versions: dict[tuple[str, str], dict[str, list[Any]] | None] = {}
 _KIND = re.compile(r'([a-z]+):')
+
+
+def _own_entries(sdir: str, identity: str) -> dict[str, list[Any]]:
+    """The entries of the listing version ``identity`` by name: kept by identity, else the latest listing's when it is
+    that version (empty when neither: nothing to compare)."""
+    key = (sdir, identity)
+    if key not in _versions:
+        _versions[key] = read_version_entries(sdir, identity)
+    found = _versions[key]
+    if found is not None:
+        return found
+    record = read_listing(sdir)
+    return _entries(sdir) if record is not None and record.get('identity') == identity else {}
 
 
 def _entries(sdir: str) -> dict[str, list[Any]]:
@@ -143,7 +159,8 @@ def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
     identity = str(getattr(stream, 'index_identity', None) or '')
     if not identity.startswith('derived:') or not stream.remote_dir:
         return None
-    entry = _entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)).get(name)
+    sdir = getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)
+    entry = _own_entries(sdir, identity).get(name)
     if entry is None:  # not a file of the listing (a foreign index's shards), or no record: nothing to compare
         return None
 
@@ -156,3 +173,34 @@ def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
                 f'serve the new file under the old index. Restart the job to read the new version; write new '
                 f'versions of a dataset to new directories.')
     return check
+
+
+def check_in_place(stream: Any, name: str, path: str) -> None:
+    """Before a file of a stream read in place (no remote copy) is opened: when the stream's index is derived from
+    the directory's listing, the file must still be the version that listing named (its size and modification time;
+    one ``stat``). A local ``index.json`` read in place is watched the same way by
+    :mod:`streaming_core.reading.version_guard`.
+
+    Raises:
+        DatasetVersionError: the file was replaced or removed since the index was derived.
+    """
+    identity = str(getattr(stream, 'index_identity', None) or '')
+    if not identity.startswith('derived:'):
+        return
+    entry = _own_entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False),
+                         identity).get(name)
+    if entry is None:
+        return
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        now = None
+    else:
+        now = source_file(name, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
+                                           ctime=str(info.st_ctime_ns)), stream.local_dir).key()
+    if now is None or not same_data_entry(entry, now):
+        raise DatasetVersionError(
+            f'The data of {stream!r} changed while this job read it: {path} was '
+            f'{"removed" if now is None else f"replaced (listed as {entry[1:]}, now {now[1:]})"} after this job\'s '
+            f'index was derived from the listing of its directory. Reading on would serve the new file under the old '
+            f'index. Restart the job to read the new version; write new versions of a dataset to new directories.')

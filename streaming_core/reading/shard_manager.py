@@ -46,6 +46,7 @@ from streaming_core.errors import (
 from streaming_core.machinery.protocols import ShardReader, ShardView
 from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.listing_watch import check_in_place
 from streaming_core.reading.pin_relief import note_random_access, release_at_collection
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.stream import Stream
@@ -459,6 +460,8 @@ class ShardManager:
             stream = self.streams[index]
             check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), stream,
                                 getattr(stream, 'purge_dir', None))
+            if not stream.has_remote_copy:  # a derived index read in place: its files against its listing
+                check_in_place(stream, self.catalogue.basename(shard), self.raw_paths(shard)[0])
 
     def sample(self, shard: int, index: int) -> Any:
         """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is

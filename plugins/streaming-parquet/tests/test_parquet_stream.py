@@ -156,6 +156,29 @@ def test_a_file_of_another_size_or_removed_mid_job_is_a_new_version(tmp_path: An
         dataset[85]
 
 
+def test_a_directory_read_in_place_is_watched_like_a_remote(tmp_path: Any) -> None:
+    """No remote: the files are read where they are. A file added (a newer job rebuilding the index) and a chmod
+    stop no one; a file replaced mid-job stops the job before it is opened (never old and new rows in one epoch)."""
+    import pickle
+
+    from streaming_core.errors import DatasetVersionError
+    data = str(tmp_path / 'data')
+    os.makedirs(data)
+    for name in ('a', 'b', 'c'):
+        _same_size_file(os.path.join(data, f'{name}.parquet'), 'old')
+    dataset = StreamingDataset(local=data, batch_size=4)
+    assert dataset[0]['text'] == 'old-0000'
+    _same_size_file(os.path.join(data, 'd.parquet'), 'added')
+    os.chmod(os.path.join(data, 'b.parquet'), 0o640)
+    assert len(StreamingDataset(local=data, batch_size=4)) == 160  # a newer job: rebuilt with the added file
+    assert [dataset[i]['text'] for i in (45, 85)] == ['old-0005', 'old-0005']  # the old job reads on
+    worker = pickle.loads(pickle.dumps(dataset))  # opens its files anew, as a worker spawned later would
+    _same_size_file(os.path.join(data, 'c.parquet'), 'new')  # replaced: the same size, a new modification time
+    assert worker[45]['text'] == 'old-0005'
+    with pytest.raises(DatasetVersionError, match=r'c\.parquet was replaced'):
+        worker[85]
+
+
 def test_a_chmod_or_a_hard_link_of_the_remote_files_is_not_a_new_version(tmp_path: Any) -> None:
     """Sharing a dataset (``chmod -R g+rX``) or snapshotting it with hard links moves the files' change times only:
     a running job reads on, and a newer job's rebuild keeps the copies and stops no one; a file rewritten in place

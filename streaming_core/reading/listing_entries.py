@@ -1,0 +1,138 @@
+"""How two listing entries of one file compare, and which local copies a new listing of a directory no longer
+vouches for.
+
+A listing entry is ``[name, size, etag, mtime]`` (:meth:`streaming_core.reading.derived_index.SourceFile.key`; a
+local file's ``mtime`` is ``'<mtime_ns>/<ctime_ns>'``). :func:`same_entry` tells one version of a file from another
+exactly; :func:`same_data_entry` leaves out a local file's change time, which a ``chmod``, a ``chown`` or a hard link
+moves without touching the data. :func:`stale_copies` and :func:`changed_data` are what a rebuild of a derived index
+removes and whether it stops older jobs (:func:`streaming_core.reading.derived_index.derive_index`). The entries
+of each listing version are kept by its identity (:func:`write_version_entries`), so that a job compares the files
+it reads with its own version's entries even after a rebuild (:mod:`streaming_core.reading.listing_watch`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from streaming_core.errors import IndexFormatError, UnsafePathError
+from streaming_core.reading.index_file import check_basename, resolve_inside
+from streaming_core.storage.facade import is_remote, join, local_path
+
+__all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'write_version_entries',
+           'read_version_entries', 'KEPT_VERSIONS']
+
+
+def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
+    """Whether two listing entries (:meth:`SourceFile.key`) name one version of a file: equal, or equal but for the
+    change time that a local file's entry recorded before version 0.2 lacks (its mtime alone, no ``/``)."""
+    if before is None or before == now:
+        return before == now
+    if len(before) != 4 or not isinstance(before[3], str) or '/' in before[3] or not isinstance(now[3], str):
+        return False
+    return before[:3] == now[:3] and now[3].split('/', 1)[0] == before[3] and '/' in now[3]
+
+
+def same_data_entry(before: list[Any], now: list[Any]) -> bool:
+    """Whether two listing entries name one version of a file's data: the same size, etag and modification time;
+    a local file's change time, which a ``chmod``, a ``chown`` or a hard link moves, left out."""
+    def data(row: list[Any]) -> list[Any]:
+        return [row[1], row[2] or '', str(row[3] or '').split('/', 1)[0]] if len(row) == 4 else list(row)
+    return data(before) == data(now)
+
+
+def changed_data(old: dict[str, Any] | None, files: Sequence[Any]) -> bool:
+    """Whether the data of a file the previous listing named changed, or it disappeared (files only added, or whose
+    metadata alone changed, change nothing a job reads)."""
+    if old is None:
+        return False
+    new = {item.name: item.key() for item in files}
+    return any(isinstance(row, list) and row and (row[0] not in new or not same_data_entry(row, new[row[0]]))
+               for row in old['files'])
+
+
+def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: str,
+                  source: str | None = None) -> list[str]:
+    """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
+    present copy of a listed name when the previous listing is unknown). A file of a local ``source`` whose entry
+    changed in its change time alone (a ``chmod``, a hard link; or a rewrite in place that restored the size and
+    modification time) is compared byte for byte with its copy: kept when equal."""
+    new = {item.name: item.key() for item in files}
+    previous = {}
+    if old is not None:
+        previous = {row[0]: row for row in old['files'] if isinstance(row, list) and row and isinstance(row[0], str)}
+    real_root = os.path.realpath(local_dir)
+    stale = []
+    for name in sorted(set(new) | set(previous)):
+        before = previous.get(name)
+        if old is not None and name in new and same_entry(before, new[name]):
+            continue
+        try:
+            check_basename(name, 'listing')
+            path = resolve_inside(local_dir, name, 'listing', real_root)
+        except (IndexFormatError, UnsafePathError):
+            continue
+        if not os.path.lexists(path):
+            continue
+        if source is not None and not is_remote(source) and before is not None and name in new \
+                and same_data_entry(before, new[name]) and _same_bytes(path, local_path(join(source, name))):
+            continue
+        stale.append(path)
+    return stale
+
+
+def _same_bytes(one: str, other: str) -> bool:
+    """Whether two local files hold the same bytes (False when one cannot be read). Not ``filecmp.cmp``: it keeps
+    its answers by size and modification time, which a rewrite in place that restores them does not change."""
+    try:
+        if os.path.getsize(one) != os.path.getsize(other):
+            return False
+        with open(one, 'rb') as first, open(other, 'rb') as second:
+            while True:
+                a, b = first.read(1 << 20), second.read(1 << 20)
+                if a != b:
+                    return False
+                if not a:
+                    return True
+    except OSError:
+        return False
+
+
+#: How many listing versions :func:`write_version_entries` keeps per state directory (as binary indexes).
+KEPT_VERSIONS = 4
+
+
+def version_entries_path(sdir: str, identity: str) -> str:
+    """Where the entries of the listing a derived index of ``identity`` was built from are kept."""
+    import hashlib
+    return os.path.join(sdir, f'derived-files-{hashlib.blake2s(identity.encode(), digest_size=10).hexdigest()}.json')
+
+
+def write_version_entries(sdir: str, identity: str, entries: list[list[Any]]) -> None:
+    """Keep the listing entries of the version ``identity`` (read by jobs on that version after a rebuild replaced
+    the latest listing), and only the last :data:`KEPT_VERSIONS` versions."""
+    import json
+
+    from streaming_core.storage.facade import write_file_atomic
+    write_file_atomic(version_entries_path(sdir, identity), json.dumps(entries).encode('utf-8'))
+    kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith('derived-files-')),
+                  key=lambda entry: entry.stat().st_mtime_ns)
+    for old in kept[:-KEPT_VERSIONS]:
+        try:
+            os.remove(old.path)
+        except FileNotFoundError:
+            pass
+
+
+def read_version_entries(sdir: str, identity: str) -> dict[str, list[Any]] | None:
+    """The entries by name of the listing version ``identity`` (None when they were not kept)."""
+    import json
+    try:
+        with open(version_entries_path(sdir, identity), 'rb') as handle:
+            rows = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rows, list):
+        return None
+    return {row[0]: row for row in rows if isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)}
