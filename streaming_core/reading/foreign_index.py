@@ -196,7 +196,7 @@ def kept_foreign(stream: Any, sdir: str,
 
 def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: dict[str, Any], *, copies: bool,
                          previous: Sequence[dict[str, Any]] = (),
-                         stat: FileIdentity | None = None) -> tuple[str, bytes, str]:
+                         stat: FileIdentity | None = None, rewritten: bool = False) -> tuple[str, bytes, str]:
     """The index derived from the foreign ``index.json`` of ``stream``'s directory ``source`` (its bytes ``data``,
     parsed ``obj``), built when its content changed (caller holds the stream's index lock).
 
@@ -213,6 +213,9 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         stat: :func:`~streaming_core.reading.cache_record.file_identity` of the local ``index.json`` whose bytes
             ``data`` are (a directory read without a remote): recorded, so that :func:`kept_foreign` spares the
             next process the derivation.
+        rewritten: The remote was rewritten (its ``index.json``'s stat moved) with these same bytes, or the local
+            copies are of unknown provenance: rebuilt, and every local copy not vouched for by a hash is removed
+            (a foreign index records no hashes: fixed-size data rewritten gives the same bytes).
 
     Returns:
         ``(path of the derived index, its bytes, its identity)``.
@@ -233,7 +236,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
     old = read_listing(sdir)
     key = _foreign_key(stream) if stat is not None else None
     foreign = {'stat': list(stat), 'key': key} if stat is not None and key is not None else None
-    kept = kept_index(path, old, identity)
+    kept = None if rewritten else kept_index(path, old, identity)
     if kept is not None:
         derived = file_identity(path)  # the file whose digest kept_index just checked
         if old is not None and foreign is not None and derived is not None and \
@@ -246,19 +249,30 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                    preread={INDEX_BASENAME: data})
     if copies:
         new = parse_index_text(built, f'the {name} index derived from {shown}')
-        olds = [index for index in (_parse_file(path), *previous) if index is not None]
+        olds = [] if rewritten else [index for index in (_parse_file(path), *previous) if index is not None]
         stale: set[str] = set()
         for index in olds or [None]:
             stale.update(stale_files(index, new, stream.local_dir))
+        removed = False
         for copy in sorted(stale):
             try:
                 os.remove(copy)
+                removed = True
             except FileNotFoundError:
                 pass
             except OSError as err:
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
+        if removed:
+            from streaming_core.reading.version_guard import note_purge
+            note_purge(sdir)  # a job still reading the old files must not read what replaces them
+    if rewritten:  # the same identity (the same index.json bytes), other sizes maybe: its binary index is stale
+        from streaming_core.reading.binary_index import binary_path
+        try:
+            os.remove(binary_path(sdir, identity))
+        except FileNotFoundError:
+            pass
     write_listing(sdir, path, built, identity=identity, builder=name, source=where, files=[item],
                   extra={'foreign': foreign} if foreign is not None else None)
     return path, built, identity

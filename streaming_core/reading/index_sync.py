@@ -500,8 +500,16 @@ class _Refresh:
                  local_now: FileIdentity | None, started: float) -> SyncedIndex:
         """The remote ``index.json`` is not ours: read the remote through the index derived from it (rebuilt when it
         changed, stale local copies removed first), and keep a copy of it in the local directory."""
+        from streaming_core.reading.derived_index import read_listing
+        from streaming_core.reading.derived_index import write_record as write_listing_record
         from streaming_core.reading.foreign_index import derive_foreign_index
         stream, path = self.stream, self.path
+        listing = read_listing(self.sdir)
+        seen = (listing or {}).get('remote_stat')  # the remote index's stat when the copies were made
+        unknown = record is None or (record.local_stat is not None and local_now is not None
+                                     and local_now[:3] != record.local_stat[:3])
+        rewritten = local_now is not None and (unknown or (self.probe is not None and isinstance(seen, str)
+                                                           and not same_version(seen, self.probe)))
         previous = []
         if local_now is not None:
             with open(path, 'rb') as handle:
@@ -509,7 +517,10 @@ class _Refresh:
             if old is not None:
                 previous.append(old)
         derived, data, identity = derive_foreign_index(stream, stream.remote_dir, self.sdir, new, obj, copies=True,
-                                                       previous=previous)
+                                                       previous=previous, rewritten=rewritten)
+        listing = read_listing(self.sdir)
+        if listing is not None and self.probe is not None and listing.get('remote_stat') != self.probe:
+            write_listing_record(self.sdir, {**listing, 'remote_stat': self.probe})
         if record is None:
             _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
         if file_identity(path) is None or _read(path)[0] != new:

@@ -55,6 +55,36 @@ def test_a_litdata_directory_reads_every_item_as_litdata_does(tmp_path: Any, nam
     assert sorted(os.listdir(data)) == before  # the derived index lives in the state directory, not here
 
 
+@pytest.mark.parametrize('name', ['mixed', 'mixed-zstd-chunk'])
+def test_a_remote_rewritten_with_the_same_index_bytes_is_read_anew(tmp_path: Any, name: str) -> None:
+    """litdata records no hashes, so fixed-size data rewritten gives the same index.json bytes: the remote's stat
+    names the new version, and the old local copies (a whole-chunk zstd copy's sizes too) are not served."""
+    import zstandard
+    from make_golden import canonical
+    remote, local = _copy(tmp_path, name, 'remote'), str(tmp_path / 'local')
+    first = [canonical(item) for item in StreamingDataset(remote=remote, local=local, batch_size=4)]
+    chunk = os.path.join(remote, sorted(n for n in os.listdir(remote) if n.startswith('chunk-0-1'))[0])
+    with open(chunk, 'rb') as handle:
+        data = handle.read()
+    zipped = chunk.endswith('.zstd.bin')
+    raw = bytearray(zstandard.ZstdDecompressor().decompress(data) if zipped else data)
+    at = bytes(raw).rfind(b'item')
+    raw[at:at + 4] = b'ITEM'  # the same length: the index does not change
+    with open(chunk, 'wb') as handle:
+        handle.write(zstandard.ZstdCompressor(level=19).compress(bytes(raw)) if zipped else bytes(raw))
+    index = os.path.join(remote, 'index.json')
+    with open(index, 'rb') as handle:
+        text = handle.read()
+    os.remove(index)
+    with open(index, 'wb') as handle:  # written again, the same bytes
+        handle.write(text)
+    truth = [canonical(item) for item in StreamingDataset(local=shutil.copytree(remote, str(tmp_path / 'truth')),
+                                                           batch_size=4)]
+    assert truth != first
+    again = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert [canonical(item) for item in again] == truth
+
+
 def test_shuffled_resumption_mid_epoch_is_exact(tmp_path: Any) -> None:
     data = _copy(tmp_path, 'rows')
     args = dict(local=data, batch_size=4, shuffle=True, num_canonical_nodes=2, shuffle_block_size=16)
