@@ -5,6 +5,7 @@ the plain tars, locally, with DataLoader workers and over moto S3, read from the
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import uuid
 from typing import Any
@@ -230,6 +231,15 @@ def test_inspect_and_verify_see_compressed_shards(tmp_path: Any, capsys: Any) ->
     assert main(['inspect', data]) == 0
     shown = capsys.readouterr().out
     assert 'Compression:   gz (2 shards)' in shown and 'Raw bytes:     100.0 KiB' in shown
+    write_tars(data, tars=1, per_tar=10, start=100, prefix='plain')  # beside them, one tar not compressed
+    capsys.readouterr()
+    assert main(['inspect', data, '--json']) == 0
+    summary = json.loads(capsys.readouterr().out)
+    ratio = summary['raw_bytes_compressed'] / summary['zip_bytes']
+    assert summary['raw_bytes_compressed'] < summary['raw_bytes'] and 1 < ratio < 100
+    assert main(['inspect', data]) == 0
+    assert f'ratio {ratio:.2f})' in capsys.readouterr().out  # of the compressed files alone
+    os.remove(os.path.join(data, 'plain-00010.tar'))
     assert list(StreamingDataset(local=data, batch_size=2)) == expected_of(plain)
     assert main(['verify', data, '--quiet']) == 0  # the .tar.gz files and the decompressed copies readers read
     copy = os.path.join(data, '.gunzipped', 'shard-00001.tar.gz', plain_copies(data)['shard-00001.tar.gz'][0])

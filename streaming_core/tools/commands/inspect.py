@@ -95,6 +95,7 @@ class _Summary:
         self.hashes: set[str] = set()
         self.size_limits: set[str] = set()
         self.shards = self.samples = self.raw = self.zipped = self.compressed_shards = self.largest = 0
+        self.raw_of_zipped = 0  # the raw bytes of the compressed files alone (their ratio)
         self.files = 0
         self._last: tuple[Any, ...] | None = None
         self._last_shard = 0
@@ -130,6 +131,7 @@ class _Summary:
         self.raw += row['raw_bytes']
         if row['zip_bytes'] is not None:
             self.zipped += row['zip_bytes']
+            self.raw_of_zipped += row['raw_bytes']
             self.compressed_shards += 1
         self.largest = max(self.largest, (row['zip_bytes'] or 0) + row['raw_bytes'])
         if row['compression']:
@@ -150,6 +152,7 @@ class _Summary:
                                   'mean': self.samples / self.shards} if self.shards else None,
             'raw_bytes': self.raw,
             'zip_bytes': self.zipped if self.compressed_shards else None,
+            'raw_bytes_compressed': self.raw_of_zipped if self.compressed_shards else None,
             'largest_shard_bytes': self.largest,
             'compression': dict(self.compression),
             'hashes': sorted(self.hashes),
@@ -216,7 +219,8 @@ def _print(summary: dict[str, Any], with_shards: bool) -> None:
     print(f'Samples:       {summary["samples"]}{extra}')
     print(f'Raw bytes:     {human_bytes(summary["raw_bytes"])} ({summary["raw_bytes"]} B)')
     if summary['zip_bytes'] is not None:
-        ratio = summary['raw_bytes'] / summary['zip_bytes'] if summary['zip_bytes'] else 0.0
+        raw = summary.get('raw_bytes_compressed') or summary['raw_bytes']  # of the compressed files alone
+        ratio = raw / summary['zip_bytes'] if summary['zip_bytes'] else 0.0
         print(f'Compressed:    {human_bytes(summary["zip_bytes"])} ({summary["zip_bytes"]} B, ratio {ratio:.2f})')
     compression = ', '.join(f'{name} ({_files(count) if shared else f"{count} shards"})'
                             for name, count in summary['compression'].items())
