@@ -461,7 +461,9 @@ class ShardManager:
             check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), stream,
                                 getattr(stream, 'purge_dir', None))
             if not stream.has_remote_copy:  # a derived index read in place: its files against its listing
-                check_in_place(stream, self.catalogue.basename(shard), self.raw_paths(shard)[0])
+                raw, zipped = self.readers[shard].parts[0]
+                listed = (zipped or raw).basename  # the listed file (a .tar.gz, not its decompressed copy)
+                check_in_place(stream, listed, os.path.join(stream.local_dir, *listed.split('/')))
 
     def sample(self, shard: int, index: int) -> Any:
         """Random access to one sample: from the open view if there is one; otherwise, the first time a shard is

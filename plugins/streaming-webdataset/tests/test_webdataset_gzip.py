@@ -223,6 +223,22 @@ def test_convert_reads_gzipped_tars_without_writing_into_the_source(tmp_path: An
     assert sorted(os.listdir(data)) == ['shard-00000.tar.gz', 'shard-00001.tar.gz']
 
 
+def test_a_tar_gz_replaced_in_a_directory_read_in_place_stops_the_job(tmp_path: Any) -> None:
+    """Read in place, a .tar.gz is watched through its own listing entry (its decompressed copy has none): one
+    replaced mid-job stops the job before its new samples are served under the old index."""
+    from streaming_core.errors import DatasetVersionError
+    plain, data, other = str(tmp_path / 'plain'), str(tmp_path / 'data'), str(tmp_path / 'other')
+    write_tars(plain, tars=3, per_tar=10)
+    gzip_dir(plain, data)
+    write_tars(str(tmp_path / 'plain-other'), tars=2, per_tar=10, start=100)
+    gzip_dir(str(tmp_path / 'plain-other'), other)
+    dataset = StreamingDataset(local=data, batch_size=2)
+    assert sample_id(dataset[0]) == 0
+    os.replace(os.path.join(other, 'shard-00011.tar.gz'), os.path.join(data, 'shard-00001.tar.gz'))
+    with pytest.raises(DatasetVersionError, match=r'shard-00001\.tar\.gz was replaced'):
+        dataset[15]
+
+
 def test_inspect_and_verify_see_compressed_shards(tmp_path: Any, capsys: Any) -> None:
     from streaming_core.cli import main
     plain, data = str(tmp_path / 'plain'), str(tmp_path / 'data')
