@@ -88,9 +88,10 @@ class AzureBackendBase(ProcessLocal):
             what = f'Ranged read of {redact_url(url)}'
             if len(answers) == 1:
                 check_content_range(answers[0], start, start + length - 1, len(data), what)
-            else:  # a range beyond the SDK's single-request size, read in several requests: check where it starts
-                first = answers[0] if answers else None
-                check_content_range(first, start, start + length - 1, (_range_length(first) or 0), what)
+            else:  # a range beyond the SDK's single-request size (32 MiB), read in several requests: the first answer
+                first = answers[0] if answers else None  # must be its own range from the first byte asked
+                count = _range_length(first) or 0
+                check_content_range(first, start, start + max(count, 1) - 1, count, what)
             return data
 
         return self._run(url, 'Ranged read', operation)

@@ -8,6 +8,7 @@ endpoint, which Azurite lacks: against Azurite alone they fail loudly, and end t
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -147,6 +148,17 @@ def test_datalake_reads_blob_backed_objects(azurite: AzuriteInfo, container: str
     assert read_range(f'azure-dl://{CONTAINER}/{path}', 20, 4, options=options) == b''
     with pytest.raises(FileNotFoundError, match=f'azure-dl://{CONTAINER}/{path}.absent'):
         stat_object(f'azure-dl://{CONTAINER}/{path}.absent', options=options, **FAST)
+
+
+def test_a_range_longer_than_one_sdk_request_is_read_whole(azurite: AzuriteInfo, container: str, tmp_path: Any,
+                                                          cloud_env: pytest.MonkeyPatch, fresh: None) -> None:
+    """Above the SDK's single-request size (32 MiB) a range comes in several answers: each is its own range, and
+    the bytes are the range asked."""
+    options = {'account_url': azurite.blob_endpoint, 'account_key': azurite.key}
+    data = os.urandom(1 << 20) * 34
+    url = f'azure://{CONTAINER}/{unique("big")}/blob.bin'
+    _put(tmp_path, url, data, options)
+    assert read_range(url, 7, len(data), options=options) == data[7:]
 
 
 def test_datalake_upload_without_a_dfs_endpoint_fails_loudly(azurite: AzuriteInfo, container: str, tmp_path: Any,
