@@ -244,6 +244,15 @@ def sync_index(stream: Any) -> SyncedIndex:
         locks.release(INDEX_LOCK_BYTE)
 
 
+def _unknown_provenance(record: CacheRecord | None, local_now: FileIdentity | None) -> bool:
+    """Whether a local copy is of unknown provenance: no record (the cache root wiped, or another one), or a local
+    ``index.json`` that is not the file the record describes (replaced by a process recording under another cache
+    root: another size, mtime or inode; a chmod, chown or hard link moves only the change time). Its files may be of
+    another version with the same index bytes (fixed-size samples without hashes)."""
+    return record is None or (record.local_stat is not None and local_now is not None
+                              and local_now[:3] != record.local_stat[:3])
+
+
 def _binary_present(local_dir: str, identity: str) -> bool:
     """Whether the binary index of the index version ``identity`` exists (then the index bytes need not be read:
     :func:`streaming_core.reading.binary_index.load_or_build` maps it, and reads them only if it proves unusable)."""
@@ -468,12 +477,7 @@ class _Refresh:
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
-            # A copy of unknown provenance: no record (the cache root wiped, or another one), or a local index.json
-            # that is not the file the record describes (replaced by a process recording under another cache root:
-            # another size, mtime or inode; a chmod, chown or hard link changes only the change time). Its files may
-            # be of another version with the same index bytes (fixed-size samples without hashes).
-            unknown = record is None or (record.local_stat is not None and local_now is not None
-                                         and local_now[:3] != record.local_stat[:3])
+            unknown = _unknown_provenance(record, local_now)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
                                         and not same_version(record.source_identity, self.probe))
@@ -506,10 +510,8 @@ class _Refresh:
         stream, path = self.stream, self.path
         listing = read_listing(self.sdir)
         seen = (listing or {}).get('remote_stat')  # the remote index's stat when the copies were made
-        unknown = record is None or (record.local_stat is not None and local_now is not None
-                                     and local_now[:3] != record.local_stat[:3])
-        rewritten = local_now is not None and (unknown or (self.probe is not None and isinstance(seen, str)
-                                                           and not same_version(seen, self.probe)))
+        rewritten = local_now is not None and (_unknown_provenance(record, local_now) or (
+            self.probe is not None and isinstance(seen, str) and not same_version(seen, self.probe)))
         previous = []
         if local_now is not None:
             with open(path, 'rb') as handle:

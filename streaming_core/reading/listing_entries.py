@@ -21,7 +21,7 @@ from streaming_core.reading.index_file import check_basename, resolve_inside
 from streaming_core.storage.facade import is_remote, join, local_path
 
 __all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'write_version_entries',
-           'read_version_entries', 'KEPT_VERSIONS']
+           'read_version_entries', 'entries_by_name', 'KEPT_VERSIONS']
 
 
 def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
@@ -133,6 +133,9 @@ def read_version_entries(sdir: str, identity: str) -> dict[str, list[Any]] | Non
             rows = json.loads(handle.read())
     except (OSError, ValueError):
         return None
-    if not isinstance(rows, list):
-        return None
+    return entries_by_name(rows) if isinstance(rows, list) else None
+
+
+def entries_by_name(rows: list[Any]) -> dict[str, list[Any]]:
+    """Listing entries (``[name, size, etag, mtime]`` rows, malformed ones left out) by name."""
     return {row[0]: row for row in rows if isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)}

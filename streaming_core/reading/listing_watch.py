@@ -35,14 +35,14 @@ from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, source_file
-from streaming_core.reading.listing_entries import read_version_entries, same_data_entry
+from streaming_core.reading.listing_entries import entries_by_name, read_version_entries, same_data_entry
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['listing_check', 'agrees', 'check_in_place']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
-_records: dict[str, tuple[Any, dict[str, list[Any]]]] = {}
+_records: dict[str, tuple[Any, str | None, dict[str, list[Any]]]] = {}
 #: Per (state directory, listing identity): that version's entries by name, or None when they were not kept.
 _versions: dict[tuple[str, str], dict[str, list[Any]] | None] = {}
 _KIND = re.compile(r'([a-z]+):')
@@ -57,21 +57,32 @@ def _own_entries(sdir: str, identity: str) -> dict[str, list[Any]]:
     found = _versions[key]
     if found is not None:
         return found
-    record = read_listing(sdir)
-    return _entries(sdir) if record is not None and record.get('identity') == identity else {}
+    latest, entries = _latest(sdir)
+    return entries if latest == identity else {}
 
 
-def _entries(sdir: str) -> dict[str, list[Any]]:
-    """The entries of the listing record in ``sdir`` by name (empty without one)."""
-    identity = file_identity(os.path.join(sdir, DERIVED_LISTING_NAME))
+def _latest(sdir: str) -> tuple[str | None, dict[str, list[Any]]]:
+    """The identity and the entries by name of the latest listing record in ``sdir`` (read once per version of the
+    record: this runs before every download, and before every open of a file read in place)."""
+    stamp = file_identity(os.path.join(sdir, DERIVED_LISTING_NAME))
     cached = _records.get(sdir)
-    if cached is not None and cached[0] == identity:
-        return cached[1]
+    if cached is not None and cached[0] == stamp:
+        return cached[1], cached[2]
     record = read_listing(sdir)
-    rows = record['files'] if record is not None else []
-    entries = {row[0]: row for row in rows if isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)}
-    _records[sdir] = (identity, entries)
-    return entries
+    identity = record.get('identity') if record is not None else None
+    entries = entries_by_name(record['files'] if record is not None else [])
+    _records[sdir] = (stamp, identity, entries)
+    return identity, entries
+
+
+def _local_key(name: str, path: str, root: str) -> list[Any] | None:
+    """The listing entry of the local file ``name`` at ``path`` as it is now (None: it does not exist)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return source_file(name, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
+                                        ctime=str(info.st_ctime_ns)), root).key()
 
 
 def _seconds(value: Any) -> float | None:
@@ -125,13 +136,9 @@ def _verdict(stream: Any, name: str, entry: list[Any]) -> str | None:
     """None when the remote file ``name`` is still the version ``entry`` describes, else what it is now."""
     root = stream.remote_dir
     if not is_remote(root):
-        try:
-            info = os.stat(os.path.join(local_path(root), *name.split('/')))
-        except FileNotFoundError:
+        now = _local_key(name, os.path.join(local_path(root), *name.split('/')), root)
+        if now is None:
             return 'removed'
-        stat = ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
-                          ctime=str(info.st_ctime_ns))
-        now = source_file(name, stat, root).key()
         return None if same_data_entry(entry, now) else f'replaced (listed as {entry[1:]}, now {now[1:]})'
     url = join(root, name)
     timeout, retries = float(stream.download_timeout or 60.0), int(stream.download_retry or 0)
@@ -191,13 +198,7 @@ def check_in_place(stream: Any, name: str, path: str) -> None:
                          identity).get(name)
     if entry is None:
         return
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        now = None
-    else:
-        now = source_file(name, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
-                                           ctime=str(info.st_ctime_ns)), stream.local_dir).key()
+    now = _local_key(name, path, stream.local_dir)
     if now is None or not same_data_entry(entry, now):
         raise DatasetVersionError(
             f'The data of {stream!r} changed while this job read it: {path} was '
