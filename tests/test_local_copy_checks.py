@@ -8,6 +8,7 @@ damage one decompressed copy, then read it again in a fresh process and run the 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -153,3 +154,51 @@ def test_random_access_checks_too(tmp_path: Any) -> None:
     with pytest.raises(ShardCorruptError, match='shard.00000.mds.*its sha1 is'):
         dataset[0]
     assert dataset[0]['id'] == 0  # the bad copy was removed, so this read decompressed it again
+
+
+IDS = textwrap.dedent('''
+    import sys
+    from streaming_core import StreamingDataset
+    print(sorted(int(sample['id']) for sample in StreamingDataset(local=sys.argv[1], batch_size=1)))
+''')
+
+
+@pytest.mark.parametrize('older', [False, True], ids=['written-over', 'synced-with-older-mtimes'])
+def test_a_compressed_dataset_rewritten_in_place_is_read_anew(tmp_path: Any, older: bool) -> None:
+    """The user's steps: read a compressed dataset in place (its decompressed copies are written beside it), write a
+    new version of the same shape and copy it over the old one (``cp``; or ``rsync -a``/``cp -p``, which keep the
+    new files' older modification times), read again in two fresh processes at once: every sample is the new
+    version's (the old copies were served as the new version before)."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    first = subprocess.run([sys.executable, '-c', IDS, local], capture_output=True, text=True, timeout=300)
+    assert first.stdout.strip() == str(list(range(60))), first.stderr
+    new = write_mds(str(tmp_path / 'v2'), 60, start=1000, compression='zstd', size_limit=700)
+    for name in sorted(os.listdir(new)):
+        if older:
+            os.utime(os.path.join(new, name), (1_000_000_000, 1_000_000_000))  # 2001: older than the copies
+            shutil.copy2(os.path.join(new, name), os.path.join(local, name))
+        else:
+            shutil.copyfile(os.path.join(new, name), os.path.join(local, name))
+    readers = [subprocess.Popen([sys.executable, '-c', IDS, local], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    for reader in readers:
+        out, err = reader.communicate(timeout=300)
+        assert out.strip() == str(list(range(1000, 1060))), err
+    with open(os.path.join(local, 'shard.00000.mds'), 'rb') as copy, \
+            open(os.path.join(new, 'shard.00000.mds.zstd'), 'rb') as zipped:
+        import zstandard
+        assert copy.read() == zstandard.ZstdDecompressor().decompress(zipped.read())
+
+
+def test_a_copy_newer_than_its_compressed_file_is_read_without_decompressing(tmp_path: Any) -> None:
+    """A copy made after its compressed file (by us, by the reference, by hand) is read as it is: not decompressed
+    again at every start."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    before = {name: os.stat(os.path.join(local, name)).st_ino for name in os.listdir(local) if name.endswith('.mds')}
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    assert before == {name: os.stat(os.path.join(local, name)).st_ino for name in before}
+    os.chmod(os.path.join(local, 'shard.00001.mds.zstd'), 0o600)  # its inode changed: decompressed once more
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    after = {name: os.stat(os.path.join(local, name)).st_ino for name in before}
+    assert [name for name in before if before[name] != after[name]] == ['shard.00001.mds']

@@ -46,6 +46,7 @@ from streaming_core.errors import (
 from streaming_core.machinery.protocols import ShardReader, ShardView
 from streaming_core.reading.cache_record import stat_identity
 from streaming_core.reading.catalogue import ShardCatalogue
+from streaming_core.reading.inplace_copies import copies_current
 from streaming_core.reading.listing_watch import check_in_place
 from streaming_core.reading.pin_relief import note_random_access, release_at_collection
 from streaming_core.reading.shard_table import ShardTable
@@ -271,8 +272,10 @@ class ShardManager:
 
     # ----------------------------------------------------------------------------------------------------------
     def is_ready(self, shard: int) -> bool:
-        """Whether the shard's raw files are present locally."""
-        return all(os.path.isfile(path) for path in self.raw_paths(shard))
+        """Whether the shard's raw files are present locally (decompressed copies read in place: current)."""
+        paths = self.raw_paths(shard)
+        return all(os.path.isfile(path) for path in paths) and copies_current(self.stream_of(shard),
+                                                                             self.readers[shard], paths)
 
     def raw_paths(self, shard: int) -> list[str]:
         """The local paths of the shard's raw files (checked once per process to stay inside the local directory)."""

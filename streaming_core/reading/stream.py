@@ -31,6 +31,7 @@ from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
+from streaming_core.reading.inplace_copies import copies_current, copy_is_current
 from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
@@ -413,8 +414,10 @@ class Stream:
         return [resolve_inside(self.local_dir, raw.basename, reader.where) for raw, _ in reader.parts]
 
     def is_ready(self, reader: Any) -> bool:
-        """Whether every raw file of the shard is present locally."""
-        return all(os.path.isfile(path) for path in self.raw_paths(reader))
+        """Whether every raw file of the shard is present locally (and, read in place, not older than its
+        compressed file: :mod:`~streaming_core.reading.inplace_copies`)."""
+        paths = self.raw_paths(reader)
+        return all(os.path.isfile(path) for path in paths) and copies_current(self, reader, paths)
 
     def present_bytes(self, reader: Any) -> int:
         """The bytes this shard occupies locally now (raw and compressed files)."""
@@ -458,7 +461,8 @@ class Stream:
 
     def _prepare_part(self, reader: Any, raw: Any, zipped: Any) -> None:
         raw_path = resolve_inside(self.local_dir, raw.basename, reader.where)
-        if os.path.isfile(raw_path):
+        if os.path.isfile(raw_path) and (zipped is None or self.has_remote_copy or copy_is_current(
+                raw_path, os.path.join(self.local_dir, *zipped.basename.split('/')))):
             if zipped is not None and not self.safe_keep_zip:
                 zip_path = os.path.join(self.local_dir, *zipped.basename.split('/'))
                 if os.path.exists(zip_path):

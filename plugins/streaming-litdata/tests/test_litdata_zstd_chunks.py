@@ -150,6 +150,24 @@ def test_a_chunk_litdata_decompressed_in_place_reads_and_a_missing_one_is_named(
         StreamingDataset(local=other, batch_size=4)
 
 
+def test_a_chunk_replaced_in_place_is_decompressed_again(tmp_path: Any) -> None:
+    """A local dataset read in place has decompressed copies beside its ``.zstd.bin`` chunks; a chunk written over
+    (a new version synced in) is decompressed again, never served from the copy of the version before."""
+    from make_golden import canonical
+    data = _copy(tmp_path)
+    assert [canonical(item) for item in StreamingDataset(local=data, batch_size=4)] == _expected()
+    copy = os.path.join(data, 'chunk-0-1.bin')
+    with open(copy, 'r+b') as handle:  # stands for the previous version's chunk: same size, other items
+        handle.write(bytes(os.path.getsize(copy)))
+    zipped = os.path.join(data, 'chunk-0-1.zstd.bin')
+    shutil.copy2(zipped, zipped + '.new')
+    os.utime(zipped + '.new', (1_000_000_000, 1_000_000_000))  # as rsync -a leaves it: an older modification time
+    os.replace(zipped + '.new', zipped)
+    assert [canonical(item) for item in StreamingDataset(local=data, batch_size=4)] == _expected()
+    with open(zipped, 'rb') as handle:
+        assert open(copy, 'rb').read() == _zstd().ZstdDecompressor().decompress(handle.read())
+
+
 def _corruption(err: BaseException) -> ShardCorruptError:
     """The ShardCorruptError ``err`` is or was raised from (the core reports a shard it cannot prepare as a
     ShardPrepareError raised from the decompressor's ShardCorruptError)."""
