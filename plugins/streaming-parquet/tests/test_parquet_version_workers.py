@@ -1,0 +1,99 @@
+"""A Parquet file replaced while a job reads it, through the user's own loop: a ``StreamingDataLoader`` whose
+workers are forked, spawned or started by a fork server, and threads reading one dataset at once. Every sample a
+job serves is of the version its index was derived from, and the replacement stops the job with
+``DatasetVersionError`` (raised in the training loop, from the worker that met it) before any row of the new file
+is served."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import pytest
+
+from streaming_core import StreamingDataLoader, StreamingDataset
+from streaming_core.errors import DatasetVersionError
+
+FILES, ROWS = 8, 40
+
+
+def _write(path: str, tag: str, start: int) -> None:
+    """``ROWS`` rows ``start..`` tagged ``tag`` (``old`` and ``new`` files have the same size and row groups)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    ids = range(start, start + ROWS)
+    pq.write_table(pa.table({'id': pa.array(ids, pa.int64()), 'text': [f'{tag}-{i:04d}' for i in ids]}), path,
+                   row_group_size=20, compression='none', use_dictionary=False, write_statistics=False)
+
+
+def _dataset_dir(root: str) -> str:
+    data = os.path.join(root, 'data')
+    os.makedirs(data)
+    for f in range(FILES):
+        _write(os.path.join(data, f'f{f}.parquet'), 'old', f * ROWS)
+    return data
+
+
+def _replace_last(data: str, root: str) -> None:
+    """Replace the last file (the same size, later rows, a new modification time), as a sync of a new version."""
+    path = os.path.join(data, f'f{FILES - 1}.parquet')
+    _write(os.path.join(root, 'new.parquet'), 'new', (FILES - 1) * ROWS)
+    assert os.path.getsize(os.path.join(root, 'new.parquet')) == os.path.getsize(path)
+    os.replace(os.path.join(root, 'new.parquet'), path)
+    later = os.stat(path).st_mtime + 10
+    os.utime(path, (later, later))
+
+
+@pytest.mark.parametrize('context, remote', [('spawn', True), ('forkserver', False), ('fork', False)],
+                         ids=['spawn-remote', 'forkserver-in-place', 'fork-in-place'])
+def test_a_file_replaced_while_dataloader_workers_read_stops_the_loop(tmp_path: Any, context: str,
+                                                                      remote: bool) -> None:
+    data = _dataset_dir(str(tmp_path))
+    where = {'remote': data, 'local': str(tmp_path / 'cache')} if remote else {'local': data}
+    dataset = StreamingDataset(**where, batch_size=4, predownload=4)
+    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context=context)
+    texts: list[str] = []
+    batches = iter(loader)
+    texts += next(batches)['text']
+    _replace_last(data, str(tmp_path))
+    with pytest.raises(DatasetVersionError, match=r'f7\.parquet was replaced'):
+        for batch in batches:
+            texts += batch['text']
+    assert texts and all(text.startswith('old-') for text in texts)  # nothing of the new file, ever
+    assert len(texts) < FILES * ROWS
+
+
+def test_threads_reading_one_dataset_stop_at_a_replaced_file(tmp_path: Any) -> None:
+    """Four threads read one in-place dataset by index (as a threaded data pipeline does); the file replaced
+    meanwhile is refused to every thread that reaches it, and no thread gets a row of it."""
+    data = _dataset_dir(str(tmp_path))
+    dataset = StreamingDataset(local=data, batch_size=4)
+    assert dataset[0]['text'] == 'old-0000'
+    _replace_last(data, str(tmp_path))
+    got: list[str] = []
+    refused: list[int] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def read(thread: int) -> None:
+        for i in range(thread, FILES * ROWS, 4):
+            try:
+                text = dataset[i]['text']
+            except DatasetVersionError:
+                with lock:
+                    refused.append(i)
+                continue
+            except BaseException as err:  # noqa: BLE001 - reported below
+                failures.append(err)
+                return
+            with lock:
+                got.append(text)
+    threads = [threading.Thread(target=read, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures and not any(thread.is_alive() for thread in threads)
+    assert sorted(refused) == list(range((FILES - 1) * ROWS, FILES * ROWS))
+    assert sorted(got) == sorted(f'old-{i:04d}' for i in range((FILES - 1) * ROWS))
