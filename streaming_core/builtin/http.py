@@ -6,11 +6,12 @@ the core's errors: 404 and 410 are :class:`RemoteNotFoundError` (never retried);
 ``Content-Length`` are retryable :class:`StorageError` (a short body is a :class:`TruncatedDownloadError`).
 
 Redirects are followed, but credentials (``Authorization``, from ``bearer_token``, ``basic_auth`` or a ``user:pass@``
-URL, cookies, and the headers of the ``headers`` option whose names look like one) go only to the origin (scheme,
-host and port) the request was made to, or its ``https`` upgrade: a redirect to another origin (a CDN, another site)
-drops them, as ``requests`` and ``huggingface_hub`` do. A ranged read checks that the answer is the range asked
-(``Content-Range``), and a whole-object answer that it is not cut short. ``stat`` is a HEAD (``ETag``,
-``Content-Length``, ``Last-Modified``): a job notices a dataset rewritten under it as on an object store.
+URL, cookies, and every header of the ``headers`` option but ``User-Agent`` and ``Accept*``) go only to the origin
+(scheme, host and port) the request was made to, or its ``https`` upgrade: a redirect to another origin (a CDN,
+another site) drops them, as ``requests`` and ``huggingface_hub`` drop ``Authorization``. A ranged read checks that
+the answer is the range asked (``Content-Range``), and a whole-object answer that it is not cut short. ``stat`` is a
+HEAD (``ETag``, ``Content-Length``, ``Last-Modified``): a job notices a dataset rewritten under it as on an object
+store.
 """
 
 from __future__ import annotations
@@ -39,20 +40,21 @@ _RETRYABLE_STATUS = {408, 425, 429}
 #: Headers that carry credentials (as ``urllib.request.Request`` spells them): never sent to another origin.
 _CREDENTIAL_HEADERS = ('Authorization', 'Proxy-authorization', 'Cookie')
 _DEFAULT_PORTS = {'http': 80, 'https': 443}
-#: Header names that look like a credential's.
-_SECRET_NAME = re.compile(r'(?i)auth|token|key|secret|cookie|session|signature|password|credential')
+#: The headers of the ``headers`` option that follow a redirect to another origin (a credential may have any name).
+_PORTABLE_NAME = re.compile(r'(?i)user-agent|accept(-.*)?')
 
 
 class _SameOriginCredentials(urllib.request.HTTPRedirectHandler):
-    """urllib's redirect handler copies every header to the new location; this one drops the credentials, and the
-    headers of the ``headers`` option whose names look like one (``X-Api-Key``, ``X-Auth-Token``...), when the
-    redirect leaves the origin (scheme, host, port) of the request it answers. As ``requests`` does, an upgrade of
+    """urllib's redirect handler copies every header to the new location; this one drops the credentials, and every
+    header of the ``headers`` option but ``User-Agent`` and ``Accept*`` (a credential may be named anything:
+    ``X-Api-Key``, ``Private-Token``, ``X-Goog-User-Project``...), when the redirect leaves the origin (scheme, host,
+    port) of the request it answers. As ``requests`` does, an upgrade of
     ``http`` to ``https`` on the same host and default ports keeps them."""
 
     def __init__(self, own_headers: Any = ()) -> None:
         super().__init__()
         self._drop = {name.capitalize() for name in (*_CREDENTIAL_HEADERS, *own_headers)
-                      if name in _CREDENTIAL_HEADERS or _SECRET_NAME.search(name)}
+                      if name in _CREDENTIAL_HEADERS or not _PORTABLE_NAME.fullmatch(name)}
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
