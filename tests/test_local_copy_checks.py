@@ -190,15 +190,97 @@ def test_a_compressed_dataset_rewritten_in_place_is_read_anew(tmp_path: Any, old
         assert copy.read() == zstandard.ZstdDecompressor().decompress(zipped.read())
 
 
-def test_a_copy_newer_than_its_compressed_file_is_read_without_decompressing(tmp_path: Any) -> None:
-    """A copy made after its compressed file (by us, by the reference, by hand) is read as it is: not decompressed
-    again at every start."""
+def _inodes(local: str) -> dict[str, int]:
+    return {name: os.stat(os.path.join(local, name)).st_ino for name in sorted(os.listdir(local))
+            if name.endswith('.mds')}
+
+
+def test_a_copy_is_decompressed_once_and_again_only_when_its_compressed_file_changes(tmp_path: Any) -> None:
+    """A copy this library made is read as it is at every start; its compressed file touched (even a ``chmod``)
+    makes it decompressed again; a copy without a record (made by another tool, or the cache root wiped) is
+    decompressed again once, then read as it is."""
+    from streaming_core.common.paths import cache_root
     local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    before = {name: os.stat(os.path.join(local, name)).st_ino for name in os.listdir(local) if name.endswith('.mds')}
+    before = _inodes(local)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    assert before == {name: os.stat(os.path.join(local, name)).st_ino for name in before}
-    os.chmod(os.path.join(local, 'shard.00001.mds.zstd'), 0o600)  # its inode changed: decompressed once more
+    assert _inodes(local) == before
+    os.chmod(os.path.join(local, 'shard.00001.mds.zstd'), 0o600)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    after = {name: os.stat(os.path.join(local, name)).st_ino for name in before}
+    after = _inodes(local)
     assert [name for name in before if before[name] != after[name]] == ['shard.00001.mds']
+    shutil.rmtree(cache_root())  # its records with it: the copies are of unknown origin
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    again = _inodes(local)
+    assert all(again[name] != after[name] for name in after)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    assert _inodes(local) == again
+
+
+def _sync_over(new: str, local: str) -> None:
+    """``rsync -a``: every file of ``new`` renamed over ``local``'s, with its (older) modification time."""
+    for name in sorted(os.listdir(new)):
+        os.utime(os.path.join(new, name), (1_000_000_000, 1_000_000_000))
+        shutil.copy2(os.path.join(new, name), os.path.join(local, name + '.part'))
+        os.replace(os.path.join(local, name + '.part'), os.path.join(local, name))
+
+
+def test_a_chmod_after_a_sync_does_not_make_the_old_copies_current(tmp_path: Any) -> None:
+    """``rsync -a`` of a new version, then ``chmod -R`` (a shared scratch directory's routine): every old copy now
+    has a newer change time than the new compressed files, and is still decompressed again."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    _sync_over(write_mds(str(tmp_path / 'v2'), 60, start=1000, compression='zstd', size_limit=700), local)
+    for name in sorted(os.listdir(local)):
+        os.chmod(os.path.join(local, name), 0o644)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(1000, 1060))
+
+
+def test_a_sync_during_a_decompression_leaves_no_copy_taken_for_the_new_version(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job decompresses a shard of the old version while a sync renames the new version into place: its copy of
+    the old data lands after the new compressed file. The job may serve that sample (it began before the sync) or
+    stop; every later job reads the new version."""
+    import streaming_core.storage.compression as compression
+    from streaming_core.errors import DatasetVersionError
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    new = write_mds(str(tmp_path / 'v2'), 60, start=1000, compression='zstd', size_limit=700)
+    real = compression.decompress_file
+
+    def syncing_meanwhile(*args: Any, **kwargs: Any) -> int:
+        written = real(*args, **kwargs)  # the old file read whole
+        monkeypatch.setattr(compression, 'decompress_file', real)
+        _sync_over(new, local)
+        return written
+    monkeypatch.setattr(compression, 'decompress_file', syncing_meanwhile)
+    try:
+        assert StreamingDataset(local=local, batch_size=1)[0]['id'] == 0
+    except DatasetVersionError:
+        pass
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(1000, 1060))
+
+
+def test_a_directory_that_cannot_be_written_vouches_for_its_copies(tmp_path: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prepared dataset published read-only (copies without records here): each copy is compared with what its
+    compressed file decompresses to, in the cache root, and read when equal; one that differs is refused naming
+    it, never served."""
+    from streaming_core.common.paths import cache_root
+    from streaming_core.reading.stream import Stream
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    shutil.rmtree(cache_root())
+
+    def read_only(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, 'Permission denied (injected: a read-only directory)')
+    monkeypatch.setattr(Stream, '_decompress_shard_part', read_only)
+    before = _inodes(local)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    assert _inodes(local) == before  # read as they are, never replaced
+    shutil.rmtree(cache_root())
+    copy = os.path.join(local, 'shard.00001.mds')
+    _flip_byte(copy)
+    dataset = StreamingDataset(local=local, batch_size=1)
+    with pytest.raises(ShardCorruptError, match=r'shard\.00001\.mds is not what .*shard\.00001\.mds\.zstd '
+                                                r'decompresses to'):
+        list(dataset)

@@ -20,7 +20,7 @@ from streaming_core.errors import IndexFormatError, UnsafePathError
 from streaming_core.reading.index_file import check_basename, resolve_inside
 from streaming_core.storage.facade import is_remote, join, local_path
 
-__all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'write_version_entries',
+__all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'same_bytes', 'write_version_entries',
            'read_version_entries', 'entries_by_name', 'KEPT_VERSIONS']
 
 
@@ -76,13 +76,13 @@ def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: st
         if not os.path.lexists(path):
             continue
         if source is not None and not is_remote(source) and before is not None and name in new \
-                and same_data_entry(before, new[name]) and _same_bytes(path, local_path(join(source, name))):
+                and same_data_entry(before, new[name]) and same_bytes(path, local_path(join(source, name))):
             continue
         stale.append(path)
     return stale
 
 
-def _same_bytes(one: str, other: str) -> bool:
+def same_bytes(one: str, other: str) -> bool:
     """Whether two local files hold the same bytes (False when one cannot be read). Not ``filecmp.cmp``: it keeps
     its answers by size and modification time, which a rewrite in place that restores them does not change."""
     try:

@@ -272,10 +272,11 @@ class ShardManager:
 
     # ----------------------------------------------------------------------------------------------------------
     def is_ready(self, shard: int) -> bool:
-        """Whether the shard's raw files are present locally (decompressed copies read in place: current)."""
+        """Whether the shard's raw files are present locally (decompressed copies read in place: current, checked
+        until the files are checked, once per process)."""
         paths = self.raw_paths(shard)
-        return all(os.path.isfile(path) for path in paths) and copies_current(self.stream_of(shard),
-                                                                             self.readers[shard], paths)
+        return all(os.path.isfile(path) for path in paths) and (
+            self.file_of(shard) in self._checked or copies_current(self.stream_of(shard), self.readers[shard], paths))
 
     def raw_paths(self, shard: int) -> list[str]:
         """The local paths of the shard's raw files (checked once per process to stay inside the local directory)."""

@@ -31,7 +31,7 @@ from streaming_core.reading.cache_record import is_in_place, same_version
 from streaming_core.reading.format_options import apply_format_options, merge_format_options
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
-from streaming_core.reading.inplace_copies import copies_current, copy_is_current
+from streaming_core.reading.inplace_copies import copies_current, copy_is_current, decompress_beside
 from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
@@ -462,7 +462,7 @@ class Stream:
     def _prepare_part(self, reader: Any, raw: Any, zipped: Any) -> None:
         raw_path = resolve_inside(self.local_dir, raw.basename, reader.where)
         if os.path.isfile(raw_path) and (zipped is None or self.has_remote_copy or copy_is_current(
-                raw_path, os.path.join(self.local_dir, *zipped.basename.split('/')))):
+                self.local_dir, raw.basename, raw_path, os.path.join(self.local_dir, *zipped.basename.split('/')))):
             if zipped is not None and not self.safe_keep_zip:
                 zip_path = os.path.join(self.local_dir, *zipped.basename.split('/'))
                 if os.path.exists(zip_path):
@@ -477,7 +477,10 @@ class Stream:
         if not os.path.isfile(zip_path):
             self._download_file(zipped.basename)
             self._check_present(zip_path, zipped.basename, '_download_file')
-        self._decompress_shard_part(zipped, zip_path, raw_path, reader.compression)
+        if self.has_remote_copy:
+            self._decompress_shard_part(zipped, zip_path, raw_path, reader.compression)
+        else:  # recorded with the compressed file it was made from (see inplace_copies)
+            decompress_beside(self, reader, raw, zipped, raw_path, zip_path)
         self._check_present(raw_path, raw.basename, '_decompress_shard_part')
         if not self.safe_keep_zip and os.path.exists(zip_path):
             os.remove(zip_path)

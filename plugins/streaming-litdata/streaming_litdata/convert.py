@@ -47,8 +47,9 @@ def iter_items(src: str) -> Iterator[Any]:
 
 def local_chunk(src: str, entry: dict[str, Any], scratch: str) -> str:
     """The local path of an index entry's chunk in the directory ``src``: its file, or for a whole-file zstd chunk
-    (``zip_data``) with no decompressed copy of the right size beside it, its ``.zstd.bin`` decompressed into
-    ``scratch`` (bounded by the decompressed size index.json records).
+    (``zip_data``), its ``.zstd.bin`` decompressed into ``scratch`` (bounded by the decompressed size index.json
+    records). A decompressed copy beside it is used only when the ``.zstd.bin`` is gone (litdata's reader leaves
+    chunks so): next to it, the copy may be of a version the ``.zstd.bin`` has replaced since.
 
     Raises:
         ShardCorruptError: the ``.zstd.bin`` does not decompress to exactly that size (naming it).
@@ -56,9 +57,10 @@ def local_chunk(src: str, entry: dict[str, Any], scratch: str) -> str:
     from streaming_core.plugin_api import ShardCorruptError, decompress
     raw, zipped = entry['raw_data'], entry['zip_data']
     path = os.path.join(src, raw['basename'])
-    if zipped is None or (os.path.isfile(path) and os.path.getsize(path) == raw['bytes']):
+    source = os.path.join(src, zipped['basename']) if zipped is not None else path
+    if zipped is None or (not os.path.isfile(source) and os.path.isfile(path) and
+                          os.path.getsize(path) == raw['bytes']):
         return path
-    source = os.path.join(src, zipped['basename'])
     with open(source, 'rb') as handle:
         try:
             data = decompress(entry['compression'], handle.read(), raw['bytes'])

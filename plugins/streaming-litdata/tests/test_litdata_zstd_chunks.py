@@ -150,22 +150,41 @@ def test_a_chunk_litdata_decompressed_in_place_reads_and_a_missing_one_is_named(
         StreamingDataset(local=other, batch_size=4)
 
 
-def test_a_chunk_replaced_in_place_is_decompressed_again(tmp_path: Any) -> None:
-    """A local dataset read in place has decompressed copies beside its ``.zstd.bin`` chunks; a chunk written over
-    (a new version synced in) is decompressed again, never served from the copy of the version before."""
-    from make_golden import canonical
-    data = _copy(tmp_path)
-    assert [canonical(item) for item in StreamingDataset(local=data, batch_size=4)] == _expected()
-    copy = os.path.join(data, 'chunk-0-1.bin')
-    with open(copy, 'r+b') as handle:  # stands for the previous version's chunk: same size, other items
-        handle.write(bytes(os.path.getsize(copy)))
-    zipped = os.path.join(data, 'chunk-0-1.zstd.bin')
-    shutil.copy2(zipped, zipped + '.new')
-    os.utime(zipped + '.new', (1_000_000_000, 1_000_000_000))  # as rsync -a leaves it: an older modification time
-    os.replace(zipped + '.new', zipped)
-    assert [canonical(item) for item in StreamingDataset(local=data, batch_size=4)] == _expected()
+def _new_version(root: str) -> None:
+    """Write chunk-0-1 of a new version over ``root``'s (``item `` renamed ``NEW! ``: the same sizes and index.json,
+    other names), as ``rsync -a`` does: a new file renamed into place, with an older modification time."""
+    zstandard = _zstd()
+    zipped = os.path.join(root, 'chunk-0-1.zstd.bin')
     with open(zipped, 'rb') as handle:
-        assert open(copy, 'rb').read() == _zstd().ZstdDecompressor().decompress(handle.read())
+        plain = zstandard.ZstdDecompressor().decompress(handle.read())
+    new = plain.replace(b'item ', b'NEW! ')
+    assert len(new) == len(plain) and new != plain
+    with open(zipped + '.part', 'wb') as handle:
+        handle.write(zstandard.ZstdCompressor().compress(new))
+    os.utime(zipped + '.part', (1_000_000_000, 1_000_000_000))
+    os.replace(zipped + '.part', zipped)
+
+
+def test_a_chunk_replaced_in_place_is_decompressed_again(tmp_path: Any, capsys: Any) -> None:
+    """A local dataset read in place has decompressed copies beside its ``.zstd.bin`` chunks; a chunk synced over
+    (then ``chmod -R``, which gives the old copy a newer change time) is decompressed again by the reader and by
+    ``streaming convert litdata``, never taken from the copy of the version before."""
+    from make_golden import canonical
+
+    from streaming_core.cli import main
+    data = _copy(tmp_path)
+    old = [canonical(item) for item in StreamingDataset(local=data, batch_size=4)]
+    assert old == _expected() and os.path.isfile(os.path.join(data, 'chunk-0-1.bin'))
+    _new_version(data)
+    for name in os.listdir(data):
+        os.chmod(os.path.join(data, name), 0o644)
+    assert main(['convert', 'litdata', data, str(tmp_path / 'mds'), '--quiet']) == 0
+    for dataset in (StreamingDataset(local=data, batch_size=4), StreamingDataset(local=str(tmp_path / 'mds'),
+                                                                                 batch_size=4)):
+        names = [item['name'] for item in dataset]
+        changed = [i for i, (a, b) in enumerate(zip(names, (o['name'] for o in old))) if a != b]
+        assert changed and all(names[i].startswith('NEW! ') for i in changed)
+        assert not any(name.startswith('item ') for name in (names[i] for i in changed))
 
 
 def _corruption(err: BaseException) -> ShardCorruptError:
