@@ -284,3 +284,32 @@ def test_a_directory_that_cannot_be_written_vouches_for_its_copies(tmp_path: Any
     with pytest.raises(ShardCorruptError, match=r'shard\.00001\.mds is not what .*shard\.00001\.mds\.zstd '
                                                 r'decompresses to'):
         list(dataset)
+
+
+def test_the_record_log_is_read_as_it_grows_and_a_torn_line_costs_one_copy(tmp_path: Any) -> None:
+    from streaming_core.reading import inplace_copies
+    local = str(tmp_path / 'd')
+    os.makedirs(local)
+    for name in ('a', 'b', 'c'):
+        (tmp_path / 'd' / f'{name}.zst').write_bytes(b'z' + name.encode())
+        (tmp_path / 'd' / name).write_bytes(name.encode())
+
+    def current(name: str) -> bool:
+        path = os.path.join(local, name)
+        return inplace_copies.copy_is_current(local, name, path, f'{path}.zst')
+    assert not current('a')  # no record: not vouched for
+    inplace_copies.note_copy(local, 'a', os.stat(os.path.join(local, 'a.zst')), os.path.join(local, 'a'))
+    assert current('a') and not current('b')
+    log = os.path.join(inplace_copies.state_dir(local), inplace_copies.RECORD_NAME)
+    with open(log, 'ab') as handle:  # a writer killed mid-line: the next record shares its line
+        handle.write(b'["x", [1, 2')
+    inplace_copies.note_copy(local, 'b', os.stat(os.path.join(local, 'b.zst')), os.path.join(local, 'b'))
+    inplace_copies.note_copy(local, 'c', os.stat(os.path.join(local, 'c.zst')), os.path.join(local, 'c'))
+    assert [current(name) for name in 'abc'] == [True, False, True]  # b's record is lost: decompressed again
+    os.utime(os.path.join(local, 'c.zst'), (1, 1))
+    assert not current('c')
+    os.remove(log)  # the cache root wiped: nothing is vouched for
+    inplace_copies.note_copy(local, 'b', os.stat(os.path.join(local, 'b.zst')), os.path.join(local, 'b'))
+    assert [current(name) for name in 'abc'] == [False, True, False]
+    os.remove(os.path.join(local, 'a.zst'))
+    assert current('a')  # only the copy is left: all there is

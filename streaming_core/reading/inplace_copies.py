@@ -32,8 +32,8 @@ __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_besid
 
 #: The log of the decompressed copies of a directory read in place, in its state directory.
 RECORD_NAME = 'inplace-copies.log'
-#: ``log path -> (size read, {copy name: its compressed file's identity})``: read again when the log grows.
-_records: dict[str, tuple[int, dict[str, list[int]]]] = {}
+#: ``log path -> (its inode, bytes read, {copy name: its compressed file's identity})``.
+_records: dict[str, tuple[int | None, int, dict[str, list[int]]]] = {}
 _lock = threading.Lock()
 
 
@@ -46,30 +46,35 @@ def _log(local_dir: str, create: bool = False) -> str:
 
 
 def _table(path: str) -> dict[str, list[int]]:
+    """The records of the log at ``path``, reading only what was appended since the last call (a log of many
+    copies is never parsed whole again while a first epoch appends to it)."""
     try:
-        size = os.stat(path).st_size
+        info = os.stat(path)
     except OSError:
         return {}
     with _lock:
-        cached = _records.get(path)
-        if cached is not None and cached[0] == size:
-            return cached[1]
-    table: dict[str, list[int]] = {}
-    try:
-        with open(path, 'rb') as handle:
-            data = handle.read(size)
-    except OSError:
-        return {}
-    for line in data.splitlines():
+        inode, done, table = _records.get(path, (None, 0, {}))
+        if inode == info.st_ino and done == info.st_size:
+            return table
+        if inode != info.st_ino or done > info.st_size:  # another log (the cache root wiped meanwhile)
+            done, table = 0, {}
         try:
-            name, zipped = json.loads(line)
-        except (ValueError, TypeError):
-            continue  # torn by a writer killed mid-line, or not ours
-        if isinstance(name, str) and isinstance(zipped, list):
-            table[name] = zipped
-    with _lock:
-        _records[path] = (size, table)
-    return table
+            with open(path, 'rb') as handle:
+                handle.seek(done)
+                data = handle.read(info.st_size - done)
+        except OSError:
+            return table
+        complete = data.rfind(b'\n') + 1  # a line still being appended is read next time
+        table = dict(table)
+        for line in data[:complete].splitlines():
+            try:
+                name, zipped = json.loads(line)
+            except (ValueError, TypeError):
+                continue  # torn by a writer killed mid-line, or not ours
+            if isinstance(name, str) and isinstance(zipped, list):
+                table[name] = zipped
+        _records[path] = (info.st_ino, done + complete, table)
+        return table
 
 
 def copy_is_current(local_dir: str, name: str, raw_path: str, zip_path: str) -> bool:
