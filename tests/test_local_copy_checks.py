@@ -313,3 +313,35 @@ def test_the_record_log_is_read_as_it_grows_and_a_torn_line_costs_one_copy(tmp_p
     assert [current(name) for name in 'abc'] == [False, True, False]
     os.remove(os.path.join(local, 'a.zst'))
     assert current('a')  # only the copy is left: all there is
+
+
+def test_a_worker_forked_while_a_thread_reads_the_record_log_can_read_it(tmp_path: Any) -> None:
+    """A DataLoader forks its workers while a prefetch thread may hold the record log's lock: the child's copy of
+    the lock is free (it would otherwise wait forever at its first check)."""
+    import threading
+
+    from streaming_core.reading import inplace_copies
+    local = str(tmp_path / 'd')
+    os.makedirs(local)
+    (tmp_path / 'd' / 'a.zst').write_bytes(b'za')
+    (tmp_path / 'd' / 'a').write_bytes(b'a')
+    inplace_copies.note_copy(local, 'a', os.stat(os.path.join(local, 'a.zst')), os.path.join(local, 'a'))
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with inplace_copies._lock:
+            held.set()
+            done.wait(30)
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: one check, then out (never back into pytest)
+        import signal
+        signal.alarm(20)
+        ok = inplace_copies.copy_is_current(local, 'a', os.path.join(local, 'a'), os.path.join(local, 'a.zst'))
+        os._exit(0 if ok else 1)
+    done.set()
+    thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -26,6 +26,7 @@ import os
 import threading
 from typing import Any, Sequence
 
+from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.common.paths import state_dir
 
 __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_beside', 'note_copy', 'vouch_for']
@@ -34,7 +35,7 @@ __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_besid
 RECORD_NAME = 'inplace-copies.log'
 #: ``log path -> (its inode, bytes read, {copy name: its compressed file's identity})``.
 _records: dict[str, tuple[int | None, int, dict[str, list[int]]]] = {}
-_lock = threading.Lock()
+_lock = ForkSafeLock()  # held while a prefetch thread reads the log: never inherited held by a forked worker
 
 
 def _identity(info: os.stat_result) -> list[int]:
