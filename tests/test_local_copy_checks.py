@@ -60,10 +60,35 @@ def _flip_byte(path: str) -> None:
         handle.write(bytes([byte[0] ^ 0xFF]))
 
 
+def _rot(path: str, change: Any = _flip_byte) -> None:
+    """Damage the copy at ``path`` behind the record's back (as bit rot would: the record still vouches for it), so
+    the second line of defence is what is tested: the size and hash checks when it is opened."""
+    from streaming_core.reading import inplace_copies
+    change(path)
+    local, name = os.path.split(path)
+    inplace_copies.note_copy(local, name, os.stat(f'{path}.zstd'), path)
+
+
+def _append_junk(path: str) -> None:
+    with open(path, 'ab') as handle:
+        handle.write(b'junk')
+
+
+def test_a_copy_changed_since_it_was_made_is_decompressed_again_by_a_fresh_reader(read_in_place: str) -> None:
+    """A copy written over (another reader's copy synced in, an editor, a damaged write) is not the copy recorded:
+    a fresh reader says so and decompresses it again, never reads it."""
+    copy = os.path.join(read_in_place, 'shard.00001.mds')
+    _append_junk(copy)
+    done = _read(read_in_place)
+    assert done.returncode == 0 and done.stdout.strip() == 'True', done.stderr
+    assert f'{copy} changed since it was decompressed from {copy}.zstd' in done.stderr
+    with open(copy, 'rb') as handle:
+        assert not handle.read().endswith(b'junk')
+
+
 def test_resized_copy_is_refused_by_a_fresh_reader(read_in_place: str) -> None:
     copy = os.path.join(read_in_place, 'shard.00001.mds')
-    with open(copy, 'ab') as handle:
-        handle.write(b'junk')
+    _rot(copy, _append_junk)
     done = _read(read_in_place)
     assert done.returncode != 0
     assert 'ShardCorruptError' in done.stderr and copy in done.stderr
@@ -77,7 +102,7 @@ def test_resized_copy_is_refused_by_a_fresh_reader(read_in_place: str) -> None:
 
 def test_flipped_byte_is_refused_with_validate_hash(read_in_place: str) -> None:
     copy = os.path.join(read_in_place, 'shard.00001.mds')
-    _flip_byte(copy)
+    _rot(copy)
     done = _read(read_in_place, 'sha1')
     assert done.returncode != 0
     assert 'ShardCorruptError' in done.stderr and copy in done.stderr
@@ -136,7 +161,7 @@ def test_checked_once_per_process(tmp_path: Any) -> None:
     manager = dataset._shards_manager
     assert manager._checked == set(range(len(manager.readers)))
     # Damage an already-checked copy: this process does not look again (that is the promise: once per process) ...
-    _flip_byte(os.path.join(local, 'shard.00001.mds'))
+    _rot(os.path.join(local, 'shard.00001.mds'))
     manager.close_all()
     manager.view(1)
     # ... but a fresh manager (a new process, a new dataset) does.
@@ -149,7 +174,7 @@ def test_random_access_checks_too(tmp_path: Any) -> None:
     """``dataset[i]`` (a one-off positioned read on the first touch of a shard) checks the file first as well."""
     local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', hashes=['sha1'], size_limit=700)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    _flip_byte(os.path.join(local, 'shard.00000.mds'))
+    _rot(os.path.join(local, 'shard.00000.mds'))
     dataset = StreamingDataset(local=local, batch_size=1, validate_hash='sha1')
     with pytest.raises(ShardCorruptError, match='shard.00000.mds.*its sha1 is'):
         dataset[0]
@@ -286,7 +311,7 @@ def test_a_directory_that_cannot_be_written_vouches_for_its_copies(tmp_path: Any
         list(dataset)
 
 
-def test_the_record_log_is_read_as_it_grows_and_a_torn_line_costs_one_copy(tmp_path: Any) -> None:
+def test_the_record_log_is_read_as_it_grows_and_a_torn_line_costs_nothing_else(tmp_path: Any) -> None:
     from streaming_core.reading import inplace_copies
     local = str(tmp_path / 'd')
     os.makedirs(local)
@@ -301,11 +326,11 @@ def test_the_record_log_is_read_as_it_grows_and_a_torn_line_costs_one_copy(tmp_p
     inplace_copies.note_copy(local, 'a', os.stat(os.path.join(local, 'a.zst')), os.path.join(local, 'a'))
     assert current('a') and not current('b')
     log = os.path.join(inplace_copies.state_dir(local), inplace_copies.RECORD_NAME)
-    with open(log, 'ab') as handle:  # a writer killed mid-line: the next record shares its line
+    with open(log, 'ab') as handle:  # a writer killed mid-line
         handle.write(b'["x", [1, 2')
     inplace_copies.note_copy(local, 'b', os.stat(os.path.join(local, 'b.zst')), os.path.join(local, 'b'))
     inplace_copies.note_copy(local, 'c', os.stat(os.path.join(local, 'c.zst')), os.path.join(local, 'c'))
-    assert [current(name) for name in 'abc'] == [True, False, True]  # b's record is lost: decompressed again
+    assert [current(name) for name in 'abc'] == [True, True, True]  # the torn line costs its own record only
     os.utime(os.path.join(local, 'c.zst'), (1, 1))
     assert not current('c')
     os.remove(log)  # the cache root wiped: nothing is vouched for
@@ -345,3 +370,51 @@ def test_a_worker_forked_while_a_thread_reads_the_record_log_can_read_it(tmp_pat
     thread.join()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_old_copies_synced_over_current_ones_are_not_read(tmp_path: Any) -> None:
+    """A nightly mirror of another reader's directory: the new compressed files arrive one night, that reader's old
+    decompressed copies the next (their compressed files unchanged, so the sync skips those). The copies are not the
+    ones recorded: decompressed again, every sample the new version's."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    other = str(tmp_path / 'other-reader')
+    shutil.copytree(local, other)
+    for directory in (local, other):
+        assert sorted(ids_of(StreamingDataset(local=directory, batch_size=1))) == list(range(60))
+    _sync_over(write_mds(str(tmp_path / 'v2'), 60, start=1000, compression='zstd', size_limit=700), local)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(1000, 1060))
+    for name in sorted(os.listdir(other)):  # the next night: the other reader's (old) copies
+        if name.endswith('.mds'):
+            shutil.copy2(os.path.join(other, name), os.path.join(local, name + '.part'))
+            os.replace(os.path.join(local, name + '.part'), os.path.join(local, name))
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(1000, 1060))
+
+
+def test_a_full_cache_root_keeps_no_record_and_reads_on(tmp_path: Any) -> None:
+    """The record log cannot be written (here: a disk full): the copies are read all the same, and made again by
+    the next process."""
+    from streaming_core.reading import inplace_copies
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    log = os.path.join(inplace_copies.state_dir(local), inplace_copies.RECORD_NAME)
+    os.symlink('/dev/full', log)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+
+
+def test_the_record_log_is_compacted(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies made again and again (a nightly ``chmod -R``) do not grow the log for ever: it is rewritten with the
+    live records once superseded lines outnumber them."""
+    from streaming_core.reading import inplace_copies
+    monkeypatch.setattr(inplace_copies, 'COMPACT_SLACK', 10)
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    log = os.path.join(inplace_copies.state_dir(local), inplace_copies.RECORD_NAME)
+    for _ in range(6):
+        for name in os.listdir(local):
+            os.chmod(os.path.join(local, name), 0o644)
+        assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    with open(log, 'rb') as handle:
+        lines = [line for line in handle.read().splitlines() if line]
+    assert 6 <= len(lines) <= 2 * 6 + 10 + 6
+    before = _inodes(local)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+    assert _inodes(local) == before  # every live record kept: nothing decompressed again

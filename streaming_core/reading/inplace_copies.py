@@ -2,12 +2,13 @@
 
 Readers write ``shard.mds`` next to ``shard.mds.zstd`` (``chunk.bin`` next to litdata's ``chunk.zstd.bin``) and read
 the copy from then on. When the compressed file is replaced (a new version written or synced over the old one, a
-symbolic link switched to another version), the copy is stale. So each copy is recorded when it is written, with
-the identity (inode, size, modification and change times) of the compressed file it was decompressed from, as
-that file was *before* decompression began: a copy is read only while its compressed file is still that file (a
-copy damaged since is found by the size and hash checks of :mod:`~streaming_core.reading.shard_manager`).
-Timestamps alone cannot tell: a job decompressing the old file while a sync renames the new one into place makes a
-copy newer than the new file, and a ``chmod -R`` after a sync gives every old copy a newer change time.
+symbolic link switched to another version), or the copy itself is (a mirror of another reader's directory syncing
+its copies over ours, another cache root's job renaming its copy into place), the copy may be stale. So each copy
+is recorded when it is written: the identity (inode, size, modification and change times) of the compressed file
+it was decompressed from, as that file was *before* decompression began, and the copy's own. A copy is read only
+while both files are still what the record says; otherwise it is decompressed again (with a warning when only the
+copy changed). Timestamps alone cannot tell: a job decompressing the old file while a sync renames the new one into
+place makes a copy newer than the new file, and a ``chmod -R`` after a sync gives every old copy a newer change time.
 
 A copy without a record (made by another tool or an earlier version, or its record lost with the cache root) is
 decompressed again, once; where the directory cannot be written, it is compared byte for byte with what its
@@ -15,13 +16,15 @@ compressed file decompresses to instead (:func:`vouch_for`), and recorded when e
 is gone is all there is (litdata's own reader leaves chunks so), and is read.
 
 The records of a directory are one append-only log in its state directory (under the cache root, never in the
-dataset's directory), one JSON line per copy written; the last line of a name wins, and a torn line is ignored.
+dataset's directory), one JSON line per copy written; the last line of a name wins, a line torn by a killed writer
+is ignored, and the log is rewritten without its superseded lines when they outnumber the live ones.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import threading
 from typing import Any, Sequence
@@ -31,10 +34,16 @@ from streaming_core.common.paths import state_dir
 
 __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_beside', 'note_copy', 'vouch_for']
 
+logger = logging.getLogger(__name__)
+
 #: The log of the decompressed copies of a directory read in place, in its state directory.
 RECORD_NAME = 'inplace-copies.log'
-#: ``log path -> (its inode, bytes read, {copy name: its compressed file's identity})``.
-_records: dict[str, tuple[int | None, int, dict[str, list[int]]]] = {}
+#: A log is compacted when it holds this many lines more than twice its live records.
+COMPACT_SLACK = 1024
+_Record = tuple[list[int], list[int]]
+#: ``log path -> (its inode, bytes read, lines read, {copy name: (compressed file's identity, copy's identity)})``.
+_records: dict[str, tuple[int | None, int, int, dict[str, _Record]]] = {}
+_logs: dict[str, str] = {}  # local directory -> its log's path (state_dir resolves and hashes the path)
 _lock = ForkSafeLock()  # held while a prefetch thread reads the log: never inherited held by a forked worker
 
 
@@ -43,10 +52,31 @@ def _identity(info: os.stat_result) -> list[int]:
 
 
 def _log(local_dir: str, create: bool = False) -> str:
-    return os.path.join(state_dir(local_dir, create=create), RECORD_NAME)
+    if create:
+        return os.path.join(state_dir(local_dir, create=True), RECORD_NAME)
+    path = _logs.get(local_dir)
+    if path is None:
+        path = _logs[local_dir] = os.path.join(state_dir(local_dir, create=False), RECORD_NAME)
+    return path
 
 
-def _table(path: str) -> dict[str, list[int]]:
+def _parse(data: bytes, table: dict[str, _Record]) -> int:
+    """Add the records of the complete lines of ``data`` to ``table``; return how many lines there were."""
+    lines = 0
+    for line in data.splitlines():
+        if not line:
+            continue
+        lines += 1
+        try:
+            name, zipped, raw = json.loads(line)
+        except (ValueError, TypeError):
+            continue  # torn by a writer killed mid-line, or not ours
+        if isinstance(name, str) and isinstance(zipped, list) and isinstance(raw, list):
+            table[name] = (zipped, raw)
+    return lines
+
+
+def _table(path: str) -> dict[str, _Record]:
     """The records of the log at ``path``, reading only what was appended since the last call (a log of many
     copies is never parsed whole again while a first epoch appends to it)."""
     try:
@@ -54,11 +84,11 @@ def _table(path: str) -> dict[str, list[int]]:
     except OSError:
         return {}
     with _lock:
-        inode, done, table = _records.get(path, (None, 0, {}))
+        inode, done, lines, table = _records.get(path, (None, 0, 0, {}))
         if inode == info.st_ino and done == info.st_size:
             return table
-        if inode != info.st_ino or done > info.st_size:  # another log (the cache root wiped meanwhile)
-            done, table = 0, {}
+        if inode != info.st_ino or done > info.st_size:  # another log (compacted, or the cache root wiped)
+            done, lines, table = 0, 0, {}
         try:
             with open(path, 'rb') as handle:
                 handle.seek(done)
@@ -67,27 +97,54 @@ def _table(path: str) -> dict[str, list[int]]:
             return table
         complete = data.rfind(b'\n') + 1  # a line still being appended is read next time
         table = dict(table)
-        for line in data[:complete].splitlines():
-            try:
-                name, zipped = json.loads(line)
-            except (ValueError, TypeError):
-                continue  # torn by a writer killed mid-line, or not ours
-            if isinstance(name, str) and isinstance(zipped, list):
-                table[name] = zipped
-        _records[path] = (info.st_ino, done + complete, table)
+        lines += _parse(data[:complete], table)
+        _records[path] = (info.st_ino, done + complete, lines, table)
+        if lines > 2 * len(table) + COMPACT_SLACK:
+            _compact(path, table)
         return table
+
+
+def _compact(path: str, table: dict[str, _Record]) -> None:
+    """Rewrite the log with its live records only (atomically; a record another process appends meanwhile may be
+    lost, which costs that copy one more decompression)."""
+    from streaming_core.storage.facade import temp_name
+    tmp = temp_name(path)
+    try:
+        with open(tmp, 'wb') as handle:
+            handle.write(b''.join(_line(name, *record) for name, record in sorted(table.items())))
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _line(name: str, zipped: list[int], raw: list[int]) -> bytes:
+    # Begins with a newline too: a line a killed writer left without its end costs only its own record.
+    return ('\n' + json.dumps([name, zipped, raw]) + '\n').encode('utf-8', 'surrogateescape')
+
+
+def _state(local_dir: str, name: str, raw_path: str, zip_path: str) -> str:
+    """``'current'``, ``'absent'`` (no copy), ``'unrecorded'``, ``'zip-changed'`` or ``'copy-changed'``."""
+    try:
+        raw = os.stat(raw_path)
+    except FileNotFoundError:
+        return 'absent'
+    try:
+        zipped = os.stat(zip_path)
+    except FileNotFoundError:
+        return 'current'  # only the copy is there: all there is
+    record = _table(_log(local_dir)).get(name)
+    if record is None:
+        return 'unrecorded'
+    if record[0] != _identity(zipped):
+        return 'zip-changed'
+    return 'current' if record[1] == _identity(raw) else 'copy-changed'
 
 
 def copy_is_current(local_dir: str, name: str, raw_path: str, zip_path: str) -> bool:
     """Whether the copy ``raw_path`` (named ``name`` in ``local_dir``) may be read: it exists, and its compressed file
-    ``zip_path`` is gone or is still the file the copy was recorded as decompressed from."""
-    if not os.path.isfile(raw_path):
-        return False
-    try:
-        zipped = os.stat(zip_path)
-    except FileNotFoundError:
-        return True
-    return _table(_log(local_dir)).get(name) == _identity(zipped)
+    ``zip_path`` is gone, or both are still the files recorded when the copy was made."""
+    return _state(local_dir, name, raw_path, zip_path) == 'current'
 
 
 def copies_current(stream: Any, reader: Any, paths: Sequence[str]) -> bool:
@@ -103,24 +160,19 @@ def copies_current(stream: Any, reader: Any, paths: Sequence[str]) -> bool:
     return True
 
 
-def zip_identity(zip_path: str) -> os.stat_result:
-    """The compressed file's stat, taken before it is decompressed (what :func:`note_copy` records)."""
-    return os.stat(zip_path)
-
-
 def note_copy(local_dir: str, name: str, before: os.stat_result, raw_path: str) -> None:
     """Record the copy ``raw_path`` (named ``name``) as decompressed from the compressed file whose stat was
-    ``before`` when decompression began. A cache root that cannot be written keeps no record (the copy is then
-    decompressed again by the next process)."""
-    line = json.dumps([name, _identity(before)]) + '\n'
+    ``before`` when decompression began. A cache root that cannot be written (or is full) keeps no record: the copy
+    is then decompressed again by the next process."""
     try:
+        line = _line(name, _identity(before), _identity(os.stat(raw_path)))
         fd = os.open(_log(local_dir, create=True), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError:
-        return
-    try:
-        os.write(fd, line.encode('utf-8', 'surrogateescape'))  # one write: appends of other processes never split it
-    finally:
-        os.close(fd)
+        try:
+            os.write(fd, line)  # one write: appends of other processes never split it
+        finally:
+            os.close(fd)
+    except OSError as err:
+        logger.debug('no record of %s kept (%s: %s)', raw_path, type(err).__name__, err)
 
 
 def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path: str, zip_path: str) -> None:
@@ -131,11 +183,14 @@ def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path:
     Raises:
         ShardCorruptError: that copy differs from what its compressed file decompresses to.
     """
-    before = zip_identity(zip_path)
+    if _state(stream.local_dir, raw.basename, raw_path, zip_path) == 'copy-changed':
+        logger.warning('%s changed since it was decompressed from %s (replaced or damaged): decompressing it again',
+                       raw_path, zip_path)
+    before = os.stat(zip_path)
     try:
         stream._decompress_shard_part(zipped, zip_path, raw_path, reader.compression)
     except OSError as err:
-        if not isinstance(err, (PermissionError,)) and err.errno != errno.EROFS or not os.path.isfile(raw_path):
+        if not isinstance(err, PermissionError) and err.errno != errno.EROFS or not os.path.isfile(raw_path):
             raise
         if vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
                      lambda target: stream._decompress(reader.compression, zip_path, target, raw)):
@@ -153,7 +208,7 @@ def vouch_for(local_dir: str, name: str, raw_path: str, zip_path: str, decompres
     """For a directory that cannot be written: whether the copy ``raw_path`` holds exactly what ``zip_path``
     decompresses to (``decompress(target)`` writes that into ``target``, a scratch file in the state directory);
     recorded when it does."""
-    before = zip_identity(zip_path)
+    before = os.stat(zip_path)
     scratch = os.path.join(state_dir(local_dir), f'vouch-{os.getpid()}-{threading.get_ident()}')
     try:
         decompress(scratch)
