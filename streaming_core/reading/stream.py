@@ -414,8 +414,8 @@ class Stream:
         return [resolve_inside(self.local_dir, raw.basename, reader.where) for raw, _ in reader.parts]
 
     def is_ready(self, reader: Any) -> bool:
-        """Whether every raw file of the shard is present locally (and, read in place, not older than its
-        compressed file: :mod:`~streaming_core.reading.inplace_copies`)."""
+        """Whether every raw file of the shard is present locally (and, read in place, each decompressed copy is
+        still the one recorded with its compressed file: :mod:`~streaming_core.reading.inplace_copies`)."""
         paths = self.raw_paths(reader)
         return all(os.path.isfile(path) for path in paths) and copies_current(self, reader, paths)
 
