@@ -81,7 +81,7 @@ def test_a_copy_changed_since_it_was_made_is_decompressed_again_by_a_fresh_reade
     _append_junk(copy)
     done = _read(read_in_place)
     assert done.returncode == 0 and done.stdout.strip() == 'True', done.stderr
-    assert f'{copy} changed since it was decompressed from {copy}.zstd' in done.stderr
+    assert f'{copy} is not what {copy}.zstd decompresses to' in done.stderr
     with open(copy, 'rb') as handle:
         assert not handle.read().endswith(b'junk')
 
@@ -222,8 +222,9 @@ def _inodes(local: str) -> dict[str, int]:
 
 def test_a_copy_is_decompressed_once_and_again_only_when_its_compressed_file_changes(tmp_path: Any) -> None:
     """A copy this library made is read as it is at every start; its compressed file touched (even a ``chmod``)
-    makes it decompressed again; a copy without a record (made by another tool, or the cache root wiped) is
-    decompressed again once, then read as it is."""
+    makes it decompressed again; a copy without a record (made by another tool, or the cache root wiped) is compared
+    once with what its compressed file decompresses to, and read as it is (never replaced: another cache root's job
+    may be reading it)."""
     from streaming_core.common.paths import cache_root
     local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
@@ -236,10 +237,13 @@ def test_a_copy_is_decompressed_once_and_again_only_when_its_compressed_file_cha
     assert [name for name in before if before[name] != after[name]] == ['shard.00001.mds']
     shutil.rmtree(cache_root())  # its records with it: the copies are of unknown origin
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    again = _inodes(local)
-    assert all(again[name] != after[name] for name in after)
+    assert _inodes(local) == after
+    from streaming_core.reading import inplace_copies
+    log = os.path.join(inplace_copies.state_dir(local), inplace_copies.RECORD_NAME)
+    with open(log, 'rb') as handle:  # each compared copy recorded: not compared again
+        assert len([line for line in handle.read().splitlines() if line]) == len(after)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
-    assert _inodes(local) == again
+    assert _inodes(local) == after
 
 
 def _sync_over(new: str, local: str) -> None:
@@ -418,3 +422,48 @@ def test_the_record_log_is_compacted(tmp_path: Any, monkeypatch: pytest.MonkeyPa
     before = _inodes(local)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
     assert _inodes(local) == before  # every live record kept: nothing decompressed again
+
+
+BIND = textwrap.dedent('''
+    import os, subprocess, sys
+    real, alias = sys.argv[1], sys.argv[2]
+    subprocess.run(['mount', '--bind', real, alias], check=True)
+    from streaming_core import MDSWriter, StreamingDataset
+    with MDSWriter(out=(os.path.join(real, 'written'), os.path.join(alias, 'written')), columns={'id': 'int'},
+                   compression='zstd', size_limit=200, keep_local=False) as writer:
+        for i in range(40):
+            writer.write({'id': i})
+    dataset = StreamingDataset(remote=os.path.join(alias, 'ds'), local=os.path.join(real, 'ds'), batch_size=1)
+    print(sorted(int(sample['id']) for sample in dataset) == list(range(60)))
+    print(sorted(int(sample['id']) for sample in StreamingDataset(local=os.path.join(real, 'written'),
+                                                                  batch_size=1)) == list(range(40)))
+''')
+
+
+def test_a_remote_that_is_the_local_directory_through_a_bind_mount_is_read_in_place(tmp_path: Any) -> None:
+    """``remote`` names the local directory through another mount of it (a container's bind mount): it is the
+    dataset's only copy. Its compressed files were deleted once decompressed, as if downloaded; a writer given it as
+    its remote deleted what it had "uploaded" there."""
+    local = write_mds(str(tmp_path / 'real' / 'ds'), 60, compression='zstd', size_limit=700)
+    zipped = sorted(name for name in os.listdir(local) if name.endswith('.zstd'))
+    os.makedirs(tmp_path / 'alias')
+    done = subprocess.run(['unshare', '--mount', sys.executable, '-c', BIND, str(tmp_path / 'real'),
+                           str(tmp_path / 'alias')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ['True', 'True'], done.stderr
+    assert sorted(name for name in os.listdir(local) if name.endswith('.zstd')) == zipped
+    assert any(name.endswith('.zstd') for name in os.listdir(tmp_path / 'real' / 'written'))
+
+
+def test_two_cache_roots_reading_one_directory_never_replace_each_others_copies(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Two users (or nodes) with their own cache roots take turns reading one compressed directory: each compares
+    the other's copies once and reads them; no copy is made again, no warning, from the second turn on."""
+    local = write_mds(str(tmp_path / 'ds'), 60, compression='zstd', size_limit=700)
+    roots = [str(tmp_path / 'root-a'), str(tmp_path / 'root-b')]
+    seen = []
+    for turn in range(4):
+        monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', roots[turn % 2])
+        assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(60))
+        seen.append(_inodes(local))
+    assert seen[1] == seen[2] == seen[3] == seen[0]
+    assert 'decompresses to' not in caplog.text

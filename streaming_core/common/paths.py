@@ -55,6 +55,31 @@ def default_local(remote: str) -> str:
     return os.path.join(cache_root(), 'datasets', digest)
 
 
+def same_place(one: str, other: str) -> bool:
+    """Whether two local paths name one directory (or file): the same real path, or, through a bind mount or another
+    mount of one filesystem, the same device and inode. A path that does not exist yet is compared by its nearest
+    existing parent and the names below it."""
+    if os.path.realpath(one) == os.path.realpath(other):
+        return True
+    (first, below), (second, also_below) = _existing_part(one), _existing_part(other)
+    try:
+        return below == also_below and os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def _existing_part(path: str) -> tuple[str, list[str]]:
+    """``(nearest existing ancestor of path, the names below it)``."""
+    path, below = os.path.abspath(path), []
+    while not os.path.exists(path):
+        parent, name = os.path.split(path)
+        if parent == path:
+            break
+        path = parent
+        below.insert(0, name)
+    return path, below
+
+
 def coordination_dir(*parts: str) -> str:
     """A directory under the cache root for node-local coordination files (plans, cache state)."""
     path = os.path.join(cache_root(), *parts)

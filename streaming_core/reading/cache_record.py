@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from streaming_core.common.paths import state_dir
+from streaming_core.common.paths import same_place, state_dir
 from streaming_core.errors import StreamingError
 from streaming_core.storage.facade import is_remote, local_path, write_file_atomic
 from streaming_core.storage.redact import redact_url
@@ -84,7 +84,7 @@ def is_in_place(remote_dir: str | None, local_dir: str) -> bool:
     """Whether the remote is the local directory itself (a dataset read in place: nothing to copy or refresh)."""
     if not remote_dir or is_remote(remote_dir):
         return False
-    return os.path.realpath(local_path(remote_dir)) == os.path.realpath(local_dir)
+    return same_place(local_path(remote_dir), local_dir)
 
 
 def file_identity(path: str) -> FileIdentity | None:

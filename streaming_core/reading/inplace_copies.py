@@ -5,15 +5,17 @@ the copy from then on. When the compressed file is replaced (a new version writt
 symbolic link switched to another version), or the copy itself is (a mirror of another reader's directory syncing
 its copies over ours, another cache root's job renaming its copy into place), the copy may be stale. So each copy
 is recorded when it is written: the identity (inode, size, modification and change times) of the compressed file
-it was decompressed from, as that file was *before* decompression began, and the copy's own. A copy is read only
-while both files are still what the record says; otherwise it is decompressed again (with a warning when only the
-copy changed). Timestamps alone cannot tell: a job decompressing the old file while a sync renames the new one into
-place makes a copy newer than the new file, and a ``chmod -R`` after a sync gives every old copy a newer change time.
+it was decompressed from, as that file was *before* decompression began, and the copy's own. A copy is read as it
+is only while both files are still what the record says. Timestamps alone cannot tell: a job decompressing the old
+file while a sync renames the new one into place makes a copy newer than the new file, and a ``chmod -R`` after a
+sync gives every old copy a newer change time.
 
-A copy without a record (made by another tool or an earlier version, or its record lost with the cache root) is
-decompressed again, once; where the directory cannot be written, it is compared byte for byte with what its
-compressed file decompresses to instead (:func:`vouch_for`), and recorded when equal. A copy whose compressed file
-is gone is all there is (litdata's own reader leaves chunks so), and is read.
+When the compressed file changed, the copy is decompressed again. A copy without a record (made by another tool, an
+earlier version, or a job of another cache root reading the same directory; or its record lost with the cache root)
+or not the one recorded is compared byte for byte with what its compressed file decompresses to (:func:`vouch_for`,
+in a scratch file under the cache root): recorded and read when equal, so that readers with their own records never
+replace each other's copies; decompressed again, with a warning, when not. A copy whose compressed file is gone is
+all there is (litdata's own reader leaves chunks so), and is read.
 
 The records of a directory are one append-only log in its state directory (under the cache root, never in the
 dataset's directory), one JSON line per copy written; the last line of a name wins, a line torn by a killed writer
@@ -30,7 +32,7 @@ import threading
 from typing import Any, Sequence
 
 from streaming_core.common.fork_safe import ForkSafeLock
-from streaming_core.common.paths import state_dir
+from streaming_core.common.paths import cache_root, state_dir
 
 __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_beside', 'note_copy', 'vouch_for']
 
@@ -43,7 +45,7 @@ COMPACT_SLACK = 1024
 _Record = tuple[list[int], list[int]]
 #: ``log path -> (its inode, bytes read, lines read, {copy name: (compressed file's identity, copy's identity)})``.
 _records: dict[str, tuple[int | None, int, int, dict[str, _Record]]] = {}
-_logs: dict[str, str] = {}  # local directory -> its log's path (state_dir resolves and hashes the path)
+_logs: dict[tuple[str, str], str] = {}  # (cache root, local directory) -> its log (state_dir resolves, hashes)
 _lock = ForkSafeLock()  # held while a prefetch thread reads the log: never inherited held by a forked worker
 
 
@@ -54,9 +56,10 @@ def _identity(info: os.stat_result) -> list[int]:
 def _log(local_dir: str, create: bool = False) -> str:
     if create:
         return os.path.join(state_dir(local_dir, create=True), RECORD_NAME)
-    path = _logs.get(local_dir)
+    key = (cache_root(), local_dir)
+    path = _logs.get(key)
     if path is None:
-        path = _logs[local_dir] = os.path.join(state_dir(local_dir, create=False), RECORD_NAME)
+        path = _logs[key] = os.path.join(state_dir(local_dir, create=False), RECORD_NAME)
     return path
 
 
@@ -183,17 +186,23 @@ def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path:
     Raises:
         ShardCorruptError: that copy differs from what its compressed file decompresses to.
     """
-    if _state(stream.local_dir, raw.basename, raw_path, zip_path) == 'copy-changed':
-        logger.warning('%s changed since it was decompressed from %s (replaced or damaged): decompressing it again',
-                       raw_path, zip_path)
+    state = _state(stream.local_dir, raw.basename, raw_path, zip_path)
+    vouched = None
+    if state in ('unrecorded', 'copy-changed'):  # another reader's copy, or ours replaced: compared, not replaced
+        vouched = vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
+                            lambda target: stream._decompress(reader.compression, zip_path, target, raw))
+        if vouched:
+            return
+        logger.warning('%s is not what %s decompresses to (a copy of another version, or damaged): decompressing '
+                       'it again', raw_path, zip_path)
     before = os.stat(zip_path)
     try:
         stream._decompress_shard_part(zipped, zip_path, raw_path, reader.compression)
     except OSError as err:
         if not isinstance(err, PermissionError) and err.errno != errno.EROFS or not os.path.isfile(raw_path):
             raise
-        if vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
-                     lambda target: stream._decompress(reader.compression, zip_path, target, raw)):
+        if vouched is None and vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
+                                         lambda target: stream._decompress(reader.compression, zip_path, target, raw)):
             return
         from streaming_core.errors import ShardCorruptError
         raise ShardCorruptError(
@@ -205,13 +214,18 @@ def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path:
 
 
 def vouch_for(local_dir: str, name: str, raw_path: str, zip_path: str, decompress: Any) -> bool:
-    """For a directory that cannot be written: whether the copy ``raw_path`` holds exactly what ``zip_path``
+    """Whether the copy ``raw_path`` (one without a record, or not the one recorded) holds exactly what ``zip_path``
     decompresses to (``decompress(target)`` writes that into ``target``, a scratch file in the state directory);
-    recorded when it does."""
+    recorded when it does, so that the copy is read without being replaced (another reader's copy, in a directory
+    several cache roots read, or one this job cannot write). False when the scratch file cannot be written."""
     before = os.stat(zip_path)
     scratch = os.path.join(state_dir(local_dir), f'vouch-{os.getpid()}-{threading.get_ident()}')
     try:
-        decompress(scratch)
+        try:
+            decompress(scratch)
+        except OSError as err:  # the cache root is full or read-only: the copy is made again instead
+            logger.debug('cannot compare %s with %s (%s: %s)', raw_path, zip_path, type(err).__name__, err)
+            return False
         from streaming_core.reading.listing_entries import same_bytes
         if not same_bytes(raw_path, scratch):
             return False

@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any, Mapping, Sequence
 
-from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
+from streaming_core.common.paths import LOCK_NAME, default_local, same_place, state_dir
 from streaming_core.errors import (
     DatasetVersionError,
     HashMismatchError,
@@ -257,7 +257,7 @@ class Stream:
         if not remote:
             return False
         if not is_remote(remote):
-            return os.path.realpath(local_path(remote)) != os.path.realpath(self.local_dir)
+            return not same_place(local_path(remote), self.local_dir)  # a bind mount of it too: in place
         return True
 
     @property

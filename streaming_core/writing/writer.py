@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from streaming_core.common.arguments import bytes_to_int
+from streaming_core.common.paths import same_place
 from streaming_core.errors import (
     CodecError,
     DirectoryNotEmptyError,
@@ -100,7 +101,7 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
             raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(out)} must be a local '
                              f'directory.')
         _check_scheme(get_registry('storage'), remote)
-        if not is_remote(remote) and os.path.realpath(local_path(remote)) == os.path.realpath(local_path(local)):
+        if not is_remote(remote) and same_place(local_path(remote), local_path(local)):
             return local_path(local), None, False  # the "remote" is the local directory itself: nothing to upload
         return local_path(local), remote.rstrip('/'), False
     raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
