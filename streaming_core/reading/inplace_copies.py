@@ -109,7 +109,7 @@ def _table(path: str) -> dict[str, _Record]:
 
 def _compact(path: str, table: dict[str, _Record]) -> None:
     """Rewrite the log with its live records only (atomically; a record another process appends meanwhile may be
-    lost, which costs that copy one more decompression)."""
+    lost, which costs that copy one more comparison with its compressed file)."""
     from streaming_core.storage.facade import temp_name
     tmp = temp_name(path)
     try:

@@ -297,6 +297,7 @@ class ParquetView:
         self.path = path
         self._reader = reader
         self._token = next(_TOKENS)
+        self._decoding = threading.Lock()
         self._slices: dict[tuple[int, int], tuple[int, list[list[Any]]]] = {}  # (group, part) -> (first, columns)
         self._group = reader.row_group
         self._count = reader.samples
@@ -351,7 +352,14 @@ class ParquetView:
         return self._count
 
     def _decode(self, part: int) -> tuple[int, list[list[Any]]]:
-        """Decode slice ``part`` of the row group: ``(its first row, its columns)`` (kept under the budget)."""
+        """Decode slice ``part`` of the row group: ``(its first row, its columns)`` (kept under the budget), once:
+        threads reading one view wait for the first one's decoding (pyarrow's ``ParquetFile`` is not safe to read
+        from two threads at once: it answered with garbage that looked like a corrupt file)."""
+        with self._decoding:
+            found = self._slices.get((self._group, part))
+            return found if found is not None else self._decode_now(part)
+
+    def _decode_now(self, part: int) -> tuple[int, list[list[Any]]]:
         import pyarrow as pa
         group = self._group
         first = 0 if self._single else part * self._slice_rows
