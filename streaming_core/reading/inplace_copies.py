@@ -179,9 +179,10 @@ def note_copy(local_dir: str, name: str, before: os.stat_result, raw_path: str) 
 
 
 def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path: str, zip_path: str) -> None:
-    """Decompress ``zip_path`` into its copy ``raw_path`` in a directory read in place (through the stream's
-    overridable ``_decompress_shard_part``) and record it. Where the directory cannot be written and a copy is
-    there, the copy is compared with the decompressed data instead (:func:`vouch_for`).
+    """Make the copy ``raw_path`` of ``zip_path`` current in a directory read in place. A copy without a record, or
+    not the one recorded, is first compared with what ``zip_path`` decompresses to (:func:`vouch_for`) and kept when
+    equal; otherwise ``zip_path`` is decompressed (through the stream's overridable ``_decompress_shard_part``) and
+    the copy recorded. Where the directory cannot be written, an existing copy is compared instead.
 
     Raises:
         ShardCorruptError: that copy differs from what its compressed file decompresses to.
