@@ -17,7 +17,7 @@ from streaming_core.errors import IndexFormatError, IndexJSONError, UnknownNameE
 
 __all__ = ['INDEX_BASENAME', 'TWO_SHARDS_KEYS', 'pyjson_sorted', 'FileInfo', 'check_basename', 'parse_index_text',
            'may_have_two_shards_keys', 'load_index', 'shard_readers', 'index_text', 'write_index', 'resolve_inside',
-           'get_index_basename']
+           'present_copy', 'get_index_basename']
 
 INDEX_BASENAME = 'index.json'
 _HEX = re.compile(r'[0-9a-f]*')
@@ -114,6 +114,18 @@ class FileInfo:
 TWO_SHARDS_KEYS = ('Index file at {path} has two "shards" keys; an index has one list of shards (the file is corrupt '
                    'or was edited by hand): rewrite it with one.')
 
+
+
+def present_copy(root: str, name: str, where: str, real_root: str | None = None) -> str | None:
+    """The path of the file ``name`` under ``root`` when it is a safe name (:func:`check_basename`,
+    :func:`resolve_inside`) and something is there; None otherwise (a name that would leave ``root`` is skipped:
+    its index is refused when its shards are read)."""
+    try:
+        check_basename(name, where)
+        path = resolve_inside(root, name, where, real_root)
+    except (IndexFormatError, UnsafePathError):
+        return None
+    return path if os.path.lexists(path) else None
 
 def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
     """Parse and check the top level of an index: a JSON object with ``version == 2`` and a ``shards`` list.

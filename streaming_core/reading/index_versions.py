@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, UnsafePathError
-from streaming_core.reading.index_file import check_basename, resolve_inside
+from streaming_core.reading.index_file import present_copy
 
 __all__ = ['stale_files']
 
@@ -61,12 +60,8 @@ def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str)
     stale = []
     real_root = os.path.realpath(local_dir)
     for name in sorted(set(new_files) | set(old_files)):
-        try:
-            check_basename(name, 'index')
-            path = resolve_inside(local_dir, name, 'index', real_root)
-        except (IndexFormatError, UnsafePathError):
-            continue
-        if not os.path.lexists(path):
+        path = present_copy(local_dir, name, 'index', real_root)
+        if path is None:
             continue
         if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
             stale.append(path)

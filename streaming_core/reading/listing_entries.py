@@ -16,8 +16,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from streaming_core.errors import IndexFormatError, UnsafePathError
-from streaming_core.reading.index_file import check_basename, resolve_inside
+from streaming_core.reading.index_file import present_copy
 from streaming_core.storage.facade import is_remote, join, local_path
 
 __all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'same_bytes', 'write_version_entries',
@@ -68,12 +67,8 @@ def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: st
         before = previous.get(name)
         if old is not None and name in new and same_entry(before, new[name]):
             continue
-        try:
-            check_basename(name, 'listing')
-            path = resolve_inside(local_dir, name, 'listing', real_root)
-        except (IndexFormatError, UnsafePathError):
-            continue
-        if not os.path.lexists(path):
+        path = present_copy(local_dir, name, 'listing', real_root)
+        if path is None:
             continue
         if source is not None and not is_remote(source) and before is not None and name in new \
                 and same_data_entry(before, new[name]) and same_bytes(path, local_path(join(source, name))):
