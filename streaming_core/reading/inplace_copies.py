@@ -187,11 +187,13 @@ def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path:
     Raises:
         ShardCorruptError: that copy differs from what its compressed file decompresses to.
     """
+    def compare() -> bool:
+        return vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
+                         lambda target: stream._decompress(reader.compression, zip_path, target, raw))
     state = _state(stream.local_dir, raw.basename, raw_path, zip_path)
     vouched = None
     if state in ('unrecorded', 'copy-changed'):  # another reader's copy, or ours replaced: compared, not replaced
-        vouched = vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
-                            lambda target: stream._decompress(reader.compression, zip_path, target, raw))
+        vouched = compare()
         if vouched:
             return
         logger.warning('%s is not what %s decompresses to (a copy of another version, or damaged): decompressing '
@@ -202,8 +204,7 @@ def decompress_beside(stream: Any, reader: Any, raw: Any, zipped: Any, raw_path:
     except OSError as err:
         if not isinstance(err, PermissionError) and err.errno != errno.EROFS or not os.path.isfile(raw_path):
             raise
-        if vouched is None and vouch_for(stream.local_dir, raw.basename, raw_path, zip_path,
-                                         lambda target: stream._decompress(reader.compression, zip_path, target, raw)):
+        if vouched is None and compare():
             return
         from streaming_core.errors import ShardCorruptError
         raise ShardCorruptError(
