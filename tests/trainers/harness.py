@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from typing import Any
 
@@ -56,23 +58,70 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def group_pids(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` (read from ``/proc``; empty where there is none)."""
+    pids = []
+    for entry in os.listdir('/proc') if os.path.isdir('/proc') else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/stat') as stat:
+                fields = stat.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(entry))
+    return sorted(pids)
+
+
+def native_stacks(pgid: int) -> str:
+    """Every thread's native (C) stack in every process of group ``pgid``, from ``gdb`` where it is installed: a hang
+    inside C (a fork handler, a lock in a library) shows no Python frame of its own."""
+    gdb = shutil.which('gdb')
+    if gdb is None:
+        return 'gdb is not installed: no native stacks.'
+    parts = []
+    for pid in group_pids(pgid):
+        try:
+            out = subprocess.run([gdb, '-p', str(pid), '-batch', '-nx', '-ex', 'thread apply all bt 40'],
+                                 capture_output=True, text=True, timeout=60)
+            text = out.stdout
+        except (OSError, subprocess.TimeoutExpired) as err:
+            text = f'gdb failed: {err}'
+        parts.append(f'===== pid {pid} =====\n{text}')
+    return '\n'.join(parts)
+
+
+def hang_report(command: list[str], timeout: float, stdout: str, stderr: str, native: str) -> str:
+    """Write everything a hung run left (its output whole, faulthandler's Python stacks, gdb's native stacks) to a
+    file under the system temporary directory, kept after the test; returns its path."""
+    fd, path = tempfile.mkstemp(prefix='streaming-core-hang-', suffix='.txt')
+    with os.fdopen(fd, 'w') as out:
+        out.write(f'{" ".join(command)}\nhung for {timeout:.0f} s\n\n===== stdout =====\n{stdout}\n'
+                  f'===== stderr (Python stacks) =====\n{stderr}\n===== native stacks =====\n{native}\n')
+    return path
+
+
 def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
         **extra_env: str) -> subprocess.CompletedProcess[str]:
     """Run a client command (from the repo root unless ``cwd``); fail with its output's tail if it fails. A run that
-    outlives ``timeout`` is a hang: every process it started prints its threads' stacks (faulthandler, SIGABRT to
-    the process group) and the failure shows them."""
+    outlives ``timeout`` is a hang: the native stacks of every process it started are taken (gdb), then each prints
+    its threads' Python stacks (faulthandler, SIGABRT to the process group); the failure shows the Python stacks and
+    names a file with everything."""
     proc = subprocess.Popen(command, cwd=cwd, env=env(PYTHONFAULTHANDLER='1', **extra_env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        native = native_stacks(proc.pid)
         os.killpg(proc.pid, signal.SIGABRT)
         try:
             stdout, stderr = proc.communicate(timeout=30)
         finally:
             _kill_group(proc.pid)
-        raise AssertionError(f'{" ".join(command[:4])}... hung for {timeout:.0f} s; the stacks of its processes:\n'
-                             f'{stdout[-3000:]}\n{stderr[-30000:]}') from None
+        report = hang_report(command, timeout, stdout, stderr, native)
+        raise AssertionError(f'{" ".join(command[:4])}... hung for {timeout:.0f} s (full report: {report}); the '
+                             f'stacks of its processes:\n{stdout[-3000:]}\n{stderr[-30000:]}') from None
     finally:
         if proc.poll() is None:  # interrupted (a test timeout, Ctrl-C): no process of the run outlives the test
             _kill_group(proc.pid)
