@@ -58,30 +58,40 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        with open(f'/proc/{pid}/stat') as stat:
+            return stat.read().rsplit(')', 1)[1].split()
+    except OSError:
+        return None
+
+
 def group_pids(pgid: int) -> list[int]:
     """The processes of process group ``pgid`` (read from ``/proc``; empty where there is none)."""
-    pids = []
-    for entry in os.listdir('/proc') if os.path.isdir('/proc') else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/stat') as stat:
-                fields = stat.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            pids.append(int(entry))
-    return sorted(pids)
+    entries = os.listdir('/proc') if os.path.isdir('/proc') else []
+    return sorted(int(e) for e in entries if e.isdigit() and (f := _stat_fields(e)) is not None and int(f[2]) == pgid)
 
 
-def native_stacks(pgid: int) -> str:
-    """Every thread's native (C) stack in every process of group ``pgid``, from ``gdb`` where it is installed: a hang
-    inside C (a fork handler, a lock in a library) shows no Python frame of its own."""
+def family_pids(roots: list[int]) -> list[int]:
+    """Those of ``roots`` still running and every process descended from them (read from ``/proc``)."""
+    entries = os.listdir('/proc') if os.path.isdir('/proc') else []
+    parents = {int(e): int(f[1]) for e in entries if e.isdigit() and (f := _stat_fields(e)) is not None}
+    found = {pid for pid in roots if pid in parents}  # the ones still running
+    while True:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        if not more:
+            return sorted(found)
+        found |= more
+
+
+def native_stacks(pids: list[int]) -> str:
+    """Every thread's native (C) stack in each process of ``pids``, from ``gdb`` where it is installed: a hang inside
+    C (a fork handler, a lock in a library) shows no Python frame of its own."""
     gdb = shutil.which('gdb')
     if gdb is None:
         return 'gdb is not installed: no native stacks.'
     parts = []
-    for pid in group_pids(pgid):
+    for pid in pids:
         try:
             out = subprocess.run([gdb, '-p', str(pid), '-batch', '-nx', '-ex', 'thread apply all bt 40'],
                                  capture_output=True, text=True, timeout=60)
@@ -113,7 +123,7 @@ def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        native = native_stacks(proc.pid)
+        native = native_stacks(group_pids(proc.pid))
         os.killpg(proc.pid, signal.SIGABRT)
         try:
             stdout, stderr = proc.communicate(timeout=30)
@@ -143,18 +153,36 @@ def torchrun(module: str, config: dict[str, Any], nproc: int = 2, timeout: float
 
 def launch(module: str, config: dict[str, Any], nproc: int = 2, timeout: float = 240) -> None:
     """Start ``nproc`` rank processes of ``-m module CONFIG`` with torchrun's environment (without torchrun's own
-    process: cheaper for the many resumes); fail with a failed rank's output."""
+    process: cheaper for the many resumes); fail with a failed rank's output, or, for a run that outlives
+    ``timeout``, with every process's stacks as :func:`run` gives them."""
     port = str(free_port())
     procs = []
     for rank in range(nproc):
         variables = env(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nproc),
-                        MASTER_PORT=port)
+                        MASTER_PORT=port, PYTHONFAULTHANDLER='1')
         procs.append(subprocess.Popen([sys.executable, '-m', module, json.dumps(config)], cwd=ROOT, env=variables,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = []
     try:
         for proc in procs:
             outputs.append(proc.communicate(timeout=timeout)[0])
+    except subprocess.TimeoutExpired:
+        family = family_pids([proc.pid for proc in procs])
+        native = native_stacks(family)
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGABRT)  # faulthandler prints each one's Python stacks
+            except ProcessLookupError:
+                pass
+        for proc in procs[len(outputs):]:
+            try:
+                outputs.append(proc.communicate(timeout=30)[0])
+            except subprocess.TimeoutExpired:
+                outputs.append('(no output: it did not exit after SIGABRT)')
+        stacks = '\n'.join(f'===== rank {rank} =====\n{output}' for rank, output in enumerate(outputs))
+        report = hang_report([sys.executable, '-m', module, json.dumps(config)], timeout, '', stacks, native)
+        raise AssertionError(f'{module}: a rank hung for {timeout:.0f} s (full report: {report}):\n'
+                             f'{stacks[-20000:]}') from None
     finally:
         for proc in procs:
             if proc.poll() is None:
