@@ -69,6 +69,30 @@ def test_replication_gives_consecutive_ranks_identical_samples(mds_dir):
         ids_of(StreamingDataset(local=path, batch_size=4, replication=3, world=World(rank=0, world_size=4)))
 
 
+@pytest.mark.parametrize('world_size', [2, 4])
+def test_a_state_after_the_last_batch_of_an_epoch_with_replication(mds_dir, world_size):
+    """replication=2: the state after the whole epoch is the start of the next one (it raised "World size must be
+    divisible by your replication factor" with one data-parallel group, replicating the world twice), and the next
+    iteration reads the next epoch exactly as an uninterrupted run does."""
+    path = mds_dir(40)
+    world = World(rank=0, world_size=world_size, local_world_size=world_size)
+
+    def dataset():
+        return StreamingDataset(local=path, batch_size=5, num_canonical_nodes=1, shuffle=True, replication=2,
+                                world=world)
+    uninterrupted = dataset()
+    first, second = ids_of(uninterrupted), ids_of(uninterrupted)
+    groups = world_size // 2
+    assert len(first) == 40 // groups and first != second
+    saved = dataset()
+    assert ids_of(saved) == first
+    state = saved.state_dict(40, True)  # every sample of the epoch consumed by the whole world
+    assert (state['epoch'], state['sample_in_epoch']) == (1, 0)
+    resumed = dataset()
+    resumed.load_state_dict(state)
+    assert ids_of(resumed) == second
+
+
 def test_layout_attributes(tmp_path):
     first = write_mds(str(tmp_path / 'a'), 30, size_limit=1 << 9)
     second = write_mds(str(tmp_path / 'b'), 10, start=100, size_limit=1 << 9)

@@ -471,7 +471,8 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         return self._state_for(epoch, sample_in_epoch, parallel)
 
     def _state_for(self, epoch: int, sample_in_epoch: int, parallel: World) -> dict[str, Any]:
-        if epoch >= 0 and sample_in_epoch and self._is_over(epoch, sample_in_epoch, parallel):
+        # _is_over replicates the rank world itself: ``parallel`` is already replicated
+        if epoch >= 0 and sample_in_epoch and self._is_over(epoch, sample_in_epoch):
             epoch, sample_in_epoch = epoch + 1, 0
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
         from streaming_core.reading.state_dict import make_state
