@@ -40,6 +40,7 @@ import pluggy
 from streaming_core import hookspecs
 from streaming_core.errors import PluginLoadError
 from streaming_core.machinery import declarations as plugin_declarations
+from streaming_core.machinery import fork_hazard
 from streaming_core.machinery import forking as plugin_forking
 from streaming_core.machinery import manifest as plugin_manifest
 from streaming_core.machinery.host_config import BLOCK_ENV, BUILTINS, DISABLE_ENV, MANIFEST_ENV, HostConfig, PluginInfo
@@ -620,3 +621,4 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 # Forked DataLoader workers inherit the parent's objects frozen, never walked by a collection (see forking.py).
 plugin_forking.install()
+fork_hazard.install()  # a warning where forked workers can hang at start (CPython gh-112275)

@@ -58,6 +58,36 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+class KnownForkHang(AssertionError):
+    """A run hung in CPython's own fork bug (gh-112275; see :mod:`streaming_core.machinery.fork_hazard`): a forked
+    DataLoader worker stuck inside ``os.fork()`` waiting for the interpreter's thread-list lock. The trainer tests
+    rerun once on it (``tests/trainers/conftest.py``); any other hang fails them."""
+
+
+#: The native frames of a child stuck in gh-112275, innermost first (gdb's ``bt`` of its one thread).
+FORK_HANG_FRAMES = ('_PyThreadState_DeleteExcept', '_PyEval_ReInitThreads', 'PyOS_AfterFork_Child')
+
+
+def known_fork_hang(native: str) -> bool:
+    """Whether ``native`` (:func:`native_stacks`' text) shows a process stuck in CPython's fork bug gh-112275: a
+    thread whose stack holds :data:`FORK_HANG_FRAMES` in that order, waiting on a lock."""
+    for thread in native.split('\nThread ')[1:]:
+        frames = [line for line in thread.splitlines() if line.startswith('#')]
+        names = [next((name for name in FORK_HANG_FRAMES if f' {name} (' in frame), None) for frame in frames]
+        found = [name for name in names if name is not None]
+        if found[:3] == list(FORK_HANG_FRAMES) and any('acquire_lock' in frame for frame in frames[:10]):
+            return True
+    return False
+
+
+def hang_error(what: str, native: str, report: str, stacks: str) -> AssertionError:
+    """The failure of a hung run: :class:`KnownForkHang` where ``native`` shows gh-112275, else an AssertionError."""
+    if known_fork_hang(native):
+        return KnownForkHang(f'{what} in CPython\'s fork bug gh-112275 (a forked worker stuck inside os.fork()) '
+                             f'(full report: {report}); {stacks}')
+    return AssertionError(f'{what} (full report: {report}); {stacks}')
+
+
 def _stat_fields(pid: str) -> list[str] | None:
     try:
         with open(f'/proc/{pid}/stat') as stat:
@@ -130,8 +160,8 @@ def run(command: list[str], timeout: float = 240, cwd: str = ROOT,
         finally:
             _kill_group(proc.pid)
         report = hang_report(command, timeout, stdout, stderr, native)
-        raise AssertionError(f'{" ".join(command[:4])}... hung for {timeout:.0f} s (full report: {report}); the '
-                             f'stacks of its processes:\n{stdout[-3000:]}\n{stderr[-30000:]}') from None
+        raise hang_error(f'{" ".join(command[:4])}... hung for {timeout:.0f} s', native, report,
+                         f'the stacks of its processes:\n{stdout[-3000:]}\n{stderr[-30000:]}') from None
     finally:
         if proc.poll() is None:  # interrupted (a test timeout, Ctrl-C): no process of the run outlives the test
             _kill_group(proc.pid)
@@ -181,8 +211,7 @@ def launch(module: str, config: dict[str, Any], nproc: int = 2, timeout: float =
                 outputs.append('(no output: it did not exit after SIGABRT)')
         stacks = '\n'.join(f'===== rank {rank} =====\n{output}' for rank, output in enumerate(outputs))
         report = hang_report([sys.executable, '-m', module, json.dumps(config)], timeout, '', stacks, native)
-        raise AssertionError(f'{module}: a rank hung for {timeout:.0f} s (full report: {report}):\n'
-                             f'{stacks[-20000:]}') from None
+        raise hang_error(f'{module}: a rank hung for {timeout:.0f} s', native, report, stacks[-20000:]) from None
     finally:
         for proc in procs:
             if proc.poll() is None:
