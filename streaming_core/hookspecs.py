@@ -267,7 +267,9 @@ def register_batching_methods(registry: RegistryView) -> None:
     ``(plan: EpochPlanner, world: World, epoch: int, sample_in_epoch: int) -> ndarray`` returning the int64 array
     of shape ``(nodes, ranks_per_node, workers_per_rank, batches_per_worker, batch_size)`` of sample IDs, ``-1``
     for padding. :class:`~streaming_core.ordering.planner.EpochPlanner` offers the resampling, partitioning and
-    shuffling building blocks.
+    shuffling building blocks. A method whose global batches depend on the number of nodes and ranks (not only on
+    the global batch size) sets ``elastic = False`` on the callable: a resumption state saved on another
+    data-parallel world is then refused instead of losing and repeating samples.
 
     Example (no shuffle, the canonical order partitioned over the world)::
 

@@ -31,7 +31,7 @@ def test_resume_at_any_sample_yields_exactly_the_rest(mds_dir, stop):
     position = (0, stop) if stop < len(full) else (1, 0)
     assert state == {'epoch': position[0], 'sample_in_epoch': position[1], 'num_canonical_nodes': 2,
                      'shuffle_seed': 9176, 'initial_physical_nodes': 1, 'dataset_layout': dataset.layout_identity,
-                     'dataset_content': dataset.content_version}
+                     'dataset_content': dataset.content_version, 'parallel_shape': [1, 1]}
     resumed = _dataset(path)
     resumed.load_state_dict(state)
     if stop == len(full):

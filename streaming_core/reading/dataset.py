@@ -361,6 +361,10 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
             epoch, offset, skip = self._state.next_epoch(slot), 0, 0
             resume = self._state.pending_resume(slot)
             if resume is not None:
+                from streaming_core.machinery.host import get_registry
+                from streaming_core.reading.state_dict import check_parallel_shape
+                check_parallel_shape(resume, parallel, self.batching_method,
+                                     get_registry('batching').get(self.batching_method))
                 self._state.consume_resume(slot)
                 epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
         if offset and self._is_over(epoch, offset, world):
@@ -477,7 +481,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         initial = self.initial_physical_nodes if self.initial_physical_nodes is not None else parallel.num_nodes
         from streaming_core.reading.state_dict import make_state
         return make_state(epoch, sample_in_epoch, self.num_canonical_nodes, self.shuffle_seed, initial,
-                          self.layout_identity, self.content_version)
+                          self.layout_identity, self.content_version, (parallel.num_nodes, parallel.ranks_per_node))
 
     def _position_state(self, parallel: World) -> dict[str, Any]:
         position = self._position

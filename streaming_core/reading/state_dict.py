@@ -57,14 +57,41 @@ class WorkerPosition:
 
 
 def make_state(epoch: int, sample_in_epoch: int, num_canonical_nodes: int, shuffle_seed: int,
-               initial_physical_nodes: int, layout: str, content: str | None = None) -> dict[str, Any]:
-    """A state dict (without ``worker_position``), every count as a plain ``int``."""
+               initial_physical_nodes: int, layout: str, content: str | None = None,
+               parallel_shape: tuple[int, int] | None = None) -> dict[str, Any]:
+    """A state dict (without ``worker_position``), every count as a plain ``int``; ``parallel_shape`` is the
+    data-parallel world that saved it, ``(nodes, ranks per node)`` (see :func:`check_parallel_shape`)."""
     state = {'epoch': int(epoch), 'sample_in_epoch': int(sample_in_epoch),
              'num_canonical_nodes': int(num_canonical_nodes), 'shuffle_seed': int(shuffle_seed),
              'initial_physical_nodes': int(initial_physical_nodes), 'dataset_layout': layout}
     if content is not None:
         state['dataset_content'] = content
+    if parallel_shape is not None:
+        state['parallel_shape'] = [int(n) for n in parallel_shape]
     return state
+
+
+def check_parallel_shape(state: Mapping[str, Any], parallel: World, method_name: str, method: Any) -> None:
+    """Refuse to resume ``state`` on another data-parallel world when the batching method's plan depends on the
+    number of nodes and ranks (it declares ``elastic = False``, as ``per_stream`` and ``device_per_stream`` do: each
+    stream is padded per rank, so the same global batch size gives other global batches). The states of other
+    methods resume on any world with the same global batch; a state without ``parallel_shape`` (older, or the
+    reference's) is not checked.
+
+    Raises:
+        ValueError: the method is not elastic and the state was saved on another number of nodes or ranks per node.
+    """
+    saved = state.get('parallel_shape')
+    if saved is None or getattr(method, 'elastic', True):
+        return
+    now = [parallel.num_nodes, parallel.ranks_per_node]
+    if list(saved) != now:
+        raise ValueError(
+            f'This resumption state was saved by {saved[0]} node(s) of {saved[1]} data-parallel rank(s) each; this run '
+            f'has {now[0]} of {now[1]}. batching_method={method_name!r} cuts each stream per rank, so on another '
+            f'number of ranks its global batches differ and a resume would lose and repeat samples. Resume on '
+            f'{saved[0]} x {saved[1]} ranks, or use batching_method=\'random\' or \'stratified\', which resume on any '
+            f'number of ranks with the same global batch size.')
 
 
 def parse_state(obj: Any, layout_identity: str, content: str | None = None) -> dict[str, Any]:
@@ -115,6 +142,13 @@ def parse_state(obj: Any, layout_identity: str, content: str | None = None) -> d
         state['epoch'], state['sample_in_epoch'] = 0, 0
     if obj.get('initial_physical_nodes') is not None:
         state['initial_physical_nodes'] = int(obj['initial_physical_nodes'])
+    shape = obj.get('parallel_shape')
+    if shape is not None:
+        if not isinstance(shape, (list, tuple)) or len(shape) != 2 or any(
+                isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in shape):
+            raise ValueError(f'State dict field parallel_shape must be [nodes, ranks per node] (positive integers), '
+                             f'got {shape!r}.')
+        state['parallel_shape'] = [int(n) for n in shape]
     position = obj.get('worker_position')
     if position is not None:
         if not isinstance(position, Mapping) or any(

@@ -8,7 +8,9 @@ Each is ``method(planner, world, epoch, sample_in_epoch) -> (PN, R, Wk, batches,
 * ``per_stream``: every global batch comes from a single stream; the order of streams is shuffled.
 * ``device_per_stream``: every *device* batch comes from a single stream.
 
-Resuming drops whole global batches (``sample_in_epoch // GBS``, with a warning when not aligned). Where the
+Resuming drops whole global batches (``sample_in_epoch // GBS``, with a warning when not aligned). ``per_stream``
+and ``device_per_stream`` cut each stream per rank, so they declare ``elastic = False``: a state saved on another
+number of nodes or ranks is refused. Where the
 reference computes a per-stream shuffle block of ``int(shuffle_block_size * proportion)``, which can reach 0 for a
 small stream and crash, it is clamped to at least 1 (:meth:`EpochPlanner.stream_block_size`).
 """
@@ -105,6 +107,9 @@ def per_stream(planner: 'EpochPlanner', world: 'World', epoch: int, sample_in_ep
     return finish_global_batches(ordered, world, batch, sample_in_epoch, 'per_stream')
 
 
+per_stream.elastic = False  # type: ignore[attr-defined]  # each stream is cut per rank: see check_parallel_shape
+
+
 def device_per_stream(planner: 'EpochPlanner', world: 'World', epoch: int,
                       sample_in_epoch: int) -> NDArray[np.int64]:
     """``device_per_stream`` batching: each device batch from one stream.
@@ -141,3 +146,6 @@ def device_per_stream(planner: 'EpochPlanner', world: 'World', epoch: int,
     nodes = [place_by_origin(lists, rng, rows=most) for lists in node_batches]
     interleaved = np.stack(nodes, axis=1).reshape(-1, batch)
     return finish_global_batches(interleaved, world, batch, sample_in_epoch, 'device_per_stream')
+
+
+device_per_stream.elastic = False  # type: ignore[attr-defined]
