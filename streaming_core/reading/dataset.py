@@ -468,7 +468,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
                 epoch, offset = self._state.max_next_epoch(), 0
                 if epoch == 0:
                     epoch = -1  # before the first iteration, as the reference says (it loads as the start of 0)
-            sample_in_epoch = offset + int(num_samples)
+            sample_in_epoch = int(num_samples) if from_beginning else offset + int(num_samples)
         else:
             epoch, offset = current
             sample_in_epoch = int(num_samples) if from_beginning else offset + int(num_samples)
@@ -515,7 +515,11 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         return self.num_samples
 
     def __len__(self) -> int:
-        """Samples per device per epoch: ``ceil(epoch_size / ranks)`` (the reference's meaning)."""
+        """Samples per device per epoch: ``ceil(epoch_size / ranks)`` (the reference's meaning), or the ``length`` a
+        subclass assigned to ``self.length`` (the reference's ``__len__`` returns that attribute)."""
+        own = self.__dict__.get('length')
+        if own is not None:
+            return int(own)
         parallel = self._rank_world().replicate(self.replication)
         return math.ceil(self.epoch_size / parallel.num_ranks)
 

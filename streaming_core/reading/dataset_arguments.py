@@ -148,7 +148,8 @@ def stream_class(name: str) -> type[Stream]:
 
 class LengthAttribute:
     """``dataset.length``: the reference's attribute for ``len(dataset)`` (samples per device per epoch). A subclass
-    that assigns ``self.length`` keeps its own value (a non-data descriptor: the instance's attribute wins)."""
+    that assigns ``self.length`` keeps its own value (a non-data descriptor: the instance's attribute wins), and
+    ``len(dataset)`` returns it, as the reference's ``__len__`` does."""
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         return self if obj is None else len(obj)

@@ -189,7 +189,7 @@ class Stream:
             raise ValueError(f'`local` must be a local directory, got the URL {local!r}. Put URLs in `remote`.')
         self.remote = remote.rstrip('/') if remote else None
         self._local_arg = local_path(local) if local else None
-        self.split = split or None
+        self._split = split or None
         self.proportion = proportion
         self.repeat = repeat
         self.choose = int(choose) if choose is not None else None
@@ -201,13 +201,23 @@ class Stream:
         if validate_hash is not None:
             _check_validate_hash_name(validate_hash)
 
+    @property
+    def split(self) -> str:
+        """The split: a subdirectory of ``remote`` and ``local``, ``''`` for none (as in the reference, whose users
+        write ``os.path.join(self.local, self.split, ...)`` in their subclasses)."""
+        return self.__dict__.get('_split') or ''
+
+    @split.setter
+    def split(self, value: str | None) -> None:
+        self._split = value or None
+
     # ----------------------------------------------------------------------------------------------------------
     def apply_default(self, defaults: StreamDefaults) -> None:
         """Fill unset settings from the dataset's defaults."""
         if not self.remote and not self._local_arg:
             raise ValueError('`remote` and/or `local` path must be provided.')
-        if self.split is None:
-            self.split = defaults.get('split') or None
+        if self._split is None:
+            self._split = defaults.get('split') or None
         if self.format is None:
             self.format = defaults.get('format')
         if defaults.get('format_options'):  # the dataset's options, under the stream's own

@@ -78,7 +78,7 @@ def test_hugging_face_split_and_dataset_defaults(tmp_path: Any) -> None:
     write_parquet(os.path.join(hub, 'data'), files=1, rows=10, row_group=5, prefix='train')
     write_parquet(os.path.join(hub, 'data'), files=1, rows=4, row_group=5, prefix='test', start=100)
     stream = Stream(local=hub, format='parquet', format_options={'split': 'test'})
-    assert stream.split is None  # the Hugging Face split is an option, not a subdirectory
+    assert stream.split == ''  # the Hugging Face split is an option, not a subdirectory
     assert sorted(s['id'] for s in StreamingDataset(streams=[stream], batch_size=2)) == [100, 101, 102, 103]
     # A dataset's options are defaults under the stream's own.
     merged = Stream(local=hub, format_options={'split': 'train'})
