@@ -64,3 +64,22 @@ def test_stream_split_is_a_string(tmp_path):
     assert len(by_default) == 12  # the dataset's split
     stream = by_default.streams[0]
     assert stream.split == 'train' and os.path.isfile(stream.built_path)
+
+
+def test_a_checkpoint_num_canonical_nodes_stays_for_later_epochs_with_any_workers(tmp_path):
+    """A state saved with num_canonical_nodes=4, loaded into a dataset built without it: the resumed epoch and the
+    next one follow 4 canonical nodes with 0 and with 2 workers (the reference's workers fall back to the
+    constructor's value after the resumed epoch, its main process does not)."""
+    from streaming_core import StreamingDataLoader
+    path = write_mds(str(tmp_path / 'data'), 200)
+    four = StreamingDataset(local=path, batch_size=10, shuffle=True, shuffle_seed=11, num_canonical_nodes=4)
+    expected = [ids_of(four), ids_of(four)]
+    for workers in (0, 2):
+        loader = StreamingDataLoader(StreamingDataset(local=path, batch_size=10, shuffle=True, shuffle_seed=11),
+                                     batch_size=10, num_workers=workers)
+        loader.load_state_dict({'epoch': 0, 'sample_in_epoch': 50, 'num_canonical_nodes': 4, 'shuffle_seed': 11,
+                                'initial_physical_nodes': 1})
+        resumed = [int(i) for batch in loader for i in batch['id']]
+        following = [int(i) for batch in loader for i in batch['id']]
+        assert sorted(resumed) == sorted(expected[0][50:]), workers
+        assert following == expected[1], workers

@@ -273,3 +273,19 @@ def _plus_one(x):
 
 def _negate(y):
     return -y
+
+
+@pytest.mark.parametrize('module, name', [
+    ('streaming.base.format.mds.writer', 'MDSWriter'), ('streaming.base.format.mds.reader', 'MDSReader'),
+    ('streaming.base.format.json.writer', 'JSONWriter'), ('streaming.base.format.json.reader', 'JSONReader'),
+    ('streaming.base.format.xsv.writer', 'CSVWriter'), ('streaming.base.format.xsv.reader', 'XSVReader'),
+    ('streaming.vision.cifar10', 'StreamingCIFAR10'), ('streaming.vision.imagenet', 'StreamingImageNet'),
+    ('streaming.vision.coco', 'StreamingCOCO'), ('streaming.vision.ade20k', 'StreamingADE20K'),
+    ('streaming.text.c4', 'StreamingC4'), ('streaming.text.pile', 'StreamingPile'),
+    ('streaming.text.enwiki', 'StreamingEnWiki'),
+])
+def test_the_reference_module_paths_import(module, name):
+    """``from streaming.base.format.mds.writer import MDSWriter`` (the reference's module layout) gives our class."""
+    import importlib
+    parent = module.rsplit('.', 1)[0]  # streaming.base.format.mds, streaming.vision, streaming.text
+    assert getattr(importlib.import_module(module), name) is getattr(importlib.import_module(parent), name)

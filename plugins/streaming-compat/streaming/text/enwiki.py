@@ -1,0 +1,7 @@
+"""``streaming.text.enwiki``: the reference's module path, kept for imports written against it."""
+
+from __future__ import annotations
+
+from streaming.text import StreamingEnWiki
+
+__all__ = ['StreamingEnWiki']
