@@ -18,13 +18,8 @@ time.sleep(120)
 '''
 
 
-def test_a_hung_run_fails_naming_a_report_with_every_process_stacks(tmp_path):
-    script = tmp_path / 'hang.py'
-    script.write_text(HANG)
-    with pytest.raises(AssertionError) as caught:
-        harness.run([sys.executable, str(script)], timeout=2, cwd=str(tmp_path))
-    message = str(caught.value)
-    assert 'hung for 2 s' in message and 'Fatal Python error' in message, message
+def _report_of(message: str) -> tuple[str, str]:
+    """The Python and the native stacks of the report a hang failure names (the report is removed)."""
     report = message.split('full report: ', 1)[1].split(')', 1)[0]
     try:
         with open(report) as source:
@@ -32,6 +27,17 @@ def test_a_hung_run_fails_naming_a_report_with_every_process_stacks(tmp_path):
     finally:
         os.remove(report)
     python, native = text.split('===== native stacks =====', 1)
+    return python, native
+
+
+def test_a_hung_run_fails_naming_a_report_with_every_process_stacks(tmp_path):
+    script = tmp_path / 'hang.py'
+    script.write_text(HANG)
+    with pytest.raises(AssertionError) as caught:
+        harness.run([sys.executable, str(script)], timeout=2, cwd=str(tmp_path))
+    message = str(caught.value)
+    assert 'hung for 2 s' in message and 'Fatal Python error' in message, message
+    python, native = _report_of(message)
     assert python.count('Current thread') == 2, python  # faulthandler in the parent and in the forked child
     if shutil.which('gdb') is None:
         assert 'gdb is not installed' in native
@@ -57,13 +63,7 @@ def test_a_hung_rank_of_a_launch_fails_naming_a_report_with_its_stacks(tmp_path,
         harness.launch('hangpkg.client', {'run': 'x'}, nproc=2, timeout=2)
     message = str(caught.value)
     assert 'a rank hung for 2 s' in message and '===== rank 1 =====' in message, message
-    report = message.split('full report: ', 1)[1].split(')', 1)[0]
-    try:
-        with open(report) as source:
-            text = source.read()
-    finally:
-        os.remove(report)
-    python, native = text.split('===== native stacks =====', 1)
+    python, native = _report_of(message)
     assert 'client.py", line 5 in <module>' in python, python
     if shutil.which('gdb') is not None:
         sections = native.split('===== pid ')[1:]
