@@ -57,7 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.pluginmanager.hasplugin('rerunfailures'):
         # A trainer run that hangs in CPython's own fork bug (gh-112275, Python < 3.11.10: a forked DataLoader worker
         # stuck inside os.fork(), told apart by its native stack) runs once more; any other failure fails.
-        rerun = pytest.mark.flaky(reruns=1, only_rerun=['KnownForkHang'])
+        from tests.trainers.harness import KnownForkHang  # the class, not a pattern a message could contain
+        rerun = pytest.mark.flaky(reruns=1, only_rerun=[KnownForkHang])
         for item in items:
             if os.sep + os.path.join('tests', 'trainers') + os.sep in str(item.path):
                 item.add_marker(rerun)

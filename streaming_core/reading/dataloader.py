@@ -109,6 +109,8 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         self._check_batch_size()
+        if isinstance(self.dataset, StreamingDataset):
+            self.dataset._check_resume_world()  # here, not wrapped by a worker's re-raise
         self.num_samples_yielded = 0
         self._ran_out = False
         iterator = super().__iter__()

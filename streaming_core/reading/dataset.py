@@ -361,10 +361,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
             epoch, offset, skip = self._state.next_epoch(slot), 0, 0
             resume = self._state.pending_resume(slot)
             if resume is not None:
-                from streaming_core.machinery.host import get_registry
-                from streaming_core.reading.state_dict import check_parallel_shape
-                check_parallel_shape(resume, parallel, self.batching_method,
-                                     get_registry('batching').get(self.batching_method))
+                self._check_resume_world(resume, parallel)
                 self._state.consume_resume(slot)
                 epoch, offset = int(resume['epoch']), int(resume['sample_in_epoch'])
         if offset and self._is_over(epoch, offset, world):
@@ -459,7 +456,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
             return self._position_state(parallel)
         if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 0:
             raise ValueError(f'state_dict: `num_samples` must be a non-negative integer, got {num_samples!r}.')
-        current = self._state.current()
+        current, resume = self._state.current(), None
         if current is None:  # nothing began since construction, set_epoch or load_state_dict
             resume = self._state.pending_resume(MAIN_SLOT)
             if resume is not None:
@@ -472,7 +469,24 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         else:
             epoch, offset = current
             sample_in_epoch = int(num_samples) if from_beginning else offset + int(num_samples)
-        return self._state_for(epoch, sample_in_epoch, parallel)
+        state = self._state_for(epoch, sample_in_epoch, parallel)
+        if current is None and resume is not None:  # the loaded position, counted on the world that saved it
+            state.pop('parallel_shape', None)
+            if resume.get('parallel_shape') is not None:
+                state['parallel_shape'] = list(resume['parallel_shape'])
+        return state
+
+    def _check_resume_world(self, resume: Mapping[str, Any] | None = None, parallel: World | None = None) -> None:
+        """Refuse a loaded state (default: the pending one) saved on another data-parallel world when the batching
+        method is not elastic (:func:`~streaming_core.reading.state_dict.check_parallel_shape`); the
+        :class:`StreamingDataLoader` calls it in the main process before its workers start."""
+        resume = resume if resume is not None else self._state.pending_resume(MAIN_SLOT)
+        if resume is None:
+            return
+        from streaming_core.machinery.host import get_registry
+        from streaming_core.reading.state_dict import check_parallel_shape
+        parallel = parallel or self._rank_world().replicate(self.replication)
+        check_parallel_shape(resume, parallel, self.batching_method, get_registry('batching').get(self.batching_method))
 
     def _state_for(self, epoch: int, sample_in_epoch: int, parallel: World) -> dict[str, Any]:
         # _is_over replicates the rank world itself: ``parallel`` is already replicated

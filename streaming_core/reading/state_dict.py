@@ -75,15 +75,15 @@ def check_parallel_shape(state: Mapping[str, Any], parallel: World, method_name:
     """Refuse to resume ``state`` on another data-parallel world when the batching method's plan depends on the
     number of nodes and ranks (it declares ``elastic = False``, as ``per_stream`` and ``device_per_stream`` do: each
     stream is padded per rank, so the same global batch size gives other global batches). The states of other
-    methods resume on any world with the same global batch; a state without ``parallel_shape`` (older, or the
-    reference's) is not checked.
+    methods resume on any world with the same global batch; a state at an epoch's start (``sample_in_epoch`` 0) or
+    without ``parallel_shape`` (older, or the reference's) is not checked.
 
     Raises:
         ValueError: the method is not elastic and the state was saved on another number of nodes or ranks per node.
     """
     saved = state.get('parallel_shape')
-    if saved is None or getattr(method, 'elastic', True):
-        return
+    if saved is None or not state.get('sample_in_epoch') or getattr(method, 'elastic', True):
+        return  # an epoch's start is the same for every world
     now = [parallel.num_nodes, parallel.ranks_per_node]
     if list(saved) != now:
         raise ValueError(
