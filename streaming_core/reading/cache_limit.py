@@ -41,6 +41,21 @@ _MAGIC = 0x5343434143484531  # 'SCCACHE1'
 _HEADER = 4  # magic, num_shards, dirty, the last time (ns) a process waiting for room for a while tried again
 #: A process waiting this long for room tells the node (idle readers then give up their pins: see ``short_of_room``).
 SHORT_OF_ROOM_AFTER = 1.0
+#: The node-wide mark of that wait (its modification time), beside the cache accounts, whatever the waiter's account.
+NODE_MARK = 'short-of-room'
+_FRESH_NS = 500_000_000  # a wait is "still trying" this long after its last mark
+
+
+def _touch(path: str) -> None:
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        try:
+            open(path, 'a').close()
+        except OSError:
+            pass
+    except OSError:
+        pass
 
 
 @dataclass
@@ -82,6 +97,7 @@ class CacheState:
         self.timeout = timeout
         root = coordination_dir('cache-state')
         self.path = os.path.join(root, f'{key}.bin')
+        self._node_mark = os.path.join(root, NODE_MARK)
         self._locks = RangeLocks.for_path(os.path.join(root, f'{key}.lock'))
         self._open()
 
@@ -141,9 +157,18 @@ class CacheState:
         return int(self.present.sum() + self.reserved.sum())
 
     def short_of_room(self) -> bool:
-        """Whether a process of the node has waited for room for a while and is still trying (within 0.5 s)."""
+        """Whether a process of the node has waited for room for a while and is still trying (within 0.5 s): a
+        reader of this dataset, or of any other (another projection or version of the same directory has its own
+        account, but the files it cannot evict may be the ones this dataset holds)."""
+        now = time.time_ns()
         stamp = int(self._header[3])
-        return stamp > 0 and 0 <= time.time_ns() - stamp < 500_000_000
+        if stamp > 0 and 0 <= now - stamp < _FRESH_NS:
+            return True
+        try:
+            mark = os.stat(self._node_mark).st_mtime_ns
+        except OSError:
+            return False
+        return 0 <= now - mark < _FRESH_NS
 
     def touch(self, shard: int) -> None:
         """Record an access (no lock: one aligned 8-byte store)."""
@@ -180,6 +205,7 @@ class CacheState:
             now = time.monotonic()
             if now - started >= SHORT_OF_ROOM_AFTER:
                 self._header[3] = time.time_ns()  # one aligned store: no lock
+                _touch(self._node_mark)
             if not warned and now - started >= WAIT_WARNING_AFTER:
                 warned = True
                 warnings.warn(
