@@ -115,7 +115,6 @@ TWO_SHARDS_KEYS = ('Index file at {path} has two "shards" keys; an index has one
                    'or was edited by hand): rewrite it with one.')
 
 
-
 def present_copy(root: str, name: str, where: str, real_root: str | None = None) -> str | None:
     """The path of the file ``name`` under ``root`` when it is a safe name (:func:`check_basename`,
     :func:`resolve_inside`) and something is there; None otherwise (a name that would leave ``root`` is skipped:
@@ -126,6 +125,7 @@ def present_copy(root: str, name: str, where: str, real_root: str | None = None)
     except (IndexFormatError, UnsafePathError):
         return None
     return path if os.path.lexists(path) else None
+
 
 def parse_index_text(text: str | bytes, path: str) -> dict[str, Any]:
     """Parse and check the top level of an index: a JSON object with ``version == 2`` and a ``shards`` list.

@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any, Mapping, Sequence
 
-from streaming_core.common.paths import LOCK_NAME, default_local, same_place, state_dir
+from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
 from streaming_core.errors import (
     DatasetVersionError,
     HashMismatchError,
@@ -264,11 +264,7 @@ class Stream:
     def has_remote_copy(self) -> bool:
         """Whether this stream's data exists somewhere other than its local directory (so it may be evicted)."""
         remote = self.remote_dir
-        if not remote:
-            return False
-        if not is_remote(remote):
-            return not same_place(local_path(remote), self.local_dir)  # a bind mount of it too: in place
-        return True
+        return bool(remote) and not is_in_place(remote, self.local_dir)  # a bind mount of it too: in place
 
     @property
     def safe_keep_zip(self) -> bool:

@@ -33,8 +33,8 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streaming_core.common.paths import same_place
 from streaming_core.errors import IndexFormatError, RemoteNotFoundError, StorageError, UploadError
+from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.index_file import INDEX_BASENAME, check_basename
 from streaming_core.storage.facade import (
     download_file,
@@ -232,7 +232,7 @@ def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
             raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(out)} must be a local '
                              f'directory.')
         local, remote = local_path(out[0]), out[1].rstrip('/')
-        if not is_remote(remote) and same_place(local_path(remote), local):
+        if is_in_place(remote, local):
             return local, None  # the "remote" is the local directory itself
         return local, remote
     raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '

@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from streaming_core.common.arguments import bytes_to_int
-from streaming_core.common.paths import same_place
 from streaming_core.errors import (
     CodecError,
     DirectoryNotEmptyError,
@@ -32,6 +31,7 @@ from streaming_core.errors import (
     UnknownNameError,
     UploadError,
 )
+from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
@@ -101,7 +101,7 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
             raise ValueError(f'Invalid `out` argument: the first element of {redact_repr(out)} must be a local '
                              f'directory.')
         _check_scheme(get_registry('storage'), remote)
-        if not is_remote(remote) and same_place(local_path(remote), local_path(local)):
+        if is_in_place(remote, local_path(local)):
             return local_path(local), None, False  # the "remote" is the local directory itself: nothing to upload
         return local_path(local), remote.rstrip('/'), False
     raise ValueError(f'Invalid `out` argument: {redact_repr(out)}. Give a directory, a URL or a (local, remote) '
