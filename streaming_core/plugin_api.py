@@ -22,7 +22,8 @@ Groups (see ``docs/plugins/api.md``):
 * **Readers and writers**: :class:`ShardReaderBase`, :class:`SplitShardView`, :func:`map_file`, :func:`read_offsets`,
   :func:`require_type`, :data:`MAX_SHARD_BYTES`, :class:`FileInfo`, :class:`ShardWriter`,
   :class:`MissingColumnError`, :func:`parse_size_limit`, :func:`pyjson_sorted`; for a format's ``columns``
-  option, :func:`columns_option` and :func:`checked_projection`.
+  option, :func:`columns_option` and :func:`checked_projection`; for Parquet readers, :func:`check_page_checksums`
+  (whether :data:`PAGE_CHECKSUMS_ENV` leaves the page-checksum check on).
 * **Storage backends**: :class:`StorageURL` (a URL parsed once), :class:`ClientCache` (per-process SDK clients),
   :class:`ProcessLocal` (per-process state dropped on pickling and after a fork), :func:`check_options`,
   :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`, :func:`bytes_to_int`, :func:`read_range` (ranged reads with retries),
@@ -82,6 +83,8 @@ _LAZY: dict[str, str] = {
     'parse_size_limit': 'streaming_core.writing.writer',
     'columns_option': 'streaming_core.reading.format_options',
     'checked_projection': 'streaming_core.reading.format_options',
+    'PAGE_CHECKSUMS_ENV': 'streaming_core.reading.format_options',
+    'check_page_checksums': 'streaming_core.reading.format_options',
     'pyjson_sorted': 'streaming_core.reading.index_file',
     # Storage backends.
     'StorageURL': 'streaming_core.storage.url',

@@ -159,7 +159,7 @@ def test_parquet_nulls_stop_the_conversion(tmp_path, capsys):
     assert code == 0 and [row['f'] for row in _read(tmp_path / 'json')] == [1.5, 2.5, None]
 
 
-def test_parquet_damaged_page_stops_the_conversion(tmp_path, capsys):
+def test_parquet_damaged_page_stops_the_conversion(tmp_path, capsys, monkeypatch):
     """A source page whose checksum fails stops the conversion naming the file, never a wrong value written."""
     require('pyarrow')
     import pyarrow as pa
@@ -173,6 +173,11 @@ def test_parquet_damaged_page_stops_the_conversion(tmp_path, capsys):
     src.write_bytes(bytes(raw))
     err = _refused(capsys, tmp_path / 'out', 'parquet', src)
     assert str(src) in err and 'CRC' in err
+    # The switch the Parquet reader honours skips the check here too (for a writer that wrote wrong checksums).
+    monkeypatch.setenv('STREAMING_PARQUET_PAGE_CHECKSUMS', '0')
+    code, err = _convert(capsys, 'parquet', src, tmp_path / 'unchecked')
+    rows = _read(tmp_path / 'unchecked')
+    assert code == 0 and len(rows) == 400 and rows[200]['text'] != texts[200] and rows[199]['text'] == texts[199]
 
 
 # ---------------------------------------------------------------------------------------------------------------

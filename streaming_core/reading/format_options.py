@@ -19,6 +19,7 @@ Where the options go depends on where the stream's index comes from:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,19 @@ from streaming_core.errors import FormatOptionError, UnknownColumnError
 from streaming_core.reading.shard_table import ShardTable
 
 __all__ = ['FormatOptionError', 'UnknownColumnError', 'merge_format_options', 'configure_format',
-           'ProjectedShardTable', 'apply_format_options', 'columns_option', 'checked_projection']
+           'ProjectedShardTable', 'apply_format_options', 'columns_option', 'checked_projection',
+           'PAGE_CHECKSUMS_ENV', 'check_page_checksums']
+
+
+#: ``0`` skips the check of Parquet page checksums (for files whose writer wrote wrong ones); read by every Parquet
+#: reader (the Parquet format, the Parquet converter, the LAION metadata reader).
+PAGE_CHECKSUMS_ENV = 'STREAMING_PARQUET_PAGE_CHECKSUMS'
+
+
+def check_page_checksums() -> bool:
+    """Whether Parquet pages written with a checksum are checked when read (unless :data:`PAGE_CHECKSUMS_ENV` is
+    ``0``)."""
+    return os.environ.get(PAGE_CHECKSUMS_ENV, '1').strip() != '0'
 
 
 def merge_format_options(format_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None,

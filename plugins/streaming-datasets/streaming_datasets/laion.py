@@ -33,6 +33,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from streaming_core.plugin_api import check_page_checksums
 from streaming_datasets.cli import add_converter_parser, print_results, writer_options
 from streaming_datasets.conversion import (
     ConversionResult,
@@ -78,8 +79,7 @@ def metadata_items(metadata: Sequence[str], images: str, samples_per_shard: int 
     items, shard = [], 0
     for path in metadata:
         try:
-            handle = pq.ParquetFile(path, page_checksum_verification=os.environ.get(
-            'STREAMING_PARQUET_PAGE_CHECKSUMS', '1').strip() != '0')  # as the Parquet reader
+            handle = pq.ParquetFile(path, page_checksum_verification=check_page_checksums())
             rows, names = handle.metadata.num_rows, handle.schema_arrow.names
         except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
             raise SourceLayoutError(f'LAION metadata {path} is not a readable parquet file: {err}') from err

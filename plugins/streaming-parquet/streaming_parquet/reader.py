@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.plugin_api import CodecError, IndexFormatError, ShardCorruptError, ShardReaderBase
+from streaming_core.plugin_api import (
+    PAGE_CHECKSUMS_ENV,
+    CodecError,
+    IndexFormatError,
+    ShardCorruptError,
+    ShardReaderBase,
+    check_page_checksums,
+)
 
 __all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_budget',
            'decoded_cache', 'footers']
@@ -270,15 +277,6 @@ def _column_values(array: Any) -> list[Any]:
         else:
             out.append(np.array(value, dtype=dtype))
     return out
-
-
-#: ``0`` skips the check of page checksums (for files whose writer wrote wrong ones).
-PAGE_CHECKSUMS_ENV = 'STREAMING_PARQUET_PAGE_CHECKSUMS'
-
-
-def check_page_checksums() -> bool:
-    """Whether pages written with a checksum are checked when read (unless :data:`PAGE_CHECKSUMS_ENV` is ``0``)."""
-    return os.environ.get(PAGE_CHECKSUMS_ENV, '1').strip() != '0'
 
 
 class ParquetView:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming_core.reading.format_options import check_page_checksums
 from streaming_core.tools.convert.base import Progress, Source, list_files
 
 __all__ = ['ParquetSource', 'RowPart', 'arrow_encoding']
@@ -158,8 +159,7 @@ class ParquetSource(Source):
             if base + size <= part.start or base >= part.end:
                 base += size
                 continue
-            handle = pa.parquet.ParquetFile(path, page_checksum_verification=os.environ.get(
-                'STREAMING_PARQUET_PAGE_CHECKSUMS', '1').strip() != '0')  # as the Parquet reader
+            handle = pa.parquet.ParquetFile(path, page_checksum_verification=check_page_checksums())
             for g, rows in enumerate(groups):
                 lo, hi = max(part.start - base, 0), min(part.end - base, rows)
                 if lo < hi:
