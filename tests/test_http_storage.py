@@ -430,3 +430,25 @@ def test_credentials_moved_out_of_the_url_keep_the_same_remote(http_server: Stat
     assert remote_key('https://u:pw@h/ds') == remote_key('https://h/ds') != remote_key('https://h/other')
     legacy = hashlib.blake2b(redact_url('https://u:pw@h/ds').encode(), digest_size=16).hexdigest()
     assert legacy in remote_keys('https://u:pw2@h/ds')
+
+
+
+def test_a_remote_with_a_query_string_is_refused_saying_where_the_credential_goes(http_server: StaticServer,
+                                                                                   tmp_path: Any) -> None:
+    """File names are joined onto ``remote`` as onto a directory, so ``https://host/ds?sig=...`` would ask for
+    ``/ds`` with the query ``sig=.../index.json``: the dataset is refused at construction, with the signature
+    hidden and the place a credential goes named, never read as a web page that is not an index."""
+    from streaming_core import StreamingDataset
+    from tests.fixtures.data import write_mds
+    need_module('streaming_mds')
+    name = f'dataset-{uuid.uuid4().hex[:8]}'
+    write_mds(os.path.join(http_server.root, name), 40)
+    token = f'tok-{uuid.uuid4().hex}'
+    for remote in (f'{http_server.url}/{name}?sig={token}', f'{http_server.url}/{name}#part'):
+        with pytest.raises(ValueError, match='query string or fragment') as info:
+            StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
+        assert token not in str(info.value) and "'bearer_token'" in str(info.value)
+        assert not os.path.exists(tmp_path / 'local')
+    plain = StreamingDataset(remote=f'{http_server.url}/{name}', local=str(tmp_path / 'local'), batch_size=4,
+                             storage_options={'bearer_token': token})
+    assert [int(s['id']) for s in plain] == list(range(40))

@@ -36,7 +36,15 @@ from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.version_guard import purge_count
-from streaming_core.storage.facade import download_file, host_token, is_remote, join, local_path, temp_name
+from streaming_core.storage.facade import (
+    download_file,
+    host_token,
+    is_remote,
+    join,
+    local_path,
+    temp_name,
+    url_scheme,
+)
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
@@ -187,6 +195,12 @@ class Stream:
             raise TypeError(f'`local` must be a string path, got {type(local).__name__}.')
         if local is not None and is_remote(local):
             raise ValueError(f'`local` must be a local directory, got the URL {local!r}. Put URLs in `remote`.')
+        if remote and url_scheme(remote) in ('http', 'https') and ('?' in remote or '#' in remote):
+            raise ValueError(f'`remote` {redact_url(remote)!r} has a query string or fragment: file names are joined '
+                             f'onto `remote` as onto a directory, so a query (a signed URL, a token) cannot follow '
+                             f'them. Give the directory URL alone and the credential in `storage_options` '
+                             f"({{'bearer_token': ...}} or {{'headers': {{...}}}}); for Azure Blob Storage with a SAS, "
+                             f"use azure://container/path with storage_options={{'sas_token': ...}}.")
         self.remote = remote.rstrip('/') if remote else None
         self._local_arg = local_path(local) if local else None
         self._split = split or None
