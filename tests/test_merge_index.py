@@ -152,7 +152,15 @@ def test_remote_root_through_a_storage_plugin(dirfs: dict[str, Any], tmp_path: A
     assert read_merged(os.path.join(dirfs['root'], 'ds')) == expected(['0', '1', '10', '2'])
 
 
-def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa
+def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str, Any], tmp_path: Any,  # noqa: F811
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local files with a remote copy of the same size are removed after the upload. The remote is listed twice:
+    to find the partitions, and to check the merged index's files before the upload, which also decides what is
+    removed."""
+    from tests.test_writer_upload import DirBackend
+    listings = []
+    real_list = DirBackend.list
+    monkeypatch.setattr(DirBackend, 'list', lambda self, url, **kw: listings.append(url) or real_list(self, url, **kw))
     local = str(tmp_path / 'local')
     for k, name in enumerate(PARTITIONS):
         write_partition(((os.path.join(local, name), f'dirfs://ds/{name}'), name, 100 * k, True))
@@ -160,7 +168,9 @@ def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str,
     os.makedirs(os.path.join(local, 'notes'))
     (tmp_path / 'local' / 'notes' / 'mine.txt').write_text('only copy')
     write_partition((os.path.join(local, '3'), '3', 900))  # a local-only partition: never deleted
+    listings.clear()
     merge_index((local, 'dirfs://ds'), keep_local=False)
+    assert listings == ['dirfs://ds/', 'dirfs://ds/']
     assert os.path.exists(os.path.join(local, 'notes', 'mine.txt'))
     assert os.path.exists(os.path.join(local, '3', 'index.json'))
     assert not os.path.exists(os.path.join(local, 'index.json'))

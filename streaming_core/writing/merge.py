@@ -105,13 +105,15 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
         if remote is None:
             return index_path
         url = join(remote, INDEX_BASENAME)
-        _check_remote_files(index_path, remote, storage_options, download_timeout)
+        remote_sizes = _check_remote_files(index_path, remote, storage_options, download_timeout)
         upload_file(index_path, url, timeout=download_timeout, retries=retries, options=storage_options)
+        if remote_sizes is not None:
+            remote_sizes[INDEX_BASENAME] = os.path.getsize(index_path)  # what was just uploaded
     finally:
         if temp:
             shutil.rmtree(local, ignore_errors=True)
     if not keep_local and not temp:
-        _remove_uploaded(local, remote, storage_options, download_timeout)
+        _remove_uploaded(local, remote, remote_sizes)
     return url
 
 
@@ -319,10 +321,14 @@ def _remote_sizes(remote: str, options: Mapping[str, Any] | None, timeout: float
     return {item.url[len(root):].replace(os.sep, '/'): item.stat.size for item in listed if item.url.startswith(root)}
 
 
-def _check_remote_files(index_path: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
+def _check_remote_files(index_path: str, remote: str, options: Mapping[str, Any] | None,
+                        timeout: float) -> dict[str, int | None] | None:
     """Before the merged index is uploaded: every file a reader would download from ``remote`` is there, with the
     size the index declares (partitions written only locally, or an upload that failed, would make a committed
     index name missing files). A store that cannot be listed is not checked (logged).
+
+    Returns:
+        The listing (:func:`_remote_sizes`), or ``None`` for a store that cannot be listed.
 
     Raises:
         UploadError: naming the missing or different files; the merged index is not uploaded.
@@ -332,7 +338,7 @@ def _check_remote_files(index_path: str, remote: str, options: Mapping[str, Any]
     except Exception as err:  # noqa: BLE001 (a backend without listing)
         logger.warning('merge_index: cannot list %s (%s); the files the merged index names were not checked there.',
                        redact_url(remote), err)
-        return
+        return None
     bad = []
     for entry in _entries(index_path, index_path):
         for kind in ('data', 'meta'):  # the file a reader downloads: the compressed one when there is one
@@ -348,19 +354,17 @@ def _check_remote_files(index_path: str, remote: str, options: Mapping[str, Any]
                           f'holds them with other sizes (for example {bad[0]}): the partitions were not uploaded '
                           f'there (written only locally?) or an upload failed. The merged index was not uploaded; '
                           f'write the partitions to the remote, then merge again.')
+    return sizes
 
 
-def _remove_uploaded(local: str, remote: str, options: Mapping[str, Any] | None, timeout: float) -> None:
-    """Delete local files that the remote listing shows with the same size (the reference removes the whole local
-    directory; we never delete a file without a remote copy, nor one whose remote namesake has another size: an
-    older version left there, which would leave the merged index naming files of two versions), then the
-    directories left empty.
+def _remove_uploaded(local: str, remote: str, remote_sizes: Mapping[str, int | None] | None) -> None:
+    """Delete local files that the remote listing (taken before the index was uploaded, with the index added) shows
+    with the same size (the reference removes the whole local directory; we never delete a file without a remote
+    copy, nor one whose remote namesake has another size: an older version left there, which would leave the merged
+    index naming files of two versions), then the directories left empty. Without a listing, nothing is deleted.
     """
-    try:
-        remote_sizes = _remote_sizes(remote, options, timeout)
-    except Exception as err:  # a backend without listing: keep everything
-        logger.warning('merge_index(keep_local=False): cannot list %s (%s); keeping the local files.',
-                       redact_url(remote), err)
+    if remote_sizes is None:  # a backend without listing: keep everything
+        logger.warning('merge_index(keep_local=False): cannot list %s; keeping the local files.', redact_url(remote))
         return
     kept = []
     for dirpath, _, files in os.walk(local):
