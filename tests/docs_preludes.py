@@ -174,13 +174,14 @@ class Regression(torch.nn.Module):
         return {'loss': torch.nn.functional.mse_loss(out, labels.view(-1, 1)), 'logits': out}
 
 
-def collate(samples):
-    return {'x': torch.tensor([s['x'] for s in samples]), 'labels': torch.tensor([2 * s['x'] for s in samples])}
+def collate(samples):  # reads 'y', which forward() does not name: needs remove_unused_columns=False
+    return {'x': torch.tensor([s['x'] for s in samples]), 'labels': torch.tensor([s['y'] for s in samples])}
 
 
 model = Regression()
 for split, count in (('train', 64), ('val', 16)):
-    write_mds(f's3://bucket/ds/{split}', {'x': 'float32'}, ({'x': i / count} for i in range(count)))
+    write_mds(f's3://bucket/ds/{split}', {'x': 'float32', 'y': 'float32'},
+              ({'x': i / count, 'y': 2 * i / count} for i in range(count)))
 ''',
     'docs/storage/gcs.md': f'''
 import json

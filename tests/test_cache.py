@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -53,10 +54,16 @@ def test_local_only_stream_is_never_evicted(tmp_path):
 
 def test_limit_below_the_largest_shard_fails_at_construction(tmp_path):
     remote = write_mds(str(tmp_path / 'remote'), 100, size_limit=1 << 12, sample_size=64)
-    with pytest.raises(CacheLimitError, match='must be at least'):
+    with pytest.raises(CacheLimitError, match='must be at least') as info:
         StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=1, cache_limit=2000)
-    with pytest.raises(CacheLimitError, match='Minimum cache usage'):
-        StreamingDataset(remote=remote, local=str(tmp_path / 'cache2'), batch_size=1, cache_limit=10)
+    need = int(re.search(r'at least (\d+) bytes', str(info.value)).group(1))
+    index_size = os.path.getsize(os.path.join(remote, 'index.json'))
+    for limit in (10, index_size):  # below the index files, and equal to them: the same need, whatever the limit
+        with pytest.raises(CacheLimitError, match=rf'Minimum cache usage \({index_size} bytes, the index files\) '
+                                                  rf'leaves no room .*must be at least {need} bytes'):
+            StreamingDataset(remote=remote, local=str(tmp_path / f'cache-{limit}'), batch_size=1, cache_limit=limit)
+    assert len(StreamingDataset(remote=remote, local=str(tmp_path / 'enough'), batch_size=1,
+                                cache_limit=need)) == 100
 
 
 def test_manual_eviction_and_redownload(tmp_path):

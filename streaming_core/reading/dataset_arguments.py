@@ -103,19 +103,18 @@ def check_cache_limit(limit: int, streams: Sequence[Stream], catalogue: ShardCat
     """
     limit = int(limit)
     needed_for_indexes = index_bytes(streams)
-    if limit <= needed_for_indexes:
-        raise CacheLimitError(f'Minimum cache usage ({needed_for_indexes} bytes) is larger than the cache limit '
-                              f'({limit} bytes). Please increase the `cache_limit`.')
     sizes = catalogue.max_size_per_shard  # arrays: no reader is created
     largest = int(sizes.max(initial=0))
     local_only = np.array([not stream.has_remote_copy for stream in streams], dtype=bool)
     pinned = int(sizes[local_only[catalogue.stream_per_shard]].sum())
-    need = needed_for_indexes + pinned + largest
+    need = max(needed_for_indexes + pinned + largest, needed_for_indexes + 1)
     if limit < need:
+        lead = (f'Minimum cache usage ({needed_for_indexes} bytes, the index files) leaves no room under the cache '
+                f'limit ({limit} bytes)' if limit <= needed_for_indexes else f'Cache limit ({limit} bytes) is too low')
         raise CacheLimitError(
-            f'Cache limit ({limit} bytes) is too low: it must be at least {need} bytes (the index files '
-            f'{needed_for_indexes} + local-only shards that are never evicted {pinned} + the largest shard '
-            f'{largest}). Four times the largest shard or more avoids re-downloads.')
+            f'{lead}: it must be at least {need} bytes (the index files {needed_for_indexes} + local-only shards '
+            f'that are never evicted {pinned} + the largest shard {largest}). Four times the largest shard or more '
+            f'avoids re-downloads.')
     if limit < needed_for_indexes + pinned + 4 * largest:
         warnings.warn(f'cache_limit {limit} is below four times the largest shard ({largest} bytes): shards may '
                       f'be evicted and downloaded again while the epoch needs them.', stacklevel=3)
