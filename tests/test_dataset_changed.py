@@ -8,6 +8,7 @@ Before, A went on with B's files: most of its epoch came from the new version, w
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -274,3 +275,79 @@ def test_a_remote_without_its_index_serves_nothing_new_under_the_local_copy(tmp_
         rest, message = _read_until_error(samples)
         assert all(i < 400 for i in before + rest), 'a sample of the new version was served under the old index'
         assert message is not None and 'absent' in message
+
+
+class _HeldShardServer:
+    """A static server whose shard GETs read the file at once (the version of that moment), then hold the body
+    until :attr:`release` is set: a slow download of the old version that finishes after the remote changed."""
+
+    def __init__(self, root):
+        import threading
+        from functools import partial
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+        self.requested, self.release = threading.Event(), threading.Event()
+        server = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if not self.path.endswith('.mds'):
+                    return super().do_GET()
+                with open(os.path.join(root, self.path.lstrip('/')), 'rb') as handle:
+                    data = handle.read()
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                server.requested.set()
+                server.release.wait(60)
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(('127.0.0.1', 0), partial(Handler, directory=root))
+        self._server.daemon_threads = True
+        self.url = f'http://127.0.0.1:{self._server.server_address[1]}'
+        threading.Thread(target=self._server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
+
+    def stop(self):
+        self.release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.mark.parametrize('hashes', [['xxh64'], None])
+def test_an_old_version_s_slow_download_is_not_installed_after_a_refresh(tmp_path, hashes):
+    """Job P (version 1) is downloading a shard when the remote is rewritten (same names and sizes) and job Q
+    constructs on the same local directory, refreshing it for version 2 while P's download is in flight (no local
+    file to remove). P's download then finishes with version 1's bytes. It must not be renamed into the directory
+    that now holds version 2's index: P stops with DatasetVersionError, and Q and a later job R read version 2's
+    samples (they read version 1's, before, with or without hashes recorded)."""
+    import json
+    import subprocess
+    import sys
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 10, hashes=hashes)
+    server = _HeldShardServer(remote)
+    try:
+        job = ('import json, sys\n'
+               'from streaming_core import StreamingDataset\n'
+               'from streaming_core.errors import DatasetVersionError\n'
+               'ds = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=1, download_timeout=60)\n'
+               'try:\n'
+               '    print(json.dumps({"ids": [int(ds[i]["id"]) for i in range(len(ds))]}))\n'
+               'except DatasetVersionError as err:\n'
+               '    print(json.dumps({"error": str(err)}))\n')
+        p = subprocess.Popen([sys.executable, '-c', job, server.url, local], stdout=subprocess.PIPE, text=True,
+                             cwd=str(tmp_path))
+        assert server.requested.wait(60), 'P never asked for its shard'
+        write_mds(remote, 10, start=100, hashes=hashes, exist_ok=True)  # version 2: same names and sizes
+        q = StreamingDataset(remote=server.url, local=local, batch_size=1)  # refreshes the directory
+        server.release.set()
+        out, _ = p.communicate(timeout=120)
+        result = json.loads(out.strip().splitlines()[-1])
+        assert 'changed while this job read it' in result.get('error', ''), result
+        assert [int(q[i]['id']) for i in range(len(q))] == list(range(100, 110))
+        r = StreamingDataset(remote=server.url, local=local, batch_size=1)
+        assert sorted(int(s['id']) for s in r) == list(range(100, 110))
+    finally:
+        server.stop()

@@ -452,3 +452,84 @@ def test_a_remote_with_a_query_string_is_refused_saying_where_the_credential_goe
     plain = StreamingDataset(remote=f'{http_server.url}/{name}', local=str(tmp_path / 'local'), batch_size=4,
                              storage_options={'bearer_token': token})
     assert [int(s['id']) for s in plain] == list(range(40))
+
+
+def test_an_index_rewritten_within_the_second_of_its_last_modified_is_downloaded_again(
+        http_server: StaticServer, tmp_path: Any) -> None:
+    """A web server without ``ETag`` (Python's, many static servers) dates a file to the second: a dataset rewritten
+    with the same sizes within the second of the previous write keeps ``index.json``'s size and ``Last-Modified``.
+    A check made within two seconds of that time does not name the version by that stat alone, so the next
+    construction downloads the index again and reads the new version (it was served the old one, hashes and
+    all). The modification times are set as such a rewrite leaves them."""
+    import time
+
+    from streaming_core import StreamingDataset
+    from tests.fixtures.data import write_mds
+    need_module('streaming_mds')
+    name = f'dataset-{uuid.uuid4().hex[:8]}'
+    remote, local = os.path.join(http_server.root, name), str(tmp_path / 'local')
+    second = int(time.time())
+    write_mds(remote, 10, hashes=['xxh64'])
+    os.utime(os.path.join(remote, 'index.json'), (second, second))
+    first = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)
+    assert [int(s['id']) for s in first] == list(range(10))
+    write_mds(remote, 10, start=100, hashes=['xxh64'], exist_ok=True)  # same names and sizes, other hashes
+    os.utime(os.path.join(remote, 'index.json'), (second, second))
+    again = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)
+    assert [int(s['id']) for s in again] == list(range(100, 110))
+    assert again.streams[0].index_identity != first.streams[0].index_identity
+    settled = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)  # the same bytes
+    assert [int(s['id']) for s in settled] == list(range(100, 110))
+    from streaming_core.reading.cache_record import coarse_mtime
+    assert coarse_mtime('stat:size=5;mtime=1764287101') == 1764287101.0  # SFTP's st_mtime
+    assert coarse_mtime('stat:size=5;mtime=Fri, 27 Nov 2026 23:45:01 GMT') == 1795823101.0
+    assert coarse_mtime('stat:etag="ab";size=5;mtime=Fri, 27 Nov 2026 23:45:01 GMT') is None  # an etag tells
+    assert coarse_mtime('stat:size=5;mtime=1764287101000000000;inode=7;ctime=1') is None  # a local file's
+
+
+def test_a_body_that_trickles_in_is_abandoned_within_the_timeout_and_its_size(tmp_path: Any) -> None:
+    """A server that answers at once and then sends a byte every 0.2 s never lets a read wait for its timeout; each
+    attempt of a download whose size is known still ends within ``timeout + size / 64 KiB/s``, and fails as a
+    retryable StorageError naming the URL (it ran for ever). What the abandoned attempt wrote is removed."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from streaming_core.storage.facade import MIN_DOWNLOAD_RATE
+    body = os.urandom(4000)
+    stop = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            for i in range(len(body)):
+                if stop.wait(0.2):
+                    return
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
+    url = f'http://127.0.0.1:{server.server_address[1]}/shard.00000.mds'
+    target = tmp_path / 'out' / 'shard.00000.mds'
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageError, match='did not finish within .* sends too slowly') as info:
+            download_file(url, str(target), timeout=1, retries=1, expected_size=len(body), **FAST)
+        elapsed = time.monotonic() - started
+        assert elapsed < 2 * (1 + len(body) / MIN_DOWNLOAD_RATE) + 2, elapsed
+        assert url in str(info.value) and not isinstance(info.value, PermanentStorageError)
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    deadline = time.monotonic() + 10
+    while os.listdir(tmp_path / 'out') and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(tmp_path / 'out') == []

@@ -35,7 +35,7 @@ from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
            'same_version', 'file_id_text', 'write_record', 'remote_key', 'remote_keys', 'file_identity',
-           'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of']
+           'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of', 'coarse_mtime', 'COARSE_MARGIN']
 
 #: File name of the record inside a state directory.
 RECORD_NAME = 'record.json'
@@ -173,6 +173,33 @@ def record_of(local_dir: str) -> CacheRecord | None:
 
 
 _CTIME = re.compile(r';ctime=\d+')
+
+
+#: Seconds after a coarse stat's modification time (see :func:`coarse_mtime`) before a check of the index names
+#: its version by that stat alone: a write in the same second keeps the stat (and a server's clock may differ).
+COARSE_MARGIN = 2.0
+
+
+def coarse_mtime(identity: str) -> float | None:
+    """The modification time (seconds since the epoch) of a remote stat identity that has neither an etag nor an
+    inode, so whole seconds at best (a web server's ``Last-Modified`` without ``ETag``, SFTP's ``st_mtime``):
+    another write within that second, of the same size, gives the same identity. ``None`` for any other identity,
+    and when the time cannot be read."""
+    if not identity.startswith('stat:') or 'etag=' in identity or 'inode=' in identity:
+        return None
+    text = next((part[len('mtime='):] for part in identity[len('stat:'):].split(';') if part.startswith('mtime=')),
+                None)
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def same_version(a: str, b: str) -> bool:

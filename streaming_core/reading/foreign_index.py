@@ -224,7 +224,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
         IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
     """
-    from streaming_core.reading.index_versions import stale_files
+    from streaming_core.reading.index_versions import stale_files, unproven_names
     where = redact_url(source)
     shown = redact_url(join(source, INDEX_BASENAME))
     name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
@@ -264,9 +264,9 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-        if removed:
+        if removed or rewritten or any(unproven_names(index, new) for index in olds):
             from streaming_core.reading.version_guard import note_purge
-            note_purge(sdir)  # a job still reading the old files must not read what replaces them
+            note_purge(sdir)  # a job still reading the old files must not read (nor install) what replaces them
     if rewritten:  # the same identity (the same index.json bytes), other sizes maybe: its binary index is stale
         from streaming_core.reading.binary_index import binary_path
         try:

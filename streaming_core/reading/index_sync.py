@@ -56,9 +56,11 @@ from streaming_core.errors import (
     StreamingError,
 )
 from streaming_core.reading.cache_record import (
+    COARSE_MARGIN,
     CacheRecord,
     CacheRemoteMismatchError,
     FileIdentity,
+    coarse_mtime,
     file_id_text,
     file_identity,
     is_in_place,
@@ -71,7 +73,7 @@ from streaming_core.reading.cache_record import (
     write_record,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
-from streaming_core.reading.index_versions import stale_files
+from streaming_core.reading.index_versions import stale_files, unproven_names
 from streaming_core.reading.version_guard import note_purge
 from streaming_core.storage.facade import (
     download_file,
@@ -436,7 +438,10 @@ class _Refresh:
 
     def _fresh(self, record: CacheRecord) -> bool:
         if self.probe is not None:
-            return same_version(self.probe, record.source_identity)
+            if not same_version(self.probe, record.source_identity):
+                return False
+            modified = coarse_mtime(self.probe)  # a stat to the second, no etag: a later write may look the same
+            return modified is None or record.checked_at >= modified + COARSE_MARGIN
         return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
 
     def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
@@ -477,16 +482,24 @@ class _Refresh:
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
+            if record is not None and old is not None and old != new and same_version(identity,
+                                                                                       record.source_identity):
+                identity = f'sha256:{sha256_hex(new)}'  # rewritten within the second its stat shows: not that name
             unknown = _unknown_provenance(record, local_now)
+            old_obj = _parse_or_none(old, path)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
                                         and not same_version(record.source_identity, self.probe))
-                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
+                stale = stale_files(old_obj, new_obj, stream.local_dir) if rewritten else []
+                changed = rewritten
             else:
-                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir)
+                stale = stale_files(old_obj, new_obj, stream.local_dir)
+                changed = old_obj is not None and bool(unproven_names(old_obj, new_obj))
             removed = _remove(stale)
-            if removed:
-                note_purge(self.sdir)  # a job still reading the old version must not read what replaces them
+            if removed or changed:
+                # A job still reading the old version must neither read what replaces the removed files nor install
+                # its own copy of a changed file (one it is downloading now) for readers of the new version.
+                note_purge(self.sdir)
             if record is None:
                 _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
             if old != new or (unknown and removed):  # a new file: a record under another cache root sees a change

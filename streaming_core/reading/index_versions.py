@@ -11,7 +11,7 @@ from typing import Any
 
 from streaming_core.reading.index_file import present_copy
 
-__all__ = ['stale_files']
+__all__ = ['stale_files', 'unproven_names']
 
 
 def _file_map(index: dict[str, Any]) -> dict[str, tuple[int, dict[str, str]] | None]:
@@ -66,3 +66,11 @@ def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str)
         if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
             stale.append(path)
     return stale
+
+
+def unproven_names(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The files of the index version ``old`` that ``new`` does not prove identical (removed, or not recorded with the
+    same size and hash), present locally or not: a job still reading ``old`` must not install its copy of one of
+    them where readers of ``new`` would take it for theirs."""
+    old_files, new_files = _file_map(old), _file_map(new)
+    return sorted(name for name in old_files if not _proven_same(old_files[name], new_files.get(name)))

@@ -14,6 +14,7 @@ import contextvars
 import os
 import re
 import time
+from contextlib import AbstractContextManager
 from typing import Any, Mapping, Sequence
 
 from streaming_core.common.paths import LOCK_NAME, default_local, state_dir
@@ -35,7 +36,7 @@ from streaming_core.reading.inplace_copies import copies_current, copy_is_curren
 from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
-from streaming_core.reading.version_guard import purge_count
+from streaming_core.reading.version_guard import installing, purge_count
 from streaming_core.storage.facade import (
     download_file,
     host_token,
@@ -567,7 +568,7 @@ class Stream:
         if info is None:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), options=self.storage_options,
-                          before_rename=listing_check(self, basename))
+                          before_rename=listing_check(self, basename), guard=self._installing)
             return
         expected_hash = None
         if self.validate_hash:
@@ -582,7 +583,7 @@ class Stream:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), expected_size=info.bytes,
                           expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options,
-                          before_rename=listed)
+                          before_rename=listed, guard=self._installing)
         except (TruncatedDownloadError, RemoteNotFoundError):
             if listed is not None:  # another size, or gone: a listed file replaced or removed is a new version
                 listed(path)
@@ -599,7 +600,12 @@ class Stream:
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
         """Decompress ``zip_path`` into ``raw_path``, bounded by the raw size the index declares."""
         from streaming_core.storage.compression import decompress_part
-        decompress_part(compression, zip_path, raw_path, raw)
+        decompress_part(compression, zip_path, raw_path, raw, guard=self._installing)
+
+    def _installing(self) -> AbstractContextManager[None]:
+        """Held while a file this stream fetched or decompressed is renamed into its local directory (see
+        :func:`~streaming_core.reading.version_guard.installing`)."""
+        return installing(self)
 
     def remove_shard_files(self, reader: Any) -> int:
         """Delete the shard's local files (raw and compressed); returns the bytes freed. Never called for a stream

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from streaming_core.common.paths import state_dir
@@ -29,7 +31,7 @@ from streaming_core.reading.cache_record import (
 )
 from streaming_core.storage.facade import write_file_atomic
 
-__all__ = ['PURGES_NAME', 'purge_count', 'note_purge', 'check_still_current']
+__all__ = ['PURGES_NAME', 'purge_count', 'note_purge', 'check_still_current', 'installing']
 
 #: The purge counter's file name in a state directory.
 PURGES_NAME = 'purges'
@@ -109,3 +111,33 @@ def check_still_current(local_dir: str, identity: str, purges: int, where: Any, 
         f'files of this version. Reading on would serve the new version\'s files under this job\'s index. Restart '
         f'the job to read the new version, or give jobs that must read different versions different local '
         f'directories.')
+
+
+@contextmanager
+def installing(stream: Any) -> Iterator[None]:
+    """Held while a file ``stream`` fetched or decompressed is renamed into its local directory: the directory still
+    holds the stream's index version (:func:`check_still_current`), checked under a shared hold of the stream's index
+    lock, so that a refresh for another version (which holds it exclusively, and counts a purge when an entry of the
+    old version changed) cannot come between the check and the rename. Otherwise a slow download of the old version,
+    finished after such a refresh, would be served to every reader of the new one.
+
+    Raises:
+        DatasetVersionError: another process refreshed the directory for another version since the stream loaded
+            its index (the caller discards the file).
+    """
+    from streaming_core.reading.index_sync import INDEX_LOCK_BYTE
+    identity = getattr(stream, 'index_identity', None)
+    if identity is None:  # not loaded through get_shards (a subclass's own use): nothing to compare with
+        yield
+        return
+    locks = stream.locks()
+    mine = locks.held_exclusive_here(INDEX_LOCK_BYTE)  # this thread refreshes: it must not wait for itself
+    if not mine:
+        locks.acquire(INDEX_LOCK_BYTE, False, stream.wait_timeout, f'the index check of {stream.local_dir}')
+    try:
+        check_still_current(stream.local_dir, identity, getattr(stream, 'purges_at_load', 0), stream,
+                            getattr(stream, 'purge_dir', None))
+        yield
+    finally:
+        if not mine:
+            locks.release(INDEX_LOCK_BYTE)

@@ -7,6 +7,8 @@ also the compressed file's extension. The level only matters when writing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from streaming_core.errors import UnknownNameError
@@ -148,10 +150,12 @@ def decompress_file(text: str, src_path: str, dst_path: str, max_size: int | Non
         return len(out)
 
 
-def decompress_part(compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
+def decompress_part(compression: str | None, zip_path: str, raw_path: str, raw: Any,
+                    guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
     """Decompress a shard's compressed file ``zip_path`` into ``raw_path`` through a temporary file, a chunk at a time
     where the compressor streams (gzip, bzip2), bounded by the raw size the index declares (``raw``: the raw file's
-    entry, with ``bytes`` and ``basename``; None when unknown) and renamed into place only when complete.
+    entry, with ``bytes`` and ``basename``; None when unknown) and renamed into place only when complete, inside
+    ``guard`` when given (as :func:`~streaming_core.storage.facade.download_file`'s).
 
     Raises:
         ShardCorruptError: the file does not decompress, or not to the declared size (naming the file).
@@ -175,7 +179,8 @@ def decompress_part(compression: str | None, zip_path: str, raw_path: str, raw: 
         if raw is not None and written != raw.bytes:
             raise ShardCorruptError(f'{zip_path} decompresses to {written} bytes, but the index declares '
                                     f'{raw.bytes} for {raw.basename}.')
-        os.replace(tmp, raw_path)
+        with guard() if guard is not None else nullcontext():
+            os.replace(tmp, raw_path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

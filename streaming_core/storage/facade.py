@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -248,10 +249,46 @@ def with_retries(action: Callable[[], T], *, what: str, attempts: int, initial_b
     raise AssertionError('unreachable')
 
 
+#: The slowest average rate (bytes per second) a shard's download may take beyond ``download_timeout``: an attempt
+#: still running after ``timeout + size / MIN_DOWNLOAD_RATE`` seconds is abandoned and retried.
+MIN_DOWNLOAD_RATE = 64 << 10
+
+
+def _within(seconds: float, action: Callable[[], None], tmp: str, what: str) -> None:
+    """Run ``action`` (a backend's download into ``tmp``) and wait at most ``seconds`` for it. A request waits for
+    each answer at most its timeout, but a server that keeps sending a byte now and then never lets it end; such an
+    attempt is abandoned (its thread ends when the backend gives up or the body ends; whatever it writes to ``tmp``
+    then is removed) and fails with a retryable :class:`StorageError`."""
+    done, outcome = threading.Event(), {}
+    abandoned = threading.Event()
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as err:  # handed to the caller
+            outcome['error'] = err
+        finally:
+            done.set()
+            if abandoned.is_set():
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+
+    threading.Thread(target=run, name='streaming-core-download', daemon=True).start()
+    if not done.wait(seconds):
+        abandoned.set()
+        raise StorageError(f'{what} did not finish within {seconds:.0f} s (the download timeout plus its size at '
+                           f'{MIN_DOWNLOAD_RATE >> 10} KiB/s): the server sends too slowly.')
+    if 'error' in outcome:
+        raise outcome['error']
+
+
 def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 2,
                   expected_size: int | None = None, expected_hash: tuple[str, str] | None = None,
                   options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5,
-                  before_rename: Callable[[str], None] | None = None) -> None:
+                  before_rename: Callable[[str], None] | None = None,
+                  guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
     """Download ``url`` to ``path`` atomically (a unique temporary name, then a rename).
 
     Args:
@@ -266,16 +303,24 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
         initial_backoff: The first retry's delay in seconds (doubles each retry, plus jitter).
         before_rename: Called with the temporary file once it passed the checks, before it is renamed into place
             (what it raises discards the file: a ``DatasetVersionError`` at once, a storage error after retries).
+        guard: A context held around ``before_rename`` and the rename (what it raises on entry discards the file, as
+            ``before_rename``'s): a stream's check, under a shared lock, that its directory still wants this version.
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     backend = get_backend(url, options)
     shown = redact_url(url)
+    remote = is_remote(url)
 
     def attempt() -> None:
         tmp = temp_name(path)
         try:
             try:
-                backend.download(url, tmp, timeout=timeout)
+                if expected_size is None or not remote:
+                    backend.download(url, tmp, timeout=timeout)
+                else:  # the timeout bounds each wait of a request; a body trickling in must end too
+                    _within(timeout + expected_size / MIN_DOWNLOAD_RATE,
+                            lambda: backend.download(url, tmp, timeout=timeout), tmp,
+                            f'Download of {shown} ({expected_size} bytes)')
             except FileNotFoundError as err:
                 if isinstance(err, RemoteNotFoundError):
                     raise
@@ -294,9 +339,10 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 if got != want:
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
-            if before_rename is not None:
-                before_rename(tmp)
-            os.replace(tmp, path)
+            with guard() if guard is not None else nullcontext():
+                if before_rename is not None:
+                    before_rename(tmp)
+                os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)

@@ -33,7 +33,7 @@ class RangeLocks:
         self.path = path
         os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        self._held: dict[int, list] = {}  # byte -> [exclusive, count]
+        self._held: dict[int, list] = {}  # byte -> [exclusive, count, thread that took it]
         self._mutex = threading.Lock()
 
     @classmethod
@@ -75,7 +75,7 @@ class RangeLocks:
                 if err.errno in (errno.EACCES, errno.EAGAIN):
                     return False
                 raise
-            self._held[byte] = [exclusive, 1]
+            self._held[byte] = [exclusive, 1, threading.get_ident()]
             return True
 
     def acquire(self, byte: int, exclusive: bool, timeout: float, what: str = '',
@@ -114,6 +114,12 @@ class RangeLocks:
     def held(self, byte: int) -> bool:
         """Whether this process holds the lock on ``byte``."""
         return byte in self._held
+
+    def held_exclusive_here(self, byte: int) -> bool:
+        """Whether the calling thread holds the lock on ``byte`` exclusively (taking it again would wait for
+        itself)."""
+        held = self._held.get(byte)
+        return held is not None and held[0] and held[2] == threading.get_ident()
 
 
 os.register_at_fork(after_in_child=RangeLocks._after_fork)
