@@ -159,7 +159,8 @@ class ShardWriter:
     extra_bytes_per_sample: int = 0
     part_names: tuple[str, ...] = ('data',)
     #: An optional faster ``encode(sample) -> bytes | None`` a format sets per writer (MDS compiles one for its
-    #: columns). ``None`` from it means "not this way": :meth:`encode_sample` then runs and raises the precise error.
+    #: columns), only when the writer's class does not override :meth:`encode_sample` (a subclass's override must
+    #: run). ``None`` from it means "not this way": :meth:`encode_sample` then runs and raises the precise error.
     _encode_fast: Callable[[Mapping[str, Any]], bytes | None] | None = None
 
     def __init__(self, *, out: str | Sequence[str], keep_local: bool = False, compression: str | None = None,
@@ -240,6 +241,50 @@ class ShardWriter:
     def shard_overhead(self) -> int:
         """Bytes a new shard counts against ``size_limit`` before any sample (MDS: its header; default 0)."""
         return 0
+
+    # The reference's names, for subclasses written for it: a subclass that overrides one of these is called
+    # instead of :meth:`encode_shard`; ``super()`` gives the format's own files.
+    def encode_joint_shard(self) -> bytes:
+        """The data file of the shard being flushed (a one-file format), from :attr:`new_samples`."""
+        return self.encode_shard(self._samples)['data']
+
+    def encode_split_shard(self) -> tuple[bytes, bytes]:
+        """The data and meta files of the shard being flushed (a format with both), from :attr:`new_samples`."""
+        files = self.encode_shard(self._samples)
+        return files['data'], files['meta']
+
+    def _shard_files(self, samples: list[bytes]) -> dict[str, bytes]:
+        kind = type(self)
+        if kind.encode_joint_shard is not ShardWriter.encode_joint_shard:
+            return {'data': self.encode_joint_shard()}
+        if kind.encode_split_shard is not ShardWriter.encode_split_shard:
+            data, meta = self.encode_split_shard()
+            return {'data': data, 'meta': meta}
+        return self.encode_shard(samples)
+
+    @property
+    def new_samples(self) -> list[bytes]:
+        """The encoded samples of the shard being filled (the reference's name)."""
+        return self._samples
+
+    @new_samples.setter
+    def new_samples(self, value: list[bytes]) -> None:
+        self._samples = value
+
+    @property
+    def new_shard_size(self) -> int:
+        """The bytes the shard being filled counts against ``size_limit`` (the reference's name)."""
+        return self._shard_size
+
+    @new_shard_size.setter
+    def new_shard_size(self, value: int) -> None:
+        self._shard_size = value
+
+    def _reset_cache(self) -> None:
+        """Start an empty shard buffer (the reference's idiom after a manual :meth:`flush_shard`, which already
+        does it here)."""
+        self._samples = []
+        self._shard_size = self.extra_bytes_per_shard
 
     def uncounted_bytes_per_shard(self) -> int:
         """Bytes of the data file that ``size_limit`` does not count (the XSV header line); used for the 4 GiB
@@ -387,7 +432,7 @@ class ShardWriter:
         with self._write_lock:
             index = len(self.shards)
             samples = self._samples
-            files = self.encode_shard(samples)
+            files = self._shard_files(samples)
             entry = dict(self.config)
             entry['samples'] = len(samples)
             written = []

@@ -81,7 +81,9 @@ class MDSWriter(ShardWriter):
         self._plan = [(name, codec.encode, codec.size, encoding)
                       for name, encoding, codec in zip(self.column_names, self.column_encodings, codecs, strict=True)]
         self._head = struct.Struct(f'<{sum(size is None for size in self.column_sizes)}I')
-        self._encode_fast = compile_encoder(self._plan, [type(codec) for codec in codecs], self._head.pack)
+        self._compiled = compile_encoder(self._plan, [type(codec) for codec in codecs], self._head.pack)
+        if type(self).encode_sample is MDSWriter.encode_sample:  # a subclass's own encode_sample must run
+            self._encode_fast = self._compiled
         self._config_data = b''
         super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
                          size_limit=size_limit, **kwargs)
@@ -109,7 +111,7 @@ class MDSWriter(ShardWriter):
         then still has to have exactly its size. The encoder compiled for this writer's columns runs first; when it
         cannot encode the sample, :meth:`_encode_sample_checked` raises the precise error, naming the column.
         """
-        data = self._encode_fast(sample)
+        data = self._compiled(sample)
         return data if data is not None else self._encode_sample_checked(sample)
 
     def _encode_sample_checked(self, sample: Mapping[str, Any]) -> bytes:
