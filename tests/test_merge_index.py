@@ -251,3 +251,19 @@ def test_a_partition_without_its_index_is_refused_not_dropped(dirfs: dict[str, A
     os.remove(os.path.join(only_local, '1', 'index.json'))
     with pytest.raises(IndexFormatError, match=r"\['1'\]"):
         merge_index(only_local)
+
+
+def test_a_dataset_s_own_index_at_the_output_is_not_replaced(tmp_path: Any) -> None:
+    """A dataset written to ``root`` and a split to ``root/val``: ``merge_index(root)`` would replace the root
+    dataset's index by the split's, leaving its samples unindexed with no error. It is refused, naming the index,
+    and the dataset still reads; an earlier merge's index is replaced as before (tested above)."""
+    from streaming_core import LocalDataset
+    from streaming_core.cli import main
+    root = str(tmp_path / 'root')
+    write_partition((root, 'root', 0))
+    write_partition((os.path.join(root, 'val'), 'val', 500))
+    before = [int(LocalDataset(root)[i]['id']) for i in range(len(LocalDataset(root)))]
+    with pytest.raises(FileExistsError, match=r'index of a dataset stored there \(shard\.00000\.mds is beside'):
+        merge_index(root)
+    assert main(['merge-index', root]) != 0  # the command says the same
+    assert [int(LocalDataset(root)[i]['id']) for i in range(len(LocalDataset(root)))] == before

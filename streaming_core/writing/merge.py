@@ -99,6 +99,7 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
     try:
         os.makedirs(local, exist_ok=True)
         index_path = os.path.join(local, INDEX_BASENAME)
+        _refuse_a_dataset_s_own_index(index_path)
         with tempfile.TemporaryDirectory(prefix='streaming-merge-') as scratch:
             _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries,
                           out_dir=local if remote is None else None)
@@ -310,6 +311,32 @@ def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) ->
             basename = check_basename(info.get('basename'), f'{where} {key}')
             result[key] = {**info, 'basename': f'{prefix}/{basename}'}
     return result
+
+
+def _refuse_a_dataset_s_own_index(index_path: str) -> None:
+    """A merged index names every file under its partition's directory (``<partition>/shard...``). An
+    ``index.json`` at the output that names a file directly beside it is a dataset's own index, not an earlier
+    merge: replacing it would leave that dataset's samples unindexed (the reference refuses any existing one).
+
+    Raises:
+        FileExistsError: naming the index and a file it names.
+    """
+    if not os.path.isfile(index_path):
+        return
+    try:
+        for entry in _entries(index_path, index_path):
+            for key in _FILE_KEYS:
+                info = entry.get(key) if isinstance(entry, Mapping) else None
+                name = info.get('basename') if isinstance(info, Mapping) else None
+                if isinstance(name, str) and '/' not in name:
+                    raise FileExistsError(
+                        f'merge_index: {index_path} is the index of a dataset stored there ({name} is beside '
+                        f'it), not an earlier merge; merging would replace it and leave its samples unindexed. '
+                        f'Merge into another directory, or move that dataset into a subdirectory first.')
+    except (ValueError, OSError) as err:
+        if isinstance(err, FileExistsError):
+            raise
+        return  # unreadable: not a dataset anyone reads; the merge replaces it
 
 
 def _remote_sizes(remote: str, options: Mapping[str, Any] | None, timeout: float) -> dict[str, int | None]:
