@@ -43,6 +43,27 @@ def test_convert_jsonl_command_line(tmp_path, capsys):
     assert code == 0 and (remote / 'index.json').exists() and (local / 'index.json').exists()
 
 
+@pytest.mark.parametrize('kind', ['jsonl', 'imagefolder'])
+def test_convert_refuses_an_output_that_holds_its_source(tmp_path, capsys, kind):
+    """`streaming convert jsonl ds/raw/x.jsonl ds` says the directory is not empty and to pass --exist-ok; doing
+    so cleared ``ds``, the source with it, and then failed. The output holding the source is refused either way,
+    and the source stays."""
+    out = tmp_path / 'ds'
+    if kind == 'jsonl':
+        src = out / 'raw' / 'x.jsonl'
+        src.parent.mkdir(parents=True)
+        src.write_text(''.join(json.dumps({'id': i}) + '\n' for i in range(20)))
+    else:
+        from PIL import Image
+        src = out / 'images'
+        (src / 'cat').mkdir(parents=True)
+        Image.new('RGB', (4, 4)).save(src / 'cat' / 'a.png')
+    for extra in ([], ['--exist-ok']):
+        code, _, err = run(capsys, 'convert', kind, str(src), str(out), '--quiet', *extra)
+        assert code == 1 and f'holds the source {src}' in err and 'Write to another directory' in err
+        assert src.exists()
+
+
 def test_convert_csv_delimiter(tmp_path, capsys):
     src = tmp_path / 'in.txt'
     src.write_text('a;b\n1;x\n2;y\n')

@@ -136,8 +136,18 @@ def test_nulls_and_ragged_arrays_are_named(spark, tmp_path):
     from streaming_core.tools.spark import dataframe_to_mds
     schema = T.StructType([T.StructField('id', T.IntegerType()), T.StructField('v', T.IntegerType())])
     nulls = spark.createDataFrame([(1, 5), (2, None)], schema).coalesce(1)
-    with pytest.raises(Exception, match="Column 'v' holds a null"):
+    with pytest.raises(Exception, match=r"partition 0, row 1: Column 'v' holds a null"):
         dataframe_to_mds(nulls, mds_kwargs={'out': str(tmp_path / 'n')})
+    inner = T.StructType([T.StructField('a', T.ArrayType(T.ArrayType(T.IntegerType())))])
+    inner_null = spark.createDataFrame([([[1, 2], [3, 4]],), ([[1, None], [3, 4]],)], inner).coalesce(1)
+    with pytest.raises(Exception, match=r"partition 0, row 1: Column 'a'.*holds a null inside the array"):
+        dataframe_to_mds(inner_null, mds_kwargs={'out': str(tmp_path / 'i'), 'columns': {'a': 'ndarray:int32'}})
+    # conversion.md: Spark hands a float column's null to Python as NaN (as for the reference): written as NaN.
+    floats = spark.createDataFrame([(1, 0.5), (2, None)], 'id int, f double').coalesce(1)
+    dataframe_to_mds(floats, mds_kwargs={'out': str(tmp_path / 'f'), 'compression': None})
+    from streaming_core import LocalDataset
+    read = LocalDataset(str(tmp_path / 'f'))
+    assert read[0]['f'] == 0.5 and np.isnan(read[1]['f'])
     ragged_schema = T.StructType([T.StructField('g', T.ArrayType(T.ArrayType(T.IntegerType())))])
     ragged = spark.createDataFrame([([[1, 2], [3]],)], ragged_schema).coalesce(1)
     with pytest.raises(Exception, match='same length'):
@@ -175,3 +185,36 @@ def test_remote_output_through_storage_plugin(frame, tmp_path):
     assert os.path.isfile(remote_dir / 'index.json') and not os.path.exists(local)
     dataset = StreamingDataset(remote=f'file://{remote_dir}', local=str(tmp_path / 'cache'), batch_size=1)
     assert sorted(int(dataset[i]['id']) for i in range(dataset.num_samples)) == list(range(60))
+
+
+def test_a_failed_exist_ok_rerun_leaves_no_index_over_rewritten_shards(spark, tmp_path):
+    """Run 1 writes (local, remote); run 2 with exist_ok=True fails midway (a null). The remote must not keep run
+    1's index.json over shards run 2 rewrote (it read 225 old and 175 new samples, with no error): the index is
+    emptied before any task starts, so readers find no samples until a run succeeds."""
+    from streaming_core import StreamingDataset
+    from streaming_core.tools.spark import dataframe_to_mds
+    remote = str(tmp_path / 'remote')
+    first = spark.createDataFrame([(i, i) for i in range(400)], 'id int, v int').repartition(4)
+    dataframe_to_mds(first, mds_kwargs={'out': (str(tmp_path / 'l1'), remote), 'compression': None})
+    assert len(StreamingDataset(remote=remote, local=str(tmp_path / 'c1'), batch_size=1)) == 400
+    rows = [(1000 + i, i if i != 350 else None) for i in range(400)]
+    second = spark.createDataFrame(rows, 'id int, v int').repartition(4)
+    with pytest.raises(Exception, match='holds a null'):
+        dataframe_to_mds(second, mds_kwargs={'out': (str(tmp_path / 'l2'), remote), 'exist_ok': True,
+                                             'compression': None})
+    index = json.load(open(os.path.join(remote, 'index.json')))
+    assert index['shards'] == []
+
+
+def test_a_dataframe_read_from_under_out_is_not_deleted(spark, tmp_path):
+    """exist_ok=True clears ``out`` first; a DataFrame read lazily from a file under it would lose its source."""
+    from streaming_core.tools.spark import dataframe_to_mds
+    out = tmp_path / 'ds'
+    (out / 'raw').mkdir(parents=True)
+    source = out / 'raw' / 'rows.json'
+    source.write_text('\n'.join(json.dumps({'id': i}) for i in range(10)))
+    frame = spark.read.json(str(source))
+    for exist_ok in (True, False):
+        with pytest.raises(ValueError, match='holds a file the DataFrame reads'):
+            dataframe_to_mds(frame, mds_kwargs={'out': str(out), 'exist_ok': exist_ok})
+    assert source.exists()

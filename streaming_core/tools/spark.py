@@ -53,18 +53,36 @@ def _split_out(out: Any) -> tuple[str, str | None, bool]:
                      f'tuple.')
 
 
-def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, options: dict[str, Any]) -> None:
-    from streaming_core.storage.facade import exists, join
+def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, options: dict[str, Any],
+                  inputs: list[str]) -> None:
+    from streaming_core.storage.facade import exists, join, local_path
     if not temp and os.path.isdir(local) and os.listdir(local):
+        root = os.path.realpath(local).rstrip(os.sep) + os.sep
+        inside = next((path for path in inputs if os.path.realpath(local_path(path)).startswith(root)), None)
+        if inside is not None:
+            raise ValueError(f'The output directory {local} holds a file the DataFrame reads ({inside}): writing '
+                             f'there would {"delete" if exist_ok else "mix with"} it. Write to another directory.')
         if not exist_ok:
             raise DirectoryNotEmptyError(
                 f'Directory is not empty: {local}. Pass exist_ok=True in mds_kwargs to replace its '
                 f'contents, or choose an empty directory.')
         shutil.rmtree(local)
-    if remote and not exist_ok and exists(join(remote, 'index.json'), timeout=60, options=options):
-        raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
-                                     f'{redact_url(join(remote, "index.json"))}. Pass exist_ok=True in mds_kwargs to '
-                                     f'overwrite it.')
+    if remote and exists(join(remote, 'index.json'), timeout=60, options=options):
+        if not exist_ok:
+            raise DirectoryNotEmptyError(f'The remote output already holds a dataset: '
+                                         f'{redact_url(join(remote, "index.json"))}. Pass exist_ok=True in mds_kwargs '
+                                         f'to overwrite it.')
+        from streaming_core.writing.writer import upload_empty_index  # before any task overwrites a shard
+        upload_empty_index(join(remote, 'index.json'), timeout=60, retries=2, options=options)
+
+
+def _input_files(dataframe: Any) -> list[str]:
+    """The local files a DataFrame reads (``inputFiles()``; none when Spark cannot tell)."""
+    try:
+        files = dataframe.inputFiles()
+    except Exception:  # noqa: BLE001 (a DataFrame of another origin)
+        return []
+    return [path for path in files if path.startswith('file:') or '://' not in path]
 
 
 def _check_writer(columns: dict[str, str], writer_kwargs: dict[str, Any]) -> None:
@@ -102,8 +120,14 @@ def _task(local: str, remote: str | None, width: int, columns: dict[str, str], w
         writer = None
         count = 0
         for pdf in batches:
-            samples = udf(pdf, **udf_kwargs) if udf is not None else _records(pdf, plan)
-            for sample in samples:
+            samples = iter(udf(pdf, **udf_kwargs) if udf is not None else _records(pdf, plan))
+            while True:
+                try:
+                    sample = next(samples)
+                except StopIteration:
+                    break
+                except (TypeError, ValueError) as err:  # a value _records could not convert (a null...)
+                    raise ValueError(f'dataframe_to_mds: partition {partition}, row {count}: {err}') from err
                 if writer is None:
                     writer_cls = get_registry('format').get('mds').writer
                     writer = writer_cls(out=out, columns=columns, **writer_kwargs)
@@ -170,7 +194,7 @@ def dataframe_to_mds(dataframe: Any, merge_index: bool = True, mds_kwargs: dict[
     else:
         columns = infer_spark_columns(dataframe.schema)
     local, remote, temp = _split_out(out)
-    _check_output(local, remote, temp, exist_ok, options)
+    _check_output(local, remote, temp, exist_ok, options, _input_files(dataframe))
     os.makedirs(local, exist_ok=True)
     width = max(5, len(str(max(dataframe.rdd.getNumPartitions() - 1, 0))))
     writer_kwargs = {**kwargs, 'keep_local': keep_local or not remote, 'exist_ok': True}

@@ -55,6 +55,11 @@ class Source:
         """A short description of a part for error messages (override)."""
         return repr(part)
 
+    def input_paths(self) -> list[str]:
+        """The local files (or directories) this source reads: an output that ``exist_ok`` would clear must not
+        hold them (default: the ``files`` attribute, if any)."""
+        return list(getattr(self, 'files', []))
+
     def locate(self, part: Any, index: int) -> str:
         """Where record ``index`` (counted from 0) of a part is, for error messages (default: the part's
         description and the record's number in it)."""

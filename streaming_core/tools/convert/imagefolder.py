@@ -76,6 +76,10 @@ class ImageFolderSource(Source):
         self.image_encoding = 'jpeg'
         self.read_images = True
 
+
+    def input_paths(self) -> list[str]:
+        """The image folder."""
+        return [self.src]
     def infer_columns(self) -> dict[str, str]:
         """``image`` (``jpeg``/``png``/``bytes`` by file suffix), ``label`` int, ``label_name`` and ``path`` str."""
         suffixes = {os.path.splitext(rel)[1].lower() for rel, _ in self.items}

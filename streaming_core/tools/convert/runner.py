@@ -90,9 +90,15 @@ def _split_out(out: str | Sequence[str]) -> tuple[str | None, str | None]:
     raise ValueError(f'Invalid output {redact_repr(out)}: give a directory, a URL or a (local, remote) pair.')
 
 
-def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options: Mapping[str, Any]) -> None:
-    """Refuse a non-empty local directory or a remote holding a dataset, unless ``exist_ok`` (then clear local)."""
+def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options: Mapping[str, Any],
+                 inputs: Sequence[str] = ()) -> None:
+    """Refuse a non-empty local directory or a remote holding a dataset, unless ``exist_ok`` (then clear local);
+    refuse an output that holds the source's ``inputs``, which clearing it would delete."""
     if local is not None and os.path.isdir(local) and os.listdir(local):
+        inside = next((path for path in inputs if _is_within(path, local)), None)
+        if inside is not None:
+            raise ValueError(f'The output directory {local} holds the source {inside}: writing there would '
+                             f'{"delete" if exist_ok else "mix with"} it. Write to another directory.')
         if not exist_ok:
             raise DirectoryNotEmptyError(
                 f'Directory is not empty: {local}. Pass --exist-ok (exist_ok=True) to replace its '
@@ -105,6 +111,11 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
                                          f'to overwrite it.')
         from streaming_core.writing.writer import upload_empty_index  # the merged index, before the partitions
         upload_empty_index(join(remote, 'index.json'), timeout=60, retries=2, options=options)
+
+
+def _is_within(path: str, directory: str) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:
@@ -281,7 +292,7 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
                               'size_limit': size_limit, 'exist_ok': exist_ok, 'keep_local': keep_local,
                               'storage_options': options, **dict(writer_options or {})}
     parts = source.split(workers)
-    _prepare_out(local, remote, exist_ok, options)
+    _prepare_out(local, remote, exist_ok, options, source.input_paths())
     if workers == 1:
         bar = _bar(source, progress, 1)
         try:

@@ -188,6 +188,10 @@ def _nested_list(value: Any) -> Any:
     return value
 
 
+def _holds_none(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and any(_holds_none(item) for item in value))
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return [_jsonable(v) for v in value.tolist()] if value.dtype != object else [_jsonable(v) for v in value]
@@ -220,8 +224,12 @@ def value_converter(encoding: str, column: str) -> Callable[[Any], Any]:
                 raise null
             if isinstance(value, np.ndarray) and value.dtype != object:
                 return value.astype(dtype, copy=False) if dtype else value
+            nested = _nested_list(value)
+            if _holds_none(nested):  # numpy would make a float None a NaN, silently
+                raise CodecError(f'Column {column!r}: {_short(value)} holds a null inside the array, which an ndarray '
+                                 f'cannot store. Fill or filter the nulls first, or use a "json" column.')
             try:
-                return np.array(_nested_list(value), dtype=dtype)
+                return np.array(nested, dtype=dtype)
             except (ValueError, TypeError) as err:
                 raise CodecError(f'Column {column!r}: {_short(value)} cannot form a {dtype or ""} ndarray: nested '
                                  f'arrays must all have the same length and hold no nulls ({err}). Store ragged '
