@@ -161,6 +161,10 @@ class DirectoryNotEmptyError(StreamingError, FileExistsError):
     """A writer's output directory is not empty and ``exist_ok`` is false (``FileExistsError``, as the reference)."""
 
 
+class OutputBusyError(StreamingError, FileExistsError):
+    """Another process is writing to the same output (its directory, or its remote) on this machine."""
+
+
 class SampleAccessError(StreamingError, RuntimeError):
     """A sample could not be read after its shard was prepared again (``RuntimeError``, as in the reference)."""
 

@@ -57,7 +57,7 @@ _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLo
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
            'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'SampleSizeError',
-           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError', 'DirectoryNotEmptyError')
+           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError', 'DirectoryNotEmptyError', 'OutputBusyError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 

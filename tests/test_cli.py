@@ -122,6 +122,22 @@ def test_verify_decodes_samples_without_hashes(tmp_path, capsys):
     assert 'BAD shard 0' in text and 'cannot be opened' in text
 
 
+def test_verify_no_decode_checks_files_of_a_pkl_dataset(tmp_path, capsys):
+    """``--no-decode`` checks sizes and hashes only, so a ``pkl`` column (refused unless allowed, because decoding
+    it runs code) does not make every shard bad; the summary says what was checked when every shard failed."""
+    mds = pytest.importorskip('streaming_mds')
+    out = str(tmp_path / 'pk')
+    with mds.MDSWriter(out=out, columns={'p': 'pkl', 'i': 'int'}, hashes=['sha1']) as writer:
+        for i in range(5):
+            writer.write({'p': {'k': i}, 'i': i})
+    code, text, _ = run(capsys, 'verify', out, '--quiet', '--no-decode')
+    assert code == 0 and 'hashes sha1; not decoded' in text and 'BAD' not in text
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 1 and 'unsafe type: pkl' in text and 'no shard passed' in text and 'every sample' not in text
+    code, text, _ = run(capsys, 'verify', out, '--quiet', '--allow-unsafe-types')
+    assert code == 0 and 'every sample decoded' in text
+
+
 def test_verify_compressed_and_remote(tmp_path, capsys, http_server):
     out = _dataset(tmp_path, 'z', compression='zstd')
     code, text, _ = run(capsys, 'verify', out, '--quiet')

@@ -41,6 +41,16 @@ def test_convert_jsonl_command_line(tmp_path, capsys):
     local, remote = tmp_path / 'local', tmp_path / 'remote'
     code, _, _ = run(capsys, 'convert', 'jsonl', str(src), f'{local}::file://{remote}', '--quiet', '--keep-local')
     assert code == 0 and (remote / 'index.json').exists() and (local / 'index.json').exists()
+    # Without --keep-local nothing stays in LOCAL, with several workers too (the merged index.json stayed, and
+    # read as a dataset it named files no longer there).
+    for workers in ('1', '3'):
+        local, remote = tmp_path / f'local-{workers}', tmp_path / f'remote-{workers}'
+        code, _, err = run(capsys, 'convert', 'jsonl', str(src), f'{local}::file://{remote}', '--quiet',
+                           '--workers', workers)
+        assert code == 0, err
+        assert not local.exists() or not any(local.rglob('*')), sorted(local.rglob('*'))
+        data = LocalDataset(str(remote))
+        assert sorted(int(data[i]['id']) for i in range(len(data))) == list(range(300))
 
 
 @pytest.mark.parametrize('kind', ['jsonl', 'imagefolder'])

@@ -173,8 +173,12 @@ def test_deleted_shard_is_downloaded_again(tmp_path):
 
 def test_repr_has_no_secrets(tmp_path):
     remote = write_mds(str(tmp_path / 'remote'), 5)
-    stream = Stream(remote='https://user:hunter2@example.invalid/data?X-Amz-Signature=abc', local=str(tmp_path / 'c'))
-    assert 'hunter2' not in repr(stream) and 'abc' not in repr(stream)
+    stream = Stream(remote='https://user:hunter2@example.invalid/data', local=str(tmp_path / 'c'))
+    signed = Stream(remote='s3://bucket/data?X-Amz-Signature=abcdef', local=str(tmp_path / 'c'))
+    assert 'hunter2' not in repr(stream) and 'abcdef' not in repr(signed)
+    with pytest.raises(ValueError, match='query string') as info:  # an http(s) remote cannot carry a query
+        Stream(remote='https://user:hunter2@example.invalid/data?X-Amz-Signature=abcdef', local=str(tmp_path / 'c'))
+    assert 'hunter2' not in str(info.value) and 'abcdef' not in str(info.value)
     dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'c2'), batch_size=1)
     assert 'streams=' in repr(dataset)
 

@@ -26,6 +26,7 @@ from streaming_core.errors import (
 from streaming_core.hookspecs import hookimpl
 from streaming_core.machinery import discovery as plugins
 from streaming_core.storage.facade import (
+    check_location,
     check_options,
     clear_backend_cache,
     download_file,
@@ -356,3 +357,29 @@ print('lazy')
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, env=env,
                             cwd=str(tmp_path))
     assert result.returncode == 0 and 'lazy' in result.stdout, result.stderr[-3000:]
+
+
+def test_a_mistyped_url_is_refused_not_read_as_a_local_directory(tmp_path: Any, monkeypatch: Any) -> None:
+    """``out='s3:/bucket/x'`` (a slash missing) wrote a local directory named ``s3:`` and said nothing, and
+    ``remote='s3://'`` (nothing after the scheme) was read as the local path ``s3:``. Each entry point refuses
+    them, naming the URL meant; one-slash forms that are real (``dbfs:/``, ``file:/``) still work."""
+    from streaming_core import StreamingDataset
+    from streaming_core.writing.merge import merge_index
+    from tests.fixtures.data import write_mds
+    mds = pytest.importorskip('streaming_mds')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"`out` 's3:/my-bucket/ds' is a URL with a slash missing.*s3://my-bucket/ds"):
+        mds.MDSWriter(out='s3:/my-bucket/ds', columns={'id': 'int'})
+    with pytest.raises(ValueError, match='slash missing'):
+        mds.MDSWriter(out=(str(tmp_path / 'l'), 'gs:/b/ds'), columns={'id': 'int'})
+    with pytest.raises(ValueError, match="`remote` 's3:/bkt/ds' is a URL with a slash missing"):
+        StreamingDataset(remote='s3:/bkt/ds', local=str(tmp_path / 'c'), batch_size=1)
+    for remote in ('s3://', 'oci://', 's3:///'):
+        with pytest.raises(ValueError, match='names no bucket, host or path'):
+            StreamingDataset(remote=remote, local=str(tmp_path / 'c'), batch_size=1)
+    with pytest.raises(ValueError, match='slash missing'):
+        merge_index('s3:/bkt/ds')
+    assert not os.path.exists(tmp_path / 's3:') and not os.path.exists(tmp_path / 'gs:')
+    data = write_mds(str(tmp_path / 'data'), 10)
+    assert len(StreamingDataset(remote=f'file://{data}', local=str(tmp_path / 'copy'), batch_size=1)) == 10
+    check_location('dbfs:/Volumes/cat/schema/vol/ds', 'remote')  # the reference's form

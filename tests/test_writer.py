@@ -348,3 +348,39 @@ def test_a_writer_shared_by_threads_keeps_every_sample_once(tmp_path: Any, kind:
     assert got == sorted(b + i for b in (0, 100_000, 200_000) for i in range(1000))
     with pytest.raises(RuntimeError, match='finished'):
         writer.write(sample(1))
+
+
+def test_a_second_process_writing_the_same_output_is_refused(tmp_path):
+    """Two processes writing one directory (or remote) at once overwrote each other's shards and both reported
+    success: the dataset read 50 samples mixed from both. The second is refused, naming the first process; once the
+    first finishes (or is killed) the output can be written again."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    out, remote = str(tmp_path / 'ds'), f'file://{tmp_path / "remote"}'
+    holder = ('import sys, time\n'
+              'from streaming_mds import MDSWriter\n'
+              'out = sys.argv[1] if len(sys.argv) < 3 else (sys.argv[1] + "-local", sys.argv[2])\n'
+              'writer = MDSWriter(out=out, columns={"id": "int"})\n'
+              'writer.write({"id": 1})\n'
+              'print("holding", flush=True)\n'
+              'sys.stdin.readline()\n'
+              'writer.finish()\n')
+    from streaming_core.errors import OutputBusyError
+    for target in ((out,), (out, remote)):
+        first = subprocess.Popen([sys.executable, '-c', holder, *target], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, cwd=str(tmp_path))
+        assert first.stdout.readline().strip() == 'holding'
+        given = target[0] if len(target) == 1 else (str(tmp_path / 'other-local'), target[1])
+        with pytest.raises(OutputBusyError, match=rf'Another writer is writing to .*\(process {first.pid}\)'):
+            MDSWriter(out=given, columns={'id': 'int'}, exist_ok=True)
+        if len(target) == 1:
+            first.communicate('\n', timeout=60)
+            assert first.returncode == 0
+        else:
+            first.send_signal(signal.SIGKILL)  # a crash releases it
+            first.wait(timeout=60)
+            time.sleep(0.1)
+        with MDSWriter(out=given, columns={'id': 'int'}, exist_ok=True) as writer:
+            writer.write({'id': 2})

@@ -74,7 +74,7 @@ from streaming_core.reading.cache_record import (
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.reading.index_versions import stale_files, unproven_names
-from streaming_core.reading.version_guard import note_purge
+from streaming_core.reading.version_guard import INDEX_LOCK_BYTE, note_purge
 from streaming_core.storage.facade import (
     download_file,
     is_remote,
@@ -91,8 +91,6 @@ __all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index'
 
 logger = logging.getLogger('streaming_core.reading.index_sync')
 
-#: The byte of a stream's lock file that guards its index and record.
-INDEX_LOCK_BYTE = 0
 _REMOTE_COPY = 'remote-index.json'
 
 

@@ -31,8 +31,11 @@ from streaming_core.reading.cache_record import (
 )
 from streaming_core.storage.facade import write_file_atomic
 
-__all__ = ['PURGES_NAME', 'purge_count', 'note_purge', 'check_still_current', 'installing']
+__all__ = ['INDEX_LOCK_BYTE', 'PURGES_NAME', 'purge_count', 'note_purge', 'check_still_current', 'installing']
 
+#: The byte of a stream's lock file that guards its index and record (held exclusively by a refresh, shared by a
+#: file being installed: :func:`installing`).
+INDEX_LOCK_BYTE = 0
 #: The purge counter's file name in a state directory.
 PURGES_NAME = 'purges'
 
@@ -125,7 +128,6 @@ def installing(stream: Any) -> Iterator[None]:
         DatasetVersionError: another process refreshed the directory for another version since the stream loaded
             its index (the caller discards the file).
     """
-    from streaming_core.reading.index_sync import INDEX_LOCK_BYTE
     identity = getattr(stream, 'index_identity', None)
     if identity is None:  # not loaded through get_shards (a subclass's own use): nothing to compare with
         yield

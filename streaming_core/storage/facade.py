@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.errors import (
@@ -29,6 +28,14 @@ from streaming_core.machinery.protocols import StorageBackend
 from streaming_core.storage.redact import redact_url
 from streaming_core.storage.retries import backoff_delays
 from streaming_core.storage.store_answers import confirm_upload
+from streaming_core.storage.url import (  # noqa: F401 (names this module has always offered)
+    _SINGLE_SLASH_SCHEMES,
+    check_location,
+    is_remote,
+    join,
+    local_path,
+    url_scheme,
+)
 
 __all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
            'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
@@ -45,50 +52,6 @@ T = TypeVar('T')
 
 _backends: dict[tuple[int, str, tuple[tuple[str, Any], ...]], StorageBackend] = {}
 _backends_lock = ForkSafeLock()  # a forked child never inherits it held
-
-
-#: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
-_SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
-
-
-def url_scheme(url: str) -> str:
-    """The URL scheme of ``url``, lowercased; ``''`` for a plain local path."""
-    if not isinstance(url, str):
-        raise TypeError(f'Expected a path or URL string, got {type(url).__name__}.')
-    if '://' not in url:
-        head, sep, _ = url.partition(':/')
-        return head.lower() if sep and head.lower() in _SINGLE_SLASH_SCHEMES else ''
-    return urlparse(url).scheme.lower()
-
-
-def is_remote(url: str | None) -> bool:
-    """Whether ``url`` names a non-local location (a scheme other than ``file``)."""
-    return bool(url) and url_scheme(url) not in ('', 'file')
-
-
-def local_path(url: str) -> str:
-    """The filesystem path of a local path or ``file://`` URL."""
-    if url_scheme(url) == 'file':
-        from urllib.parse import unquote
-        return unquote(urlparse(url).path)
-    return url
-
-
-def join(root: str, *parts: str) -> str:
-    """Join path parts onto a local path or URL (URLs always use ``/``)."""
-    parts = tuple(p for p in parts if p)
-    if not parts:
-        return root
-    if url_scheme(root) == '':
-        return os.path.join(root, *parts)
-    return _url_join(root, parts)
-
-
-def _url_join(root: str, parts: tuple[str, ...]) -> str:
-    out = root.rstrip('/')
-    for part in parts:
-        out = out + '/' + part.strip('/')
-    return out
 
 
 def _freeze(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:

@@ -1,4 +1,6 @@
-"""A storage URL parsed once: scheme, bucket, key and the redacted form shown in messages.
+"""Storage URLs: their scheme (:func:`url_scheme`, :func:`is_remote`, :func:`local_path`), joining names onto
+them (:func:`join`), refusing mistyped ones (:func:`check_location`), and a URL parsed once (:class:`StorageURL`:
+scheme, bucket, key and the redacted form shown in messages).
 
 Storage backends receive URLs as strings (``s3://bucket/path/to/shard.mds``); :meth:`StorageURL.parse` checks the
 scheme, the bucket and (optionally) the key once and gives an object the backend passes around, with
@@ -13,13 +15,78 @@ parameters masked)::
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 from streaming_core.errors import PermanentStorageError
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['StorageURL']
+__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location']
+
+#: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
+_SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
+
+
+def url_scheme(url: str) -> str:
+    """The URL scheme of ``url``, lowercased; ``''`` for a plain local path."""
+    if not isinstance(url, str):
+        raise TypeError(f'Expected a path or URL string, got {type(url).__name__}.')
+    if '://' not in url:
+        head, sep, _ = url.partition(':/')
+        return head.lower() if sep and head.lower() in _SINGLE_SLASH_SCHEMES else ''
+    return urlparse(url).scheme.lower()
+
+
+_MISTYPED = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):/(?!/)')
+
+
+def check_location(value: str, what: str) -> None:
+    """Refuse a location that is a URL written wrong, which would otherwise be taken for a local path: a slash
+    missing (``s3:/bucket/x``, a local directory ``s3:``) or nothing after the scheme (``s3://``).
+
+    Raises:
+        ValueError: naming ``what`` (``'remote'``, ``'out'``...), the value and the URL meant.
+    """
+    match = _MISTYPED.match(value)
+    if match and match.group(1).lower() not in _SINGLE_SLASH_SCHEMES | {'file'}:
+        scheme = match.group(1)
+        raise ValueError(f'`{what}` {redact_url(value)!r} is a URL with a slash missing, which would be read as a '
+                         f'local directory named {scheme + ":"!r}; write {scheme}://{redact_url(value[match.end():])}.')
+    if '://' in value and is_remote(value) and not value.split('://', 1)[1].strip('/'):
+        raise ValueError(f'`{what}` {value!r} names no bucket, host or path after its scheme.')
+
+
+def is_remote(url: str | None) -> bool:
+    """Whether ``url`` names a non-local location (a scheme other than ``file``)."""
+    return bool(url) and url_scheme(url) not in ('', 'file')
+
+
+def local_path(url: str) -> str:
+    """The filesystem path of a local path or ``file://`` URL."""
+    if url_scheme(url) == 'file':
+        from urllib.parse import unquote
+        return unquote(urlparse(url).path)
+    return url
+
+
+def join(root: str, *parts: str) -> str:
+    """Join path parts onto a local path or URL (URLs always use ``/``)."""
+    parts = tuple(p for p in parts if p)
+    if not parts:
+        return root
+    if url_scheme(root) == '':
+        return os.path.join(root, *parts)
+    return _url_join(root, parts)
+
+
+def _url_join(root: str, parts: tuple[str, ...]) -> str:
+    out = root.rstrip('/')
+    for part in parts:
+        out = out + '/' + part.strip('/')
+    return out
+
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from streaming_core.errors import IndexFormatError, RemoteNotFoundError, Storage
 from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.index_file import INDEX_BASENAME, check_basename
 from streaming_core.storage.facade import (
+    check_location,
     download_file,
     is_remote,
     join,
@@ -228,6 +229,9 @@ def merged_index_text(shards: Sequence[Mapping[str, Any]]) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------
 def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
+    for value in ([out] if isinstance(out, str) else out if isinstance(out, (tuple, list)) else []):
+        if isinstance(value, str):
+            check_location(value, 'out')
     if isinstance(out, str) and out:
         return (None, out.rstrip('/')) if is_remote(out) else (local_path(out), None)
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):

@@ -31,13 +31,23 @@ from streaming_core.errors import (
     UnknownNameError,
     UploadError,
 )
-from streaming_core.reading.cache_record import is_in_place
+from streaming_core.reading.cache_record import is_in_place, remote_key
 from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
-from streaming_core.storage.facade import exists, is_remote, join, list_objects, local_path, upload_file, url_scheme
+from streaming_core.storage.facade import (
+    check_location,
+    exists,
+    is_remote,
+    join,
+    list_objects,
+    local_path,
+    upload_file,
+    url_scheme,
+)
 from streaming_core.storage.hashing import get_hash
 from streaming_core.storage.redact import redact_repr, redact_url
+from streaming_core.writing.output_lock import OutputLock
 
 __all__ = ['ShardWriter', 'parse_out', 'parse_size_limit', 'MAX_SHARD_BYTES', 'ShardTooLargeError',
            'MissingColumnError', 'WRITER_KWARGS', 'upload_empty_index']
@@ -85,6 +95,9 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
     * a ``(local, remote)`` tuple: write to ``local`` and upload to ``remote`` (a local path means copying).
     """
     from streaming_core.machinery.lookup import get_registry
+    for value in ([out] if isinstance(out, str) else out if isinstance(out, (tuple, list)) else []):
+        if isinstance(value, str):
+            check_location(value, 'out')
     if isinstance(out, str):
         if not out:
             raise ValueError('Invalid `out` argument: an empty string. Give a directory, a URL or (local, remote).')
@@ -205,7 +218,14 @@ class ShardWriter:
         self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._emptied_remote = False  # exist_ok replaced a remote dataset by an empty index
-        self._prepare_output()
+        self._output_lock: OutputLock | None = OutputLock(
+            remote_key(self.remote) if self.remote else os.path.realpath(self.local),
+            redact_url(self.remote) if self.remote else self.local)
+        try:
+            self._prepare_output()
+        except BaseException:
+            self._output_lock.release()
+            raise
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix='shard-upload') \
             if self.remote else None
         self._futures: list[Future[None]] = []
@@ -510,6 +530,8 @@ class ShardWriter:
                 self._executor.shutdown(wait=True, cancel_futures=True)
             if self._bar is not None:
                 self._bar.close()
+            if self._output_lock is not None:
+                self._output_lock.release()
 
     def _commit_index(self) -> None:
         text = index_text(self.shards)
@@ -571,6 +593,9 @@ class ShardWriter:
                 exc.add_note(f'The writer did not commit index.json: {err}')
 
     def __del__(self) -> None:
+        lock = getattr(self, '_output_lock', None)
+        if lock is not None:
+            lock.release()
         executor = getattr(self, '_executor', None)
         if executor is not None and not getattr(self, '_finished', True):
             executor.shutdown(wait=False, cancel_futures=True)

@@ -348,8 +348,8 @@ def verify_dataset(found: DatasetIndex, *, hashes: Sequence[str] | None = None, 
                                  int(entry.get('samples') or 0) if isinstance(entry.get('samples'), int) else 0,
                                  format=entry.get('format') if isinstance(entry.get('format'), str) else None)
             try:
-                reader = get_registry('format').get(str(entry.get('format'))).reader(
-                    entry, allow_unsafe_types=allow_unsafe_types, where=where)
+                reader = get_registry('format').get(str(entry.get('format'))).reader(  # nothing decoded: no risk
+                    entry, allow_unsafe_types=allow_unsafe_types or not decode, where=where)
             except Exception as err:  # an invalid entry is reported like any other bad shard
                 result.problems.append(f'invalid index entry: {err}')
                 reader = None
@@ -412,8 +412,11 @@ def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex)
     files = sum(r.file_shard == r.shard for r in results)
     shards = (f'{len(results)} {units_word(r.format for r in results)} in {files} file{"" if files == 1 else "s"}'
               if files != len(results) else f'{len(results)} shards')
-    what = f'hashes {", ".join(checked)}' if checked else 'sizes only (the index records no hashes)'
-    decoded = 'not decoded' if args.no_decode else 'every sample decoded'
+    good = len(results) - len(bad)
+    what = (f'hashes {", ".join(checked)}' if checked else 'sizes only (the index records no hashes)' if good else
+            'no shard passed')
+    decoded = ('not decoded' if args.no_decode else 'every sample decoded' if not bad else
+               f'the samples of {good} good shard{"" if good == 1 else "s"} decoded')
     copies = sum(len(r.copies) for r in results)
     also = (f'; also {copies} decompressed cop{"y" if copies == 1 else "ies"} next to compressed files (what '
             f'readers read): size, {"hashes, " if checked else ""}and bytes against the compressed file' if copies

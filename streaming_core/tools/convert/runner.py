@@ -318,8 +318,8 @@ def convert_source(source: Source, out: str | Sequence[str], *, columns: Mapping
         else:
             indexes.append(os.path.join(part_local, 'index.json') if part_local else join(part_remote, 'index.json'))
     results = _run_parallel(source, tasks, workers, progress)
-    merged = merge_index(indexes, out if isinstance(out, str) else tuple(out), keep_local=True,
-                         storage_options=options)
+    merged = merge_index(indexes, out if isinstance(out, str) else tuple(out),
+                         keep_local=keep_local if local and remote else True, storage_options=options)
     if local and remote and not keep_local:
         _remove_uploaded_parts(local, names)
     return ConvertResult(merged, sum(r[0] for r in results), sum(r[1] for r in results), workers, final, format,
