@@ -383,3 +383,15 @@ def test_a_mistyped_url_is_refused_not_read_as_a_local_directory(tmp_path: Any, 
     data = write_mds(str(tmp_path / 'data'), 10)
     assert len(StreamingDataset(remote=f'file://{data}', local=str(tmp_path / 'copy'), batch_size=1)) == 10
     check_location('dbfs:/Volumes/cat/schema/vol/ds', 'remote')  # the reference's form
+
+
+def test_a_local_that_is_a_file_is_refused_naming_it(tmp_path: Any) -> None:
+    """``local`` naming a file gave a bare FileExistsError from deep inside; it is refused naming the argument."""
+    from streaming_core import StreamingDataset
+    from tests.fixtures.data import write_mds
+    pytest.importorskip('streaming_mds')
+    remote = write_mds(str(tmp_path / 'remote'), 5)
+    (tmp_path / 'afile').write_text('x')
+    for local in (str(tmp_path / 'afile'), f'file://{tmp_path / "afile"}'):
+        with pytest.raises(ValueError, match=r"`local` .*afile' is a file, not a directory"):
+            StreamingDataset(remote=remote, local=local, batch_size=1)

@@ -41,6 +41,7 @@ bytes; they are read (and checked against that stat) only if the binary index pr
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -585,6 +586,8 @@ def _remove(paths: list[str]) -> int:
         except FileNotFoundError:
             pass
         except OSError as err:  # a directory where the index names a file, a read-only directory...
+            if err.errno == errno.EROFS and not os.path.lexists(path):  # the file system answers before the file
+                continue
             logger.warning('cannot remove the stale local file %s: %s', path, err)
             raise StreamingError(f'Cannot remove {path}, a local file the remote index no longer vouches for '
                                  f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or use '

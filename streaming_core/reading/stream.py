@@ -38,14 +38,13 @@ from streaming_core.reading.remote_watch import changed_now, expected_hash_after
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.version_guard import installing, purge_count
 from streaming_core.storage.facade import (
-    check_location,
+    check_places,
     download_file,
     host_token,
     is_remote,
     join,
     local_path,
     temp_name,
-    url_scheme,
 )
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
@@ -197,16 +196,7 @@ class Stream:
             raise TypeError(f'`local` must be a string path, got {type(local).__name__}.')
         if local is not None and is_remote(local):
             raise ValueError(f'`local` must be a local directory, got the URL {local!r}. Put URLs in `remote`.')
-        for value, what in ((remote, 'remote'), (local, 'local')):
-            if value:
-                check_location(value, what)
-        if remote and url_scheme(remote) in ('http', 'https') and ('?' in remote or '#' in remote):
-            raise ValueError(f'`remote` {redact_url(remote)!r} has a query string or fragment: file names are joined '
-                             f'onto `remote` as onto a directory, so a query (a signed URL, a token) cannot follow '
-                             f'them. Give the directory URL alone and the credential in `storage_options` '
-                             f"({{'bearer_token': ...}} or {{'headers': {{...}}}}); for Azure Blob Storage with a SAS, "
-                             f"use azure://<account>.blob.core.windows.net/<container>/<path> with "
-                             f"storage_options={{'sas_token': ...}}.")
+        check_places(remote, local)
         self.remote = remote.rstrip('/') if remote else None
         self._local_arg = local_path(local) if local else None
         self._split = split or None

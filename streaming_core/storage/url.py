@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 from streaming_core.errors import PermanentStorageError
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location']
+__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location', 'check_places']
 
 #: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
 _SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
@@ -57,6 +57,28 @@ def check_location(value: str, what: str) -> None:
     if '://' in value and is_remote(value) and not value.split('://', 1)[1].strip('/'):
         raise ValueError(f'`{what}` {value!r} names no bucket, host or path after its scheme.')
 
+
+def check_places(remote: str | None, local: str | None) -> None:
+    """Refuse a stream's ``remote`` and ``local`` that cannot name what they should: a mistyped URL
+    (:func:`check_location`), an http(s) ``remote`` with a query string or fragment (file names are joined onto it
+    as onto a directory, so a signature could not follow them), a ``local`` that is a file.
+
+    Raises:
+        ValueError: naming the argument and what to give instead.
+    """
+    for value, what in ((remote, 'remote'), (local, 'local')):
+        if value:
+            check_location(value, what)
+    if remote and url_scheme(remote) in ('http', 'https') and ('?' in remote or '#' in remote):
+        raise ValueError(f'`remote` {redact_url(remote)!r} has a query string or fragment: file names are joined '
+                         f'onto `remote` as onto a directory, so a query (a signed URL, a token) cannot follow '
+                         f'them. Give the directory URL alone and the credential in `storage_options` '
+                         f"({{'bearer_token': ...}} or {{'headers': {{...}}}}); for Azure Blob Storage with a SAS, "
+                         f"use azure://<account>.blob.core.windows.net/<container>/<path> with "
+                         f"storage_options={{'sas_token': ...}}.")
+    if local and os.path.exists(local_path(local)) and not os.path.isdir(local_path(local)):
+        raise ValueError(f'`local` {local!r} is a file, not a directory: give the directory that holds (or will '
+                         f'hold) the local copy of the dataset.')
 
 def is_remote(url: str | None) -> bool:
     """Whether ``url`` names a non-local location (a scheme other than ``file``)."""
