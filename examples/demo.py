@@ -2,11 +2,11 @@
 
 1. Write scikit-learn's handwritten digits (shipped with the package, nothing downloaded) to MDS shards in a
    local directory that stands in for a bucket (``demo-output/bucket``), compressed and hashed.
-2. Stream the training split with shuffling into a small PyTorch model for a few epochs (progress bars).
-3. Interrupt the run mid-epoch, save the loader's ``state_dict`` with the model, and resume in a fresh process
+2. Stream the training split with shuffling into a small PyTorch model for a few epochs (progress bars); the run
+   is interrupted mid-epoch, the loader's ``state_dict`` saved with the model, and resumed in a fresh process
    state: the resumed epoch yields exactly the samples not yet seen.
-4. Show that the order is the same for 1 and 2 simulated ranks (same global batches).
-5. Compare the accuracy with the same training on the in-memory arrays.
+3. Show that the order is the same for 1 and 2 simulated ranks (same global batches).
+4. Compare the accuracy with the same training on the in-memory arrays.
 
 Run with ``make demo`` (or ``python examples/demo.py [--out DIR] [--epochs N]``).
 """

@@ -105,7 +105,10 @@ def test_bad_sample_policy_replaces_and_keeps_the_step_count(tmp_path, caplog):
     open(shard, 'wb').write(bytes(data))
     with pytest.raises((UnicodeDecodeError, ShardCorruptError)):
         list(StreamingDataset(local=path, batch_size=1))
-    replaced = list(StreamingDataset(local=path, batch_size=1, on_bad_sample='replace'))
+    replacing = StreamingDataset(local=path, batch_size=1, on_bad_sample='replace')
+    replaced = list(replacing)
+    with pytest.raises(ShardCorruptError):  # reading.md: random access has no neighbour to give instead
+        replacing[7]
     assert len(replaced) == 20
     assert [s['id'] for s in replaced] == [0, 1, 2, 3, 4, 5, 6, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
     assert 'Replacing bad sample 7 of shard shard.00000.mds' in caplog.text

@@ -503,7 +503,9 @@ class _Refresh:
                 _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
             if old != new or (unknown and removed):  # a new file: a record under another cache root sees a change
                 write_file_atomic(path, new)
-            if removed or old != new:
+            if old is None:
+                logger.info('%s: copied to %s', self.shown, path)
+            elif removed or old != new:
                 logger.info('%s changed: refreshed %s, removed %d stale local file(s)', self.shown, path, removed)
             write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(new),
                                                 file_identity(path), started))
