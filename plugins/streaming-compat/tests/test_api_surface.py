@@ -283,6 +283,7 @@ def _negate(y):
     ('streaming.vision.coco', 'StreamingCOCO'), ('streaming.vision.ade20k', 'StreamingADE20K'),
     ('streaming.text.c4', 'StreamingC4'), ('streaming.text.pile', 'StreamingPile'),
     ('streaming.text.enwiki', 'StreamingEnWiki'),
+    ('streaming.base.converters.dataframe_to_mds', 'dataframe_to_mds'),
 ])
 def test_the_reference_module_paths_import(module, name):
     """``from streaming.base.format.mds.writer import MDSWriter`` (the reference's module layout) gives our class."""

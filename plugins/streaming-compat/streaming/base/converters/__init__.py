@@ -45,3 +45,9 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+# The reference's submodule of the same name: imported here, then the function's name bound again, so that both
+# ``from streaming.base.converters import dataframe_to_mds`` and the submodule path give the function.
+import streaming.base.converters.dataframe_to_mds  # noqa: E402,F401
+from streaming_core.tools.spark import dataframe_to_mds  # noqa: E402,F811
