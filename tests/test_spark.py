@@ -99,8 +99,13 @@ def test_user_columns_checked_against_schema(frame, tmp_path):
         dataframe_to_mds(frame, mds_kwargs={'out': str(tmp_path / 'b'), 'columns': {'s': 'int32'}})
     with pytest.raises(ValueError, match="expected ndarray:int32"):
         dataframe_to_mds(frame, mds_kwargs={'out': str(tmp_path / 'c'), 'columns': {'arr': 'ndarray:float32:3'}})
-    with pytest.raises(ValueError, match='"json" needs a Struct'):
-        dataframe_to_mds(frame, mds_kwargs={'out': str(tmp_path / 'd'), 'columns': {'id': 'json'}})
+    with pytest.raises(ValueError, match='"json" needs strings, numbers'):
+        dataframe_to_mds(frame, mds_kwargs={'out': str(tmp_path / 'd'), 'columns': {'b': 'json'}})
+    scalar = str(tmp_path / 'scalar-json')  # a scalar column as json, as the reference allows
+    dataframe_to_mds(frame, mds_kwargs={'out': scalar, 'columns': {'id': 'json', 's': 'json'}, 'compression': None})
+    from streaming_core import LocalDataset
+    first = LocalDataset(scalar)[0]
+    assert isinstance(first['id'], int) and isinstance(first['s'], str)
     # A subset with compatible encodings (and the ndarray:dtype:shape form) is fine.
     out = str(tmp_path / 'ok')
     dataframe_to_mds(frame, mds_kwargs={'out': out, 'columns': {'id': 'int', 'arr': 'ndarray:int32:3',

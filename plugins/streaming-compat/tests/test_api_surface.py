@@ -216,7 +216,7 @@ def test_is_json_compatible_is_the_core_check() -> None:
     assert is_json_compatible(nested) and spark_types.json_compatible(nested)
     assert is_json_compatible(t.MapType(t.StringType(), t.DoubleType()))
     assert not is_json_compatible(t.MapType(t.LongType(), t.DoubleType()))  # JSON keys are strings
-    assert not is_json_compatible(t.StringType())  # a scalar column is not a json column
+    assert is_json_compatible(t.StringType()) and is_json_compatible(t.LongType())  # as the reference
     assert not is_json_compatible(t.ArrayType(t.BinaryType()))
 
 

@@ -23,8 +23,8 @@ Boolean, Timestamp, Date, intervals, ...        unsupported: ``ValueError`` (cas
 User-given ``columns`` are checked against the schema: integral columns accept any integer encoding (``int``,
 ``int8`` ... ``uint64``, ``str_int``), floating columns ``float16/32/64`` and ``str_float``, Decimal
 ``str_decimal``, String ``str``, Binary ``bytes``, ``pil``, ``png``, ``jpeg`` and ``pkl``; ``ndarray[:dtype[:shape]]``
-needs a numeric Array of that dtype (checked as ``ndarray:dtype``); ``json`` needs a Struct, Array or Map built from
-String, numbers, Boolean and Null. Anything else raises ``ValueError``.
+needs a numeric Array of that dtype (checked as ``ndarray:dtype``); ``json`` needs a string, number, boolean or
+null, or a Struct, Array or Map (string keys) built from them. Anything else raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -100,24 +100,21 @@ def infer_spark_columns(schema: Any) -> dict[str, str]:
     return {field.name: spark_encoding(field.dataType, field.name) for field in schema.fields}
 
 
-def json_compatible(dtype: Any, top: bool = True) -> bool:
-    """Whether a Spark type can be stored in a ``json`` column: a Struct, Array or Map (string keys) built from
-    strings, numbers, booleans and nulls.
+def json_compatible(dtype: Any) -> bool:
+    """Whether a Spark type can be stored in a ``json`` column: a string, number, boolean or null, or a Struct, Array
+    or Map built from them (as the reference; but a Map's keys must be strings here, because JSON would turn other
+    keys into strings, silently).
 
     Args:
         dtype: A ``pyspark.sql.types`` data type.
-        top: Whether ``dtype`` is a column's own type (a bare scalar column is not a ``json`` column) rather than a
-            nested one.
     """
     t = _types()
     if isinstance(dtype, t.StructType):
-        return all(json_compatible(f.dataType, False) for f in dtype.fields)
+        return all(json_compatible(f.dataType) for f in dtype.fields)
     if isinstance(dtype, t.ArrayType):
-        return json_compatible(dtype.elementType, False)
+        return json_compatible(dtype.elementType)
     if isinstance(dtype, t.MapType):
-        return isinstance(dtype.keyType, t.StringType) and json_compatible(dtype.valueType, False)
-    if top:
-        return False
+        return isinstance(dtype.keyType, t.StringType) and json_compatible(dtype.valueType)
     simple = (t.StringType, t.IntegerType, t.LongType, t.ShortType, t.ByteType, t.FloatType, t.DoubleType,
               t.BooleanType, t.NullType)
     return isinstance(dtype, simple)
@@ -159,8 +156,8 @@ def check_spark_columns(schema: Any, columns: Mapping[str, str]) -> None:
             continue
         if base == 'json':
             if not json_compatible(dtype):
-                raise ValueError(f'Column {name!r}: "json" needs a Struct, Array or Map of strings, numbers, '
-                                 f'booleans and nulls; the column is {shown}.')
+                raise ValueError(f'Column {name!r}: "json" needs strings, numbers, booleans and nulls, or a Struct, '
+                                 f'Array or Map (string keys) of them; the column is {shown}.')
             continue
         mapped = _scalar_encoding(dtype)
         if mapped in ('uint8', 'uint16', 'int32', 'int64'):

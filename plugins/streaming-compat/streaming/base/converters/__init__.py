@@ -27,8 +27,9 @@ def infer_dataframe_schema(dataframe: Any, user_defined_cols: dict[str, str] | N
 
 
 def is_json_compatible(data_type: Any) -> bool:
-    """Whether a Spark type can be stored in a ``json`` column: a Struct, Array or Map (string keys) built from
-    strings, numbers, booleans and nulls."""
+    """Whether a Spark type can be stored in a ``json`` column: a string, number, boolean or null, or a Struct,
+    Array or Map built from them (a Map's keys must be strings: the reference let JSON turn other keys into
+    strings)."""
     return _types.json_compatible(data_type)
 
 
