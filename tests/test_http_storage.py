@@ -477,11 +477,20 @@ def test_an_index_rewritten_within_the_second_of_its_last_modified_is_downloaded
     os.utime(os.path.join(remote, 'index.json'), (second, second))
     again = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)
     assert [int(s['id']) for s in again] == list(range(100, 110))
-    assert again.streams[0].index_identity != first.streams[0].index_identity
-    settled = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)  # the same bytes
+    identity = again.streams[0].index_identity
+    assert identity != first.streams[0].index_identity and ';sha256=' in identity  # one stat, two versions
+    # Later jobs, within the uncertain seconds (the same bytes downloaded again) and after them (the stat trusted),
+    # name version 2 as it did: never the first version's name, whose binary index holds version 1's table.
+    while time.time() < second + 2.5:
+        same = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)
+        assert same.streams[0].index_identity == identity
+        time.sleep(0.5)
+    settled = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=1)
+    assert settled.streams[0].index_identity == identity
     assert [int(s['id']) for s in settled] == list(range(100, 110))
     from streaming_core.reading.cache_record import coarse_mtime
     assert coarse_mtime('stat:size=5;mtime=1764287101') == 1764287101.0  # SFTP's st_mtime
+    assert coarse_mtime('stat:size=5;mtime=1764287101090') == 1764287101.09  # DBFS's, in milliseconds
     assert coarse_mtime('stat:size=5;mtime=Fri, 27 Nov 2026 23:45:01 GMT') == 1795823101.0
     assert coarse_mtime('stat:etag="ab";size=5;mtime=Fri, 27 Nov 2026 23:45:01 GMT') is None  # an etag tells
     assert coarse_mtime('stat:size=5;mtime=1764287101000000000;inode=7;ctime=1') is None  # a local file's

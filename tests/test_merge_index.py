@@ -267,3 +267,14 @@ def test_a_dataset_s_own_index_at_the_output_is_not_replaced(tmp_path: Any) -> N
         merge_index(root)
     assert main(['merge-index', root]) != 0  # the command says the same
     assert [int(LocalDataset(root)[i]['id']) for i in range(len(LocalDataset(root)))] == before
+
+
+def test_a_remote_dataset_s_own_index_is_not_replaced(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa: F811
+    """The same for a remote output: the remote's ``index.json`` is read before anything is uploaded."""
+    write_partition(((str(tmp_path / 'root'), 'dirfs://ds'), 'root', 0, True))
+    write_partition(((str(tmp_path / 'val'), 'dirfs://ds/val'), 'val', 500, True))
+    remote_index = os.path.join(dirfs['root'], 'ds', 'index.json')
+    before = open(remote_index).read()
+    with pytest.raises(FileExistsError, match=r'dirfs://ds/index.json is the index of a dataset stored there'):
+        merge_index('dirfs://ds')
+    assert open(remote_index).read() == before

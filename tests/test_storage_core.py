@@ -362,7 +362,8 @@ print('lazy')
 def test_a_mistyped_url_is_refused_not_read_as_a_local_directory(tmp_path: Any, monkeypatch: Any) -> None:
     """``out='s3:/bucket/x'`` (a slash missing) wrote a local directory named ``s3:`` and said nothing, and
     ``remote='s3://'`` (nothing after the scheme) was read as the local path ``s3:``. Each entry point refuses
-    them, naming the URL meant; one-slash forms that are real (``dbfs:/``, ``file:/``) still work."""
+    them, naming the URL meant (``file:/x`` too, which was written to a relative directory ``file:``); the
+    one-slash form that is real (``dbfs:/``) and ``file://`` still work."""
     from streaming_core import StreamingDataset
     from streaming_core.writing.merge import merge_index
     from tests.fixtures.data import write_mds
@@ -379,6 +380,8 @@ def test_a_mistyped_url_is_refused_not_read_as_a_local_directory(tmp_path: Any, 
             StreamingDataset(remote=remote, local=str(tmp_path / 'c'), batch_size=1)
     with pytest.raises(ValueError, match='slash missing'):
         merge_index('s3:/bkt/ds')
+    with pytest.raises(ValueError, match=r"file:/abs/ds' is a URL with a slash missing.*file:///abs/ds"):
+        mds.MDSWriter(out='file:/abs/ds', columns={'id': 'int'})
     assert not os.path.exists(tmp_path / 's3:') and not os.path.exists(tmp_path / 'gs:')
     data = write_mds(str(tmp_path / 'data'), 10)
     assert len(StreamingDataset(remote=f'file://{data}', local=str(tmp_path / 'copy'), batch_size=1)) == 10

@@ -384,3 +384,32 @@ def test_a_second_process_writing_the_same_output_is_refused(tmp_path):
             time.sleep(0.1)
         with MDSWriter(out=given, columns={'id': 'int'}, exist_ok=True) as writer:
             writer.write({'id': 2})
+
+
+def test_the_output_lock_stays_while_any_writer_of_the_process_holds_it(tmp_path):
+    """Record locks belong to the process: a second writer of the same output in the process, finished first, must
+    not drop the lock the first still needs (closing its descriptor did, and another process then cleared the first
+    writer's shards). A cache root that cannot be written leaves writers unlocked, not failing."""
+    import subprocess
+    import sys
+    out = str(tmp_path / 'ds')
+    probe = ('import sys\n'
+             'from streaming_core.errors import OutputBusyError\n'
+             'from streaming_mds import MDSWriter\n'
+             'try:\n'
+             '    MDSWriter(out=sys.argv[1], columns={"id": "int"}, exist_ok=True).finish()\n'
+             '    print("written")\n'
+             'except OutputBusyError:\n'
+             '    print("busy")\n')
+
+    def other_process() -> str:
+        return subprocess.run([sys.executable, '-c', probe, out], capture_output=True, text=True, check=True,
+                              cwd=str(tmp_path)).stdout.strip()
+
+    first = MDSWriter(out=out, columns={'id': 'int'})
+    first.write({'id': 1})
+    second = MDSWriter(out=out, columns={'id': 'int'}, exist_ok=True)
+    second.finish()
+    assert other_process() == 'busy'
+    first.finish()
+    assert other_process() == 'written'

@@ -35,7 +35,8 @@ from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
            'same_version', 'file_id_text', 'write_record', 'remote_key', 'remote_keys', 'file_identity',
-           'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of', 'coarse_mtime', 'COARSE_MARGIN']
+           'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of', 'coarse_mtime', 'COARSE_MARGIN',
+           'DIGEST_PART']
 
 #: File name of the record inside a state directory.
 RECORD_NAME = 'record.json'
@@ -175,37 +176,52 @@ def record_of(local_dir: str) -> CacheRecord | None:
 _CTIME = re.compile(r';ctime=\d+')
 
 
-#: Seconds after a coarse stat's modification time (see :func:`coarse_mtime`) before a check of the index names
-#: its version by that stat alone: a write in the same second keeps the stat (and a server's clock may differ).
+#: Seconds after a coarse stat's modification time (see :func:`coarse_mtime`) before a check of the index trusts that
+#: stat to name the version it read: a write in the same second keeps the stat (and a server's clock may differ).
 COARSE_MARGIN = 2.0
+#: What an identity made of a coarse stat adds: the digest of the index bytes read under it (one stat may name two
+#: versions written in one second; the digest tells them apart).
+DIGEST_PART = ';sha256='
 
 
 def coarse_mtime(identity: str) -> float | None:
     """The modification time (seconds since the epoch) of a remote stat identity that has neither an etag nor an
-    inode, so whole seconds at best (a web server's ``Last-Modified`` without ``ETag``, SFTP's ``st_mtime``):
-    another write within that second, of the same size, gives the same identity. ``None`` for any other identity,
-    and when the time cannot be read."""
+    inode, so that another write within that second, of the same size, gives the same stat (a web server's
+    ``Last-Modified`` without ``ETag``, SFTP's ``st_mtime``, DBFS's ``modification_time`` in milliseconds).
+    ``None`` for any other identity; ``inf`` when the time cannot be read (never trusted alone).
+    """
     if not identity.startswith('stat:') or 'etag=' in identity or 'inode=' in identity:
         return None
-    text = next((part[len('mtime='):] for part in identity[len('stat:'):].split(';') if part.startswith('mtime=')),
-                None)
+    stat = identity[len('stat:'):].split(DIGEST_PART, 1)[0]
+    text = next((part[len('mtime='):] for part in stat.split(';') if part.startswith('mtime=')), None)
     if not text:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-    try:
-        return parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError):
-        return None
+        from datetime import datetime
+        from email.utils import parsedate_to_datetime
+        for parse in (lambda t: parsedate_to_datetime(t).timestamp(), lambda t: datetime.fromisoformat(t).timestamp()):
+            try:
+                return parse(text)
+            except (TypeError, ValueError):
+                continue
+        return float('inf')
+    while value > 1e11:  # milliseconds, microseconds or nanoseconds since the epoch (1e11 s is the year 5138)
+        value /= 1000
+    return value
 
 
 def same_version(a: str, b: str) -> bool:
     """Whether two index identities name one version: equal, or equal but for the change time, which the identities
-    a local remote's stat gave before version 0.2 lack (so an upgrade does not take every cached file for stale)."""
+    a local remote's stat gave before version 0.2 lack (so an upgrade does not take every cached file for stale).
+    A bare stat (a probe) and an identity that adds the digest of the bytes read under that stat
+    (:data:`DIGEST_PART`) compare by the stat; two identities with digests compare whole."""
     if a == b:
         return True
+    if (DIGEST_PART in a) != (DIGEST_PART in b):
+        a, b = a.split(DIGEST_PART, 1)[0], b.split(DIGEST_PART, 1)[0]
+        if a == b:
+            return True
     older = [x for x in (a, b) if not _CTIME.search(x)]
     return len(older) == 1 and _CTIME.sub('', a) == _CTIME.sub('', b)

@@ -58,6 +58,7 @@ from streaming_core.errors import (
 )
 from streaming_core.reading.cache_record import (
     COARSE_MARGIN,
+    DIGEST_PART,
     CacheRecord,
     CacheRemoteMismatchError,
     FileIdentity,
@@ -75,7 +76,7 @@ from streaming_core.reading.cache_record import (
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
 from streaming_core.reading.index_versions import stale_files, unproven_names
-from streaming_core.reading.version_guard import INDEX_LOCK_BYTE, note_purge
+from streaming_core.reading.version_guard import INDEX_LOCK_BYTE, note_purge, purge_count
 from streaming_core.storage.facade import (
     download_file,
     is_remote,
@@ -124,12 +125,13 @@ class SyncedIndex:
         stat: See above (required when ``data`` is ``None``).
     """
 
-    __slots__ = ('path', 'identity', 'stat', '_data')
+    __slots__ = ('path', 'identity', 'stat', '_data', 'purges')
 
     def __init__(self, path: str, data: bytes | None, identity: str,
                  stat: FileIdentity | None = None) -> None:
         if data is None and stat is None:
             raise ValueError('SyncedIndex: give the index bytes or the stat of the file to read them from later.')
+        self.purges: int | None = None  # the directory's purge count under the index lock (see version_guard)
         self.path = path
         self.identity = identity
         self.stat = stat if data is None else None
@@ -219,22 +221,22 @@ def sync_index(stream: Any) -> SyncedIndex:
     try:
         if in_place:
             try:
-                return _in_place(stream, path, sdir)
+                return _counted(_in_place(stream, path, sdir), sdir)
             except MissingIndexError:
                 if not _derivable(stream.local_dir):
                     raise
-                return _derived(stream, stream.local_dir, sdir, copies=False)
+                return _counted(_derived(stream, stream.local_dir, sdir, copies=False), sdir)
         try:
             synced = _Refresh(stream, path, sdir, probe, request_time).run()
             if probe is not None and same_version(probe, synced.identity):
                 stream._remote_confirmed_at = request_time  # remote_watch: confirmed now, not again at once
-            return synced
+            return _counted(synced, sdir)
         except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
             if not _derivable(remote, err):
                 raise
             from streaming_core.reading.derived_index import ListingUnavailableError
             try:
-                return _derived(stream, remote, sdir, copies=True)
+                return _counted(_derived(stream, remote, sdir, copies=True), sdir)
             except ListingUnavailableError as listing:  # a store that cannot list (HTTP): the index is just missing
                 raise type(err)(
                     f'{err} Without an {INDEX_BASENAME}, a directory is read through an index derived from its files '
@@ -280,6 +282,13 @@ def _derived_locked(stream: Any, source: str, *, copies: bool) -> SyncedIndex:
         return _derived(stream, source, sdir, copies=copies)
     finally:
         locks.release(INDEX_LOCK_BYTE)
+
+
+def _counted(synced: SyncedIndex, sdir: str) -> SyncedIndex:
+    """``synced`` with the directory's purge count read under the index lock (a refresh by another process after
+    the lock is released then counts against this version)."""
+    synced.purges = purge_count(sdir)
+    return synced
 
 
 def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex:
@@ -425,15 +434,16 @@ class _Refresh:
     def _identity_of(self, new: bytes) -> str:
         """The identity of the downloaded index bytes ``new``: the remote's stat when it is still the one probed
         before the lock (so these bytes are that version), else the digest of the bytes (the remote changed between
-        the probe and the download: the probe names another version)."""
-        digest = f'sha256:{sha256_hex(new)}'
+        the probe and the download: the probe names another version). A coarse stat (:func:`coarse_mtime`: no etag,
+        time to the second) may name two versions, so the digest is added to it (:data:`DIGEST_PART`)."""
+        digest = sha256_hex(new)
         if self.probe is None:
-            return digest
+            return f'sha256:{digest}'
         again = _probe(self.stream, self.remote_index)
         if again != self.probe:
             logger.info('%s changed while it was checked; identifying the version read by its digest', self.shown)
-            return digest
-        return self.probe
+            return f'sha256:{digest}'
+        return f'{self.probe}{DIGEST_PART}{digest}' if coarse_mtime(self.probe) is not None else self.probe
 
     def _fresh(self, record: CacheRecord) -> bool:
         if self.probe is not None:
@@ -481,9 +491,6 @@ class _Refresh:
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
-            if record is not None and old is not None and old != new and same_version(identity,
-                                                                                       record.source_identity):
-                identity = f'sha256:{sha256_hex(new)}'  # rewritten within the second its stat shows: not that name
             unknown = _unknown_provenance(record, local_now)
             old_obj = _parse_or_none(old, path)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)

@@ -352,7 +352,7 @@ class Stream:
                 pass
         synced = sync_index(self)
         self.purge_dir = state_dir(self.local_dir)
-        self.purges_at_load = purge_count(self.purge_dir)  # see version_guard: later purges stop this dataset
+        self.purges_at_load = synced.purges if synced.purges is not None else purge_count(self.purge_dir)
         remove_dead_temp_files(self.purge_dir)
         try:
             table = load_or_build(self, synced, allow_unsafe_types, self.wait_timeout)

@@ -3,11 +3,14 @@
 Another process may refresh a local directory for a new version of its remote while a job reads it (a job started
 later on the same ``local``, after the remote was rewritten): the refresh removes the local files the new index no
 longer vouches for, and readers download the new version's files in their place. A job built from the old index
-would then read them under its own index, silently. Every such removal counts in the directory's purge counter (a
-small file in its state directory, see :func:`note_purge`); a dataset notes the counter when it loads its index,
-and before it opens a shard's files checks that no purge happened since, or that the directory still holds its own
-version (:func:`check_still_current`). Refreshes that remove nothing (files added, the same version named anew)
-stop no one. A local dataset without a remote compares its ``index.json`` (size, modification time, inode) instead.
+would then read them under its own index, silently. Every such refresh counts in the directory's purge counter (a
+small file in its state directory, see :func:`note_purge`) when it removed a file or changed an entry of the old
+version (a file it did not hold may be downloading for a job of that version); a dataset notes the counter when it
+loads its index, and before it opens a shard's files, or renames a downloaded one into place (:func:`installing`),
+checks that no purge happened since, or that the directory still holds its own version
+(:func:`check_still_current`). Refreshes that change no entry of the old version (files added with hashes, the
+same version named anew) stop no one. A local dataset without a remote compares its ``index.json`` (size,
+modification time, inode) instead.
 
 Both checks cost one ``stat`` each while nothing changed.
 """

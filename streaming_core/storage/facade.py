@@ -267,8 +267,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
         initial_backoff: The first retry's delay in seconds (doubles each retry, plus jitter).
         before_rename: Called with the temporary file once it passed the checks, before it is renamed into place
             (what it raises discards the file: a ``DatasetVersionError`` at once, a storage error after retries).
-        guard: A context held around ``before_rename`` and the rename (what it raises on entry discards the file, as
-            ``before_rename``'s): a stream's check, under a shared lock, that its directory still wants this version.
+        guard: A context held around the rename (what it raises on entry discards the file, as ``before_rename``'s):
+            a stream's check, under a shared lock, that its directory still wants this version.
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     backend = get_backend(url, options)
@@ -303,9 +303,9 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 if got != want:
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
-            with guard() if guard is not None else nullcontext():
-                if before_rename is not None:
-                    before_rename(tmp)
+            if before_rename is not None:
+                before_rename(tmp)
+            with guard() if guard is not None else nullcontext():  # held for the rename alone
                 os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

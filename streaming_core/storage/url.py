@@ -50,10 +50,11 @@ def check_location(value: str, what: str) -> None:
         ValueError: naming ``what`` (``'remote'``, ``'out'``...), the value and the URL meant.
     """
     match = _MISTYPED.match(value)
-    if match and match.group(1).lower() not in _SINGLE_SLASH_SCHEMES | {'file'}:
+    if match and match.group(1).lower() not in _SINGLE_SLASH_SCHEMES:  # file:/x too: read as a directory 'file:'
         scheme = match.group(1)
+        meant = value[match.end() - 1:] if scheme.lower() == 'file' else value[match.end():]  # file:///abs/path
         raise ValueError(f'`{what}` {redact_url(value)!r} is a URL with a slash missing, which would be read as a '
-                         f'local directory named {scheme + ":"!r}; write {scheme}://{redact_url(value[match.end():])}.')
+                         f'local directory named {scheme + ":"!r}; write {scheme}://{redact_url(meant)}.')
     if '://' in value and is_remote(value) and not value.split('://', 1)[1].strip('/'):
         raise ValueError(f'`{what}` {value!r} names no bucket, host or path after its scheme.')
 

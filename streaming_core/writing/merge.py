@@ -100,7 +100,17 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
     try:
         os.makedirs(local, exist_ok=True)
         index_path = os.path.join(local, INDEX_BASENAME)
-        _refuse_a_dataset_s_own_index(index_path)
+        _refuse_a_dataset_s_own_index(index_path, index_path)
+        if remote is not None:
+            with tempfile.TemporaryDirectory(prefix='streaming-merge-check-') as scratch:
+                copy = os.path.join(scratch, INDEX_BASENAME)
+                try:
+                    download_file(join(remote, INDEX_BASENAME), copy, timeout=download_timeout, retries=retries,
+                                  options=storage_options)
+                except RemoteNotFoundError:
+                    pass
+                else:
+                    _refuse_a_dataset_s_own_index(copy, redact_url(join(remote, INDEX_BASENAME)))
         with tempfile.TemporaryDirectory(prefix='streaming-merge-') as scratch:
             _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries,
                           out_dir=local if remote is None else None)
@@ -317,7 +327,7 @@ def _prefixed(entry: Mapping[str, Any], prefix: str, shown: str, number: int) ->
     return result
 
 
-def _refuse_a_dataset_s_own_index(index_path: str) -> None:
+def _refuse_a_dataset_s_own_index(index_path: str, shown: str) -> None:
     """A merged index names every file under its partition's directory (``<partition>/shard...``). An
     ``index.json`` at the output that names a file directly beside it is a dataset's own index, not an earlier
     merge: replacing it would leave that dataset's samples unindexed (the reference refuses any existing one).
@@ -334,7 +344,7 @@ def _refuse_a_dataset_s_own_index(index_path: str) -> None:
                 name = info.get('basename') if isinstance(info, Mapping) else None
                 if isinstance(name, str) and '/' not in name:
                     raise FileExistsError(
-                        f'merge_index: {index_path} is the index of a dataset stored there ({name} is beside '
+                        f'merge_index: {shown} is the index of a dataset stored there ({name} is beside '
                         f'it), not an earlier merge; merging would replace it and leave its samples unindexed. '
                         f'Merge into another directory, or move that dataset into a subdirectory first.')
     except (ValueError, OSError) as err:

@@ -218,9 +218,8 @@ class ShardWriter:
         self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._emptied_remote = False  # exist_ok replaced a remote dataset by an empty index
-        self._output_lock: OutputLock | None = OutputLock(
-            remote_key(self.remote) if self.remote else os.path.realpath(self.local),
-            redact_url(self.remote) if self.remote else self.local)
+        keys = [os.path.realpath(self.local)] + ([remote_key(self.remote)] if self.remote else [])
+        self._output_lock: OutputLock | None = OutputLock(keys, redact_url(self.remote) if self.remote else self.local)
         try:
             self._prepare_output()
         except BaseException:
