@@ -382,6 +382,10 @@ def test_a_mistyped_url_is_refused_not_read_as_a_local_directory(tmp_path: Any, 
         merge_index('s3:/bkt/ds')
     with pytest.raises(ValueError, match=r"file:/abs/ds' is a URL with a slash missing.*file:///abs/ds"):
         mds.MDSWriter(out='file:/abs/ds', columns={'id': 'int'})
+    with pytest.raises(ValueError, match=r"'gs:bkt/ds' is a gs URL without its \"//\".*write gs://bkt/ds"):
+        StreamingDataset(remote='gs:bkt/ds', local=str(tmp_path / 'c'), batch_size=1)
+    for fine in ('run:1/ds', 'C:/data', 'my.dir:x'):  # not a storage scheme: a local path as written
+        check_location(fine, 'local')
     assert not os.path.exists(tmp_path / 's3:') and not os.path.exists(tmp_path / 'gs:')
     data = write_mds(str(tmp_path / 'data'), 10)
     assert len(StreamingDataset(remote=f'file://{data}', local=str(tmp_path / 'copy'), batch_size=1)) == 10

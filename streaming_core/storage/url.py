@@ -40,11 +40,13 @@ def url_scheme(url: str) -> str:
 
 
 _MISTYPED = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):/(?!/)')
+_NO_SLASH = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):(?![/\\])')
 
 
 def check_location(value: str, what: str) -> None:
     """Refuse a location that is a URL written wrong, which would otherwise be taken for a local path: a slash
-    missing (``s3:/bucket/x``, a local directory ``s3:``) or nothing after the scheme (``s3://``).
+    missing (``s3:/bucket/x``, a local directory ``s3:``), both missing (``gs:bucket/x``, for a registered storage
+    scheme) or nothing after the scheme (``s3://``).
 
     Raises:
         ValueError: naming ``what`` (``'remote'``, ``'out'``...), the value and the URL meant.
@@ -57,6 +59,12 @@ def check_location(value: str, what: str) -> None:
                          f'local directory named {scheme + ":"!r}; write {scheme}://{redact_url(meant)}.')
     if '://' in value and is_remote(value) and not value.split('://', 1)[1].strip('/'):
         raise ValueError(f'`{what}` {value!r} names no bucket, host or path after its scheme.')
+    match = _NO_SLASH.match(value)
+    if match and match.group(1).lower() not in _SINGLE_SLASH_SCHEMES:
+        from streaming_core.machinery.lookup import get_registry
+        if match.group(1).lower() in get_registry('storage'):  # a storage scheme: not a directory named so
+            raise ValueError(f'`{what}` {redact_url(value)!r} is a {match.group(1)} URL without its "//", which would '
+                             f'be read as a local directory; write {match.group(1)}://{redact_url(value[match.end():])}.')
 
 
 def check_places(remote: str | None, local: str | None) -> None:
