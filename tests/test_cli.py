@@ -239,3 +239,28 @@ def test_a_password_in_a_dataset_url_is_never_shown(tmp_path, capsys, http_serve
         code, out, err = run(capsys, *argv)
         assert code == 1 and 'leaky/index.json' in err and 'http://***@' in err, err
         assert secret not in out + err
+
+
+def test_a_format_s_unit_word_names_its_units():
+    """plugins/writing.md: an optional ``unit_word`` on a format names its units in inspect's output."""
+    from streaming_core.hookspecs import hookimpl
+    from streaming_core.machinery.lookup import get_registry
+    from streaming_core.testing import registered_plugin
+    from streaming_core.tools.commands.inspect import units_word
+
+    mds_format = get_registry('format').get('mds')
+
+    class RowGroups:
+        unit_word = 'row group'
+
+        def __getattr__(self, name):
+            return getattr(mds_format, name)
+
+    class Plugin:
+        @hookimpl
+        def register_shard_formats(self, registry):
+            registry.add('rowgroups-test', RowGroups())
+
+    with registered_plugin(Plugin(), name='unit-word-test'):
+        assert units_word(['rowgroups-test']) == 'row groups'
+        assert units_word(['rowgroups-test', 'mds']) == units_word(['mds']) == 'units'

@@ -183,7 +183,7 @@ def test_misspelt_hook_registered_in_process_is_refused_and_leaves_nothing(tmp_p
         plugins.register_plugin(module, 'typo-in-process')
     message = str(info.value)
     assert "Plugin 'typo-in-process'" in message
-    assert "'register_shuffle_algorithm'; did you mean 'register_shuffle_algorithms'?" in message
+    assert "'register_shuffle_algorithm' (did you mean 'register_shuffle_algorithms'?), which is" in message
     assert 'typo-in-process' not in {i.name for i in plugins.plugin_infos()}
     assert 'typo-ok-hash' not in get_registry('hash')
     assert plugins.get_plugin_manager().get_plugin('typo-in-process') is None
@@ -199,7 +199,7 @@ def test_a_hook_name_far_from_any_hook_lists_the_hooks():
     with pytest.raises(PluginLoadError) as info:
         plugins.register_plugin(module, 'far-typo')
     message = str(info.value)
-    assert "'setup_everything' which is not a streaming_core hook" in message and 'did you mean' not in message
+    assert "'setup_everything', which is not a streaming_core hook" in message and 'did you mean' not in message
     assert 'register_batching_methods, register_codecs' in message
 
 

@@ -374,3 +374,10 @@ def test_cli_prints_its_wall_time(tmp_path):
     done = subprocess.run([*argv, '--json'], capture_output=True, text=True, timeout=300, check=True)
     summary = json.loads(done.stdout)
     assert summary['wall_seconds'] >= summary['simulation_seconds'] + summary['plot_seconds'] > 0.1
+
+
+def test_the_documented_defaults_of_the_system_model():
+    """simulator.md's inputs table: --bandwidth 500mb, --time-per-sample 0.001, --predownload 8 x the batch."""
+    from streaming_core.cli import build_parser
+    args = build_parser().parse_args(['simulate', '--samples', '1000'])
+    assert (args.bandwidth, args.time_per_sample, args.predownload) == ('500mb', 0.001, None)

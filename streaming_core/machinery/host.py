@@ -451,10 +451,10 @@ class PluginHost:
             problems = []
             for name in unknown:
                 close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
-                hint = f'; did you mean {close[0]!r}?' if close else ''
+                hint = f' (did you mean {close[0]!r}?)' if close else ''
                 problems.append(f'{name!r}{hint}')
             raise PluginLoadError(
-                f'{_describe(info)} implements {", ".join(problems)} which is not a {hookspecs.PROJECT} hook, so it '
+                f'{_describe(info)} implements {", ".join(problems)}, which is not a {hookspecs.PROJECT} hook, so it '
                 f'would never be called. The hooks are: {", ".join(valid)}. Rename the function, or skip the plugin '
                 f'with {BLOCK_ENV}={info.name}.') from err
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import codecs
 import zlib
 
-from streaming_core.errors import CodecError, ShardCorruptError
-from streaming_core.hookspecs import hookimpl
+from streaming_core.plugin_api import CodecError, ShardCorruptError, hookimpl
 
 
 class Rot13:
