@@ -224,7 +224,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         ForeignIndexError: no builder claims it (see :func:`claiming_builder`).
         IndexFormatError: the builder refuses it (a feature it does not read, named), or its result is invalid.
     """
-    from streaming_core.reading.index_versions import stale_files, unproven_names
+    from streaming_core.reading.index_versions import compare_versions
     where = redact_url(source)
     shown = redact_url(join(source, INDEX_BASENAME))
     name, builder = claiming_builder(getattr(stream, 'format', None), obj, shown)
@@ -251,8 +251,11 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
         new = parse_index_text(built, f'the {name} index derived from {shown}')
         olds = [] if rewritten else [index for index in (_parse_file(path), *previous) if index is not None]
         stale: set[str] = set()
+        changed = False
         for index in olds or [None]:
-            stale.update(stale_files(index, new, stream.local_dir))
+            files, differs = compare_versions(index, new, stream.local_dir)
+            stale.update(files)
+            changed = changed or differs
         removed = False
         for copy in sorted(stale):
             try:
@@ -264,7 +267,7 @@ def derive_foreign_index(stream: Any, source: str, sdir: str, data: bytes, obj: 
                 raise StreamingError(f'Cannot remove {copy}, a local copy of a file {shown} no longer vouches for '
                                      f'({type(err).__name__}: {err}); it must not be served. Remove it by hand or '
                                      f'use another `local`.') from err
-        if removed or rewritten or any(unproven_names(index, new) for index in olds):
+        if removed or rewritten or changed:
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read (nor install) what replaces them
     if rewritten:  # the same identity (the same index.json bytes), other sizes maybe: its binary index is stale

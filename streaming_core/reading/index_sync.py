@@ -75,7 +75,7 @@ from streaming_core.reading.cache_record import (
     write_record,
 )
 from streaming_core.reading.index_file import INDEX_BASENAME, parse_index_text
-from streaming_core.reading.index_versions import stale_files, unproven_names
+from streaming_core.reading.index_versions import compare_versions, stale_files
 from streaming_core.reading.version_guard import INDEX_LOCK_BYTE, note_purge, purge_count
 from streaming_core.storage.facade import (
     download_file,
@@ -492,15 +492,13 @@ class _Refresh:
                 with open(path, 'rb') as handle:
                     old = handle.read()
             unknown = _unknown_provenance(record, local_now)
-            old_obj = _parse_or_none(old, path)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
                                         and not same_version(record.source_identity, self.probe))
-                stale = stale_files(old_obj, new_obj, stream.local_dir) if rewritten else []
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
                 changed = rewritten
             else:
-                stale = stale_files(old_obj, new_obj, stream.local_dir)
-                changed = old_obj is not None and bool(unproven_names(old_obj, new_obj))
+                stale, changed = compare_versions(_parse_or_none(old, path), new_obj, stream.local_dir)
             removed = _remove(stale)
             if removed or changed:
                 # A job still reading the old version must neither read what replaces the removed files nor install

@@ -11,7 +11,7 @@ from typing import Any
 
 from streaming_core.reading.index_file import present_copy
 
-__all__ = ['stale_files', 'unproven_names']
+__all__ = ['stale_files', 'compare_versions']
 
 
 def _file_map(index: dict[str, Any]) -> dict[str, tuple[int, dict[str, str]] | None]:
@@ -49,11 +49,22 @@ def _proven_same(old: tuple[int, dict[str, str]] | None, new: tuple[int, dict[st
 
 
 def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> list[str]:
-    """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``.
+    """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``
+    (the first part of :func:`compare_versions`)."""
+    return compare_versions(old, new, local_dir)[0]
 
-    A file named by either index is kept only when both record the same size and the same hash for it; with the
-    old version unknown (no parsable local index), every file the new index names is stale. Names that would leave
-    the directory are skipped (the index is refused later, when its shards are read).
+
+def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> tuple[list[str], bool]:
+    """``(stale, changed)`` for a cached index version ``old`` and a new one ``new``, from one reading of each.
+
+    ``stale``: the local files of ``local_dir`` that ``new`` may not share with ``old``. A file named by either
+    index is kept only when both record the same size and the same hash for it; with the old version unknown (no
+    parsable local index), every file the new index names is stale. Names that would leave the directory are skipped
+    (the index is refused later, when its shards are read).
+
+    ``changed``: whether ``new`` fails to prove some file of ``old`` identical (removed, or not recorded with the
+    same size and hash), present locally or not: a job still reading ``old`` must not install its copy of such a
+    file where readers of ``new`` would take it for theirs. False when ``old`` is unknown.
     """
     new_files = _file_map(new)
     old_files = _file_map(old) if old is not None else {}
@@ -65,12 +76,5 @@ def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str)
             continue
         if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
             stale.append(path)
-    return stale
-
-
-def unproven_names(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The files of the index version ``old`` that ``new`` does not prove identical (removed, or not recorded with the
-    same size and hash), present locally or not: a job still reading ``old`` must not install its copy of one of
-    them where readers of ``new`` would take it for theirs."""
-    old_files, new_files = _file_map(old), _file_map(new)
-    return sorted(name for name in old_files if not _proven_same(old_files[name], new_files.get(name)))
+    changed = any(not _proven_same(info, new_files.get(name)) for name, info in old_files.items())
+    return stale, changed
