@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-__all__ = ['CACHE_ENV', 'cache_root', 'default_local', 'coordination_dir', 'state_dir', 'state_key', 'state_root',
-           'COORD_NAME', 'LOCK_NAME', 'STATE_DIR_NAME']
+__all__ = ['CACHE_ENV', 'cache_root', 'default_local', 'is_within', 'coordination_dir', 'state_dir', 'state_key',
+           'state_root', 'COORD_NAME', 'LOCK_NAME', 'STATE_DIR_NAME']
 
 #: Environment variable that overrides the cache root.
 CACHE_ENV = 'STREAMING_CORE_CACHE_DIR'
@@ -66,6 +66,12 @@ def same_place(one: str, other: str) -> bool:
         return below == also_below and os.path.samefile(first, second)
     except OSError:
         return False
+
+
+def is_within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it, by their real paths (symlinks resolved)."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _existing_part(path: str) -> tuple[str, list[str]]:

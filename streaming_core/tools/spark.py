@@ -55,10 +55,10 @@ def _split_out(out: Any) -> tuple[str, str | None, bool]:
 
 def _check_output(local: str, remote: str | None, temp: bool, exist_ok: bool, options: dict[str, Any],
                   inputs: list[str]) -> None:
+    from streaming_core.common.paths import is_within
     from streaming_core.storage.facade import exists, join, local_path
     if not temp and os.path.isdir(local) and os.listdir(local):
-        root = os.path.realpath(local).rstrip(os.sep) + os.sep
-        inside = next((path for path in inputs if os.path.realpath(local_path(path)).startswith(root)), None)
+        inside = next((path for path in inputs if is_within(local_path(path), local)), None)
         if inside is not None:
             raise ValueError(f'The output directory {local} holds a file the DataFrame reads ({inside}): writing '
                              f'there would {"delete" if exist_ok else "mix with"} it. Write to another directory.')

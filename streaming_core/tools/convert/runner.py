@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming_core.common.paths import is_within
 from streaming_core.errors import DirectoryNotEmptyError, StreamingError
 from streaming_core.storage.facade import exists, is_remote, join, local_path
 from streaming_core.storage.redact import redact_repr, redact_url
@@ -95,7 +96,7 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
     """Refuse a non-empty local directory or a remote holding a dataset, unless ``exist_ok`` (then clear local);
     refuse an output that holds the source's ``inputs``, which clearing it would delete."""
     if local is not None and os.path.isdir(local) and os.listdir(local):
-        inside = next((path for path in inputs if _is_within(path, local)), None)
+        inside = next((path for path in inputs if is_within(path, local)), None)
         if inside is not None:
             raise ValueError(f'The output directory {local} holds the source {inside}: writing there would '
                              f'{"delete" if exist_ok else "mix with"} it. Write to another directory.')
@@ -111,11 +112,6 @@ def _prepare_out(local: str | None, remote: str | None, exist_ok: bool, options:
                                          f'to overwrite it.')
         from streaming_core.writing.writer import upload_empty_index  # the merged index, before the partitions
         upload_empty_index(join(remote, 'index.json'), timeout=60, retries=2, options=options)
-
-
-def _is_within(path: str, directory: str) -> bool:
-    real, root = os.path.realpath(path), os.path.realpath(directory)
-    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _final_columns(source: Source, columns: Mapping[str, str | None] | None, fmt: str) -> dict[str, str]:
