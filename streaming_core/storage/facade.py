@@ -31,6 +31,7 @@ from streaming_core.storage.store_answers import confirm_upload
 from streaming_core.storage.url import (  # noqa: F401 (names this module has always offered)
     _SINGLE_SLASH_SCHEMES,
     check_location,
+    check_output,
     check_places,
     is_remote,
     join,

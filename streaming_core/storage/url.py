@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from streaming_core.errors import PermanentStorageError
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location', 'check_places']
+__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location', 'check_output',
+           'check_places']
 
 #: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
 _SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
@@ -65,6 +67,14 @@ def check_location(value: str, what: str) -> None:
         if match.group(1).lower() in get_registry('storage'):  # a storage scheme: not a directory named so
             raise ValueError(f'`{what}` {redact_url(value)!r} is a {match.group(1)} URL without its "//", which would '
                              f'be read as a local directory; write {match.group(1)}://{redact_url(value[match.end():])}.')
+
+
+def check_output(out: Any) -> None:
+    """:func:`check_location` of a writer's or a merge's ``out``: a directory or URL, or a ``(local, remote)`` pair
+    (any other value is left to the caller's own check)."""
+    for value in [out] if isinstance(out, str) else out if isinstance(out, (tuple, list)) else []:
+        if isinstance(value, str):
+            check_location(value, 'out')
 
 
 def check_places(remote: str | None, local: str | None) -> None:

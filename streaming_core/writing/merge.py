@@ -37,7 +37,7 @@ from streaming_core.errors import IndexFormatError, RemoteNotFoundError, Storage
 from streaming_core.reading.cache_record import is_in_place
 from streaming_core.reading.index_file import INDEX_BASENAME, check_basename
 from streaming_core.storage.facade import (
-    check_location,
+    check_output,
     download_file,
     is_remote,
     join,
@@ -239,9 +239,7 @@ def merged_index_text(shards: Sequence[Mapping[str, Any]]) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------
 def _split_out(out: str | tuple[str, str]) -> tuple[str | None, str | None]:
-    for value in ([out] if isinstance(out, str) else out if isinstance(out, (tuple, list)) else []):
-        if isinstance(value, str):
-            check_location(value, 'out')
+    check_output(out)
     if isinstance(out, str) and out:
         return (None, out.rstrip('/')) if is_remote(out) else (local_path(out), None)
     if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) and x for x in out):
@@ -338,19 +336,15 @@ def _refuse_a_dataset_s_own_index(index_path: str, shown: str) -> None:
     if not os.path.isfile(index_path):
         return
     try:
-        for entry in _entries(index_path, index_path):
-            for key in _FILE_KEYS:
-                info = entry.get(key) if isinstance(entry, Mapping) else None
-                name = info.get('basename') if isinstance(info, Mapping) else None
-                if isinstance(name, str) and '/' not in name:
-                    raise FileExistsError(
-                        f'merge_index: {shown} is the index of a dataset stored there ({name} is beside '
-                        f'it), not an earlier merge; merging would replace it and leave its samples unindexed. '
-                        f'Merge into another directory, or move that dataset into a subdirectory first.')
-    except (ValueError, OSError) as err:
-        if isinstance(err, FileExistsError):
-            raise
+        beside = next((info['basename'] for entry in _entries(index_path, index_path) if isinstance(entry, Mapping)
+                       for info in map(entry.get, _FILE_KEYS) if isinstance(info, Mapping)
+                       and isinstance(info.get('basename'), str) and '/' not in info['basename']), None)
+    except (ValueError, OSError):
         return  # unreadable: not a dataset anyone reads; the merge replaces it
+    if beside is not None:
+        raise FileExistsError(f'merge_index: {shown} is the index of a dataset stored there ({beside} is beside it), '
+                              f'not an earlier merge; merging would replace it and leave its samples unindexed. Merge '
+                              f'into another directory, or move that dataset into a subdirectory first.')
 
 
 def _remote_sizes(remote: str, options: Mapping[str, Any] | None, timeout: float) -> dict[str, int | None]:

@@ -36,7 +36,7 @@ from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
 from streaming_core.storage.facade import (
-    check_location,
+    check_output,
     exists,
     is_remote,
     join,
@@ -95,9 +95,7 @@ def parse_out(out: str | Sequence[str]) -> tuple[str, str | None, bool]:
     * a ``(local, remote)`` tuple: write to ``local`` and upload to ``remote`` (a local path means copying).
     """
     from streaming_core.machinery.lookup import get_registry
-    for value in ([out] if isinstance(out, str) else out if isinstance(out, (tuple, list)) else []):
-        if isinstance(value, str):
-            check_location(value, 'out')
+    check_output(out)
     if isinstance(out, str):
         if not out:
             raise ValueError('Invalid `out` argument: an empty string. Give a directory, a URL or (local, remote).')
