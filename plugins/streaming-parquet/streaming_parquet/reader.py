@@ -34,7 +34,7 @@ from streaming_core.plugin_api import (
 )
 
 __all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECODED_BYTES', 'decoded_budget',
-           'decoded_cache', 'footers']
+           'decoded_bytes', 'decoded_cache', 'footers']
 
 #: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
 SLICE_ROWS = 32768
@@ -61,11 +61,30 @@ def decoded_budget(value: str | None) -> int:
     return budget
 
 
-#: Decoded rows kept per process, across every open file, in bytes (estimated: the Arrow size plus 64 bytes per
-#: value for the Python objects); ``$STREAMING_PARQUET_DECODED_BYTES`` overrides it (bytes, or ``'1gb'``...). A
-#: shuffle reads a file's rows in random order, so each slice should be decoded once per epoch, not once per sample:
-#: the budget holds the slices the shuffle's window touches, the oldest decoded first out (at least the newest stays).
-DECODED_BYTES = decoded_budget(os.environ.get('STREAMING_PARQUET_DECODED_BYTES'))
+#: The default of the decoded rows kept per process, across every open file, in bytes (estimated: the Arrow size
+#: plus 64 bytes per value for the Python objects); ``$STREAMING_PARQUET_DECODED_BYTES`` overrides it (bytes, or
+#: ``'1gb'``...; :func:`decoded_bytes`). A shuffle reads a file's rows in random order, so each slice should be
+#: decoded once per epoch, not once per sample: the budget holds the slices the shuffle's window touches, the oldest
+#: decoded first out (at least the newest stays).
+DECODED_BYTES = 512 << 20
+_parsed: tuple[str | None, int] = (None, DECODED_BYTES)
+
+
+def decoded_bytes() -> int:
+    """The budget of decoded slices now: ``$STREAMING_PARQUET_DECODED_BYTES`` (parsed once per value), else
+    :data:`DECODED_BYTES`. Read when a Parquet file is first described, not when the plugin is imported, so a bad
+    value is reported as what it is, by the dataset that reads Parquet.
+
+    Raises:
+        ValueError: the variable is not a byte size (naming it and its value).
+    """
+    global _parsed
+    value = os.environ.get('STREAMING_PARQUET_DECODED_BYTES')
+    if value is None or not value.strip():
+        return DECODED_BYTES
+    if _parsed[0] != value:
+        _parsed = (value, decoded_budget(value))
+    return _parsed[1]
 
 
 class _DecodedCache:
@@ -91,7 +110,8 @@ class _DecodedCache:
             self._items[key] = (cost, owner)
             self.bytes += cost
             self.decodes += 1
-            while self.bytes > DECODED_BYTES and len(self._items) > 1:
+            budget = decoded_bytes()
+            while self.bytes > budget and len(self._items) > 1:
                 (_, group, part), (freed, holder) = self._items.popitem(last=False)
                 holder.pop((group, part), None)
                 self.bytes -= freed
@@ -473,6 +493,7 @@ class ParquetFormat:
     def reader(self, entry: Mapping[str, Any], *, allow_unsafe_types: bool = False,
                where: str = '') -> ParquetReader:
         """Validate one index entry and return its reader."""
+        decoded_bytes()  # a bad $STREAMING_PARQUET_DECODED_BYTES fails here, at construction, not mid-epoch
         return ParquetReader(entry, allow_unsafe_types=allow_unsafe_types, where=where)
 
     @property

@@ -192,7 +192,7 @@ def test_huge_row_groups_are_decoded_in_bounded_slices(tmp_path: Any, monkeypatc
         assert view[i]['id'] == i
     held = reader_module.decoded_cache.keys_of(view._token)
     assert sorted(held) == [(0, 0), (0, 1), (0, 2), (0, 4), (0, 5)]
-    monkeypatch.setattr(reader_module, 'DECODED_BYTES', 1)
+    monkeypatch.setenv('STREAMING_PARQUET_DECODED_BYTES', '1')
     assert view[99]['id'] == 99 and reader_module.decoded_cache.keys_of(view._token) == [(0, 6)]
     view.close()
     assert reader_module.decoded_cache.keys_of(view._token) == []
