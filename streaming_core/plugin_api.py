@@ -89,7 +89,7 @@ _LAZY: dict[str, str] = {
     # Storage backends.
     'StorageURL': 'streaming_core.storage.url',
     'ClientCache': 'streaming_core.storage.clients',
-    'ProcessLocal': 'streaming_core.storage.facade',
+    'ProcessLocal': 'streaming_core.common.fork_safe',
     'check_options': 'streaming_core.storage.facade',
     'LOCAL_FILE_ERRORS': 'streaming_core.storage.facade',
     'get_list_arg': 'streaming_core.common.arguments',

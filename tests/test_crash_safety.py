@@ -17,7 +17,7 @@ import time
 import pytest
 
 from streaming_core import StreamingDataset
-from streaming_core.reading.stream import FOREIGN_TEMP_AGE
+from streaming_core.reading.temp_sweep import FOREIGN_TEMP_AGE
 from streaming_core.storage.facade import host_token
 from tests.fixtures.data import ids_of, write_mds
 from tests.multiproc import ROOT

@@ -1,4 +1,4 @@
-"""Locks that a forked child never inherits held.
+"""Locks that a forked child never inherits held, and per-process state that is never pickled nor inherited.
 
 ``os.fork()`` copies a lock in the state it is in: when another thread of the parent held a module-level lock at
 that moment (a DataLoader forking its workers while a prefetch thread works), the child's copy stays locked forever
@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['ForkSafeLock']
+__all__ = ['ForkSafeLock', 'ProcessLocal']
 
 
 class ForkSafeLock:
@@ -62,3 +62,33 @@ class ForkSafeLock:
 
 
 os.register_at_fork(after_in_child=ForkSafeLock._after_fork_in_child)
+
+
+class ProcessLocal:
+    """Base for storage backends that hold per-process clients: never pickled, recreated after a fork.
+
+    Subclasses name their per-process attributes in ``_process_local`` and create them in ``_init_runtime`` (calling
+    ``super()._init_runtime()`` first); call :meth:`_check_process` before using a client.
+    """
+
+    _process_local: tuple[str, ...] = ()
+
+    def _init_runtime(self) -> None:
+        """Create the per-process state (a lock and the owner pid; subclasses add their clients)."""
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        """Start fresh in a forked child: the parent's clients and locks are not ours."""
+        if self._pid != os.getpid():
+            self._init_runtime()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in (*self._process_local, '_lock', '_pid'):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import os
-import re
-import time
 from contextlib import AbstractContextManager
 from typing import Any, Mapping, Sequence
 
@@ -36,75 +34,17 @@ from streaming_core.reading.inplace_copies import copies_current, copy_is_curren
 from streaming_core.reading.listing_watch import listing_check
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
+from streaming_core.reading.temp_sweep import FOREIGN_TEMP_AGE, remove_dead_temp_files, sweep_local_dir
 from streaming_core.reading.version_guard import installing, purge_count
-from streaming_core.storage.facade import (
-    check_places,
-    download_file,
-    host_token,
-    is_remote,
-    join,
-    local_path,
-    temp_name,
-)
+from streaming_core.storage.facade import check_places, download_file, is_remote, join, local_path
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files',
+__all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'FOREIGN_TEMP_AGE',
            'merge_format_options']
 
 
-_TEMP = re.compile(r'.+\.(\d+)(?:-([0-9a-f]{8}))?\.[0-9a-f]{8}\.tmp$')
-#: A temporary file of another host or PID namespace (or of an earlier version, without a host token) is removed
-#: only when untouched this long: its writer cannot be asked whether it still runs.
-FOREIGN_TEMP_AGE = 24 * 3600.0
-
-
-def remove_dead_temp_files(directory: str) -> int:
-    """Remove the temporary files (:func:`~streaming_core.storage.facade.temp_name`) left by processes of this
-    host and PID namespace that no longer run, and those of other hosts or namespaces untouched for
-    :data:`FOREIGN_TEMP_AGE` (another container on the same disk, another node on a shared filesystem: its process
-    ids are not ours to test)."""
-    removed = 0
-    mine = host_token()
-    now = time.time()
-    for dirpath, _, filenames in os.walk(directory):
-        for name in filenames:
-            if not name.endswith('.tmp'):  # most names: no regular expression run
-                continue
-            match = _TEMP.match(name)
-            if match is None:
-                continue
-            path = os.path.join(dirpath, name)
-            if match.group(2) == mine:
-                if _alive(int(match.group(1))):
-                    continue
-            else:
-                try:
-                    if now - os.path.getmtime(path) < FOREIGN_TEMP_AGE:
-                        continue
-                except OSError:
-                    continue
-            try:
-                os.remove(path)
-                removed += 1
-            except OSError:
-                pass
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 StreamDefaults = Mapping[str, Any]
-_SWEEP_MARKER = 'temp-sweep'
-_SWEEP_EVERY = 3600.0
 
 #: While :meth:`Stream.prepare_files` works on one part of a shard: the reader, its raw file info and its
 #: compressed file info (what :meth:`Stream._download_file` and :meth:`Stream._decompress_shard_part` check against,
@@ -382,35 +322,12 @@ class Stream:
         return table
 
     def _sweep_temp_files(self, table: ShardTable) -> None:
-        """Remove temporary files of dead processes from the local directory (a walk over every shard file; the
-        caller sweeps the state directory): only where readers write (downloads from a remote, decompressed copies
-        of compressed shards), not in a directory of plain shards read in place (the user's files); and only when it
-        changed since the last sweep of any process (its modification time, as recorded in the state directory) or
-        an hour passed, so a warm start at 10^6 shards does not list them."""
+        """Remove temporary files of dead processes from the local directory (:func:`sweep_local_dir`): only where
+        readers write (downloads from a remote, decompressed copies of compressed shards), not in a directory of
+        plain shards read in place (the user's files)."""
         if (not self.remote_dir or is_in_place(self.remote_dir, self.local_dir)) and not table.has_compressed_files:
             return
-        sdir = state_dir(self.local_dir)
-        marker = os.path.join(sdir, _SWEEP_MARKER)
-        try:
-            mtime = str(os.stat(self.local_dir).st_mtime_ns)
-        except OSError:
-            return
-        try:
-            with open(marker, 'rb') as handle:
-                last = handle.read().decode('ascii', 'replace')  # damaged: not the mtime, so swept and rewritten
-            fresh = time.time() - os.path.getmtime(marker) < _SWEEP_EVERY
-        except OSError:
-            last, fresh = '', False
-        if last == mtime and fresh:
-            return
-        remove_dead_temp_files(self.local_dir)
-        try:
-            tmp = temp_name(marker)
-            with open(tmp, 'w') as handle:
-                handle.write(str(os.stat(self.local_dir).st_mtime_ns))
-            os.replace(tmp, marker)
-        except OSError:  # a read-only cache root: sweep again next time
-            pass
+        sweep_local_dir(self.local_dir)
 
     def _check_validate_hash(self, table: ShardTable) -> None:
         """Refuse a ``validate_hash`` the index does not record for a file this stream may download."""

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from streaming_core.common.fork_safe import ForkSafeLock
+from streaming_core.common.fork_safe import ForkSafeLock, ProcessLocal  # noqa: F401 (offered here since 0.1)
 from streaming_core.errors import (
     DatasetVersionError,
     HashMismatchError,
@@ -574,33 +574,3 @@ def list_with_stats(url: str, *, timeout: float = 60.0, options: Mapping[str, An
             continue
         out.append(ListedObject(item_url, stat or ObjectStat()))
     return out
-
-
-class ProcessLocal:
-    """Base for storage backends that hold per-process clients: never pickled, recreated after a fork.
-
-    Subclasses name their per-process attributes in ``_process_local`` and create them in ``_init_runtime`` (calling
-    ``super()._init_runtime()`` first); call :meth:`_check_process` before using a client.
-    """
-
-    _process_local: tuple[str, ...] = ()
-
-    def _init_runtime(self) -> None:
-        """Create the per-process state (a lock and the owner pid; subclasses add their clients)."""
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-
-    def _check_process(self) -> None:
-        """Start fresh in a forked child: the parent's clients and locks are not ours."""
-        if self._pid != os.getpid():
-            self._init_runtime()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in (*self._process_local, '_lock', '_pid'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
