@@ -251,6 +251,38 @@ def test_set_epoch_is_the_trainers_epoch_and_agrees_with_a_loaded_state(tmp_path
         other.set_epoch(-1)
 
 
+def test_set_epoch_after_workers_read_the_loaded_position_logs_no_drop(tmp_path, caplog):
+    """With DataLoader workers, the workers start from the loaded position: after they read the resumed epoch, the
+    trainer's set_epoch for the next one drops nothing and must not say it does."""
+    path = write_mds(str(tmp_path / 'ds'), 96)
+
+    def make():
+        dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
+        return StreamingDataLoader(dataset, batch_size=8, num_workers=2)
+
+    reference = make()
+    epochs = [ids_of(reference) for _ in range(2)]
+    loader = make()
+    it = iter(loader)
+    head = [int(i) for _ in range(3) for i in next(it)['id']]
+    state = loader.state_dict()
+    del it
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert head + ids_of(resumed) == epochs[0]
+    with caplog.at_level('WARNING', logger='streaming_core.reading.dataset'):
+        resumed.set_epoch(1)
+    assert 'drops the loaded position' not in caplog.text
+    assert ids_of(resumed) == epochs[1]
+    # A position nobody started from is still dropped, and said so.
+    unread = make()
+    unread.load_state_dict(state)
+    with caplog.at_level('WARNING', logger='streaming_core.reading.dataset'):
+        unread.set_epoch(1)
+    assert 'drops the loaded position' in caplog.text
+    assert ids_of(unread) == epochs[1]
+
+
 def _advanced(dataset, epochs):
     for _ in range(epochs):
         ids_of(dataset)
@@ -312,3 +344,40 @@ def test_a_state_of_another_dataset_of_the_same_shape_is_refused(tmp_path):
     assert len(ids_of(copy)) == 40
     legacy = {k: v for k, v in state.items() if k != 'dataset_content'}  # saved before 0.2
     other.load_state_dict(legacy)
+
+
+@pytest.mark.parametrize('samples', [100, 96])
+def test_torchdata_without_workers_after_the_last_batch_of_an_epoch(tmp_path, samples):
+    """torchdata's StatefulDataLoader without workers, saved after an epoch's last batch (before its loop ended).
+    When that batch was short (100 samples in batches of 8), torchdata's saved fetcher has seen the end of the data and
+    restores that, so the first iteration after loading is empty; the next reads epoch 1, then epoch 2: nothing is
+    lost or repeated, but a loop that counts iterations as epochs counts one more (with DataLoader workers, or when
+    the last batch was full, the first iteration reads epoch 1). What ``resumption.md`` says."""
+    from tests.deps import require
+    require('torchdata')
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    path = write_mds(str(tmp_path / 'ds'), samples)
+
+    def make():
+        dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
+        return StatefulDataLoader(dataset, batch_size=8, num_workers=0)
+
+    reference = make()
+    epochs = [ids_of(reference) for _ in range(3)]
+    loader = make()
+    it = iter(loader)
+    for _ in range(-(-samples // 8)):
+        next(it)
+    state = loader.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    after = [ids_of(resumed) for _ in range(3 if samples % 8 else 2)]
+    assert after == ([[]] if samples % 8 else []) + epochs[1:]
+    if samples % 8:  # a loop that names its epochs: the empty iteration was its epoch 1; its epoch 2 reads epoch 1
+        named = make()
+        named.load_state_dict(state)
+        got = []
+        for epoch in (1, 2):
+            named.dataset.set_epoch(epoch)
+            got.append(ids_of(named))
+        assert got == [[], epochs[1]]

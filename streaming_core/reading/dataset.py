@@ -332,8 +332,9 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         epoch = int(epoch)
         resume = self._worker_resume or self._state.pending_resume(MAIN_SLOT)
         if resume is not None and int(resume['epoch']) != epoch:
-            logger.warning('set_epoch(%d) drops the loaded position (epoch %d, sample %d): epoch %d starts from its '
-                           'beginning.', epoch, int(resume['epoch']), int(resume['sample_in_epoch']), epoch)
+            if self._worker_resume is not None or not self._state.resume_started():  # (else workers started from it)
+                logger.warning('set_epoch(%d) drops the loaded position (epoch %d, sample %d): epoch %d starts from '
+                               'its beginning.', epoch, int(resume['epoch']), int(resume['sample_in_epoch']), epoch)
             self._worker_resume = None
             self._state.clear_resume()
         current = self._state.current()

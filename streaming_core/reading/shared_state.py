@@ -211,6 +211,11 @@ class SharedState:
             return None
         return self.read_resume()
 
+    def resume_started(self) -> bool:
+        """Whether any slot (a DataLoader worker, or the rank's own process) has started from the resume state."""
+        words = self.words
+        return bool(words[_BLOB] > 0 and (words[_CONSUMED:_CONSUMED + MAX_SLOTS] >= words[_GEN]).any())
+
     def consume_resume(self, slot: int) -> None:
         """Worker slot ``slot`` has started from the resume state."""
         self._check_slot(slot)
