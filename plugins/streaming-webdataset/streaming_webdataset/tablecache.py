@@ -5,9 +5,11 @@ member. Every DataLoader worker opens the tars it reads, and a block-global shuf
 tar, so without sharing each worker (and each epoch's new workers) would walk every tar again. The first walk of a
 file writes its table to a small JSON file, keyed by the file's real path, size, modification time and inode (a
 replaced file gets another key, so a table is never served for other bytes), under
-``$STREAMING_WEBDATASET_TABLES`` (default: ``streaming-webdataset-tables`` in the system temporary directory; an
-empty value turns the cache off). A table that cannot be read or disagrees with the index is ignored and the tar is
-walked.
+``$STREAMING_WEBDATASET_TABLES`` (default: ``webdataset-tables`` under streaming-core's cache root, which is the
+user's own: a table is trusted, so it must not sit where another user can write; an empty value turns the cache off).
+A table that cannot be read or disagrees with the index is ignored and the tar is walked. The directory is created
+private (mode 0700), and once per process the first table written removes tables untouched for
+:data:`MAX_TABLE_AGE` (a table in use is refreshed when its tar is walked again; a pruned one costs one walk).
 """
 
 from __future__ import annotations
@@ -17,24 +19,52 @@ import json
 import logging
 import os
 import tempfile
+import time
 
+from streaming_core.plugin_api import cache_root
 from streaming_webdataset.tarscan import Sample
 
-__all__ = ['TABLES_ENV', 'tables_dir', 'load_table', 'save_table']
+__all__ = ['TABLES_ENV', 'MAX_TABLE_AGE', 'tables_dir', 'load_table', 'save_table']
 
 logger = logging.getLogger('streaming_webdataset')
 
 #: The environment variable naming the cache directory (empty: no cache).
 TABLES_ENV = 'STREAMING_WEBDATASET_TABLES'
+#: Tables not written for this long (seconds) are removed by the first table a process writes.
+MAX_TABLE_AGE = 14 * 24 * 3600.0
 _VERSION = 1
+_pruned = False
 
 
 def tables_dir() -> str | None:
     """Where tables are kept, or None when the cache is off."""
     value = os.environ.get(TABLES_ENV)
     if value is None:
-        return os.path.join(tempfile.gettempdir(), 'streaming-webdataset-tables')
+        return os.path.join(cache_root(), 'webdataset-tables')
     return value or None
+
+
+def _prune(directory: str) -> None:
+    """Remove the tables (and temporary files) of ``directory`` untouched for :data:`MAX_TABLE_AGE`, once per
+    process."""
+    global _pruned
+    if _pruned:
+        return
+    _pruned = True
+    cutoff = time.time() - MAX_TABLE_AGE
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.endswith(('.json', '.tmp')):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.stat(path).st_mtime < cutoff:
+                os.remove(path)
+        except OSError:
+            pass
 
 
 def _key(path: str) -> str | None:
@@ -89,7 +119,8 @@ def save_table(path: str, table: list[Sample]) -> None:
     data = json.dumps({'keys': [s.key for s in table], 'fields': list(fields), 'rows': rows},
                       separators=(',', ':')).encode('utf-8', 'surrogateescape')
     try:
-        os.makedirs(os.path.dirname(where), exist_ok=True)
+        os.makedirs(os.path.dirname(where), mode=0o700, exist_ok=True)
+        _prune(os.path.dirname(where))
         handle, temp = tempfile.mkstemp(dir=os.path.dirname(where), suffix='.tmp')
         with os.fdopen(handle, 'wb') as out:
             out.write(data)

@@ -245,3 +245,35 @@ def test_sample_tables_can_be_turned_off(tmp_path: Any, monkeypatch: pytest.Monk
     write_tars(other, tars=1, per_tar=3)
     assert len(list(StreamingDataset(local=other, batch_size=1))) == 3
     assert len(os.listdir(kept)) == 2
+
+
+def test_sample_tables_default_to_the_users_cache_root_and_old_ones_are_pruned(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables are trusted, so by default they live under the user's own cache root (never a shared temporary
+    directory another user could plant a table in), in a private directory; tables untouched for two weeks go."""
+    import stat
+    import time
+
+    import streaming_webdataset.tablecache as tablecache
+    monkeypatch.delenv('STREAMING_WEBDATASET_TABLES', raising=False)
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'cache-root'))
+    kept = tmp_path / 'cache-root' / 'webdataset-tables'
+    assert tablecache.tables_dir() == str(kept)
+    kept.mkdir(parents=True)
+    stale, fresh = kept / ('0' * 64 + '.json'), kept / ('1' * 64 + '.json')
+    stale.write_text('{}')
+    fresh.write_text('{}')
+    old = time.time() - tablecache.MAX_TABLE_AGE - 60
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(tablecache, '_pruned', False)
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=2, per_tar=3)
+    assert len(list(StreamingDataset(local=data, batch_size=1))) == 6
+    names = set(os.listdir(kept))
+    assert stale.name not in names and fresh.name in names and len(names) == 3  # two new tables
+    private = tmp_path / 'private-root'
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(private))
+    other = str(tmp_path / 'other')
+    write_tars(other, tars=1, per_tar=3)
+    assert len(list(StreamingDataset(local=other, batch_size=1))) == 3
+    assert stat.S_IMODE(os.stat(private / 'webdataset-tables').st_mode) == 0o700
