@@ -57,7 +57,8 @@ _ERRORS = ('StreamingError', 'UnknownNameError', 'DuplicateNameError', 'PluginLo
            'EmptyDatasetError', 'UnsafePathError', 'ShardCorruptError', 'UnsafeTypeError', 'HashMismatchError',
            'StorageError', 'PermanentStorageError', 'RemoteNotFoundError', 'TruncatedDownloadError', 'UploadError',
            'CacheLimitError', 'WaitTimeoutError', 'CodecError', 'ColumnTypeError', 'SampleSizeError',
-           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError', 'DirectoryNotEmptyError', 'OutputBusyError')
+           'WorkerDiedError', 'FormatOptionError', 'UnknownColumnError', 'DirectoryNotEmptyError', 'OutputBusyError',
+           'DatasetVersionError')
 _PROTOCOLS = ('Codec', 'CodecFactory', 'Compressor', 'Hasher', 'StorageBackend', 'StorageBackendFactory',
               'ShardFormat', 'ShardReader', 'ShardView', 'ShuffleAlgorithm', 'BatchingMethod', 'IndexBuilder')
 

@@ -27,6 +27,7 @@ import numpy as np
 from streaming_core.plugin_api import (
     PAGE_CHECKSUMS_ENV,
     CodecError,
+    DatasetVersionError,
     IndexFormatError,
     ShardCorruptError,
     ShardReaderBase,
@@ -329,6 +330,7 @@ class ParquetView:
             raise ShardCorruptError(f'{path}: the file has {stat.st_size} bytes but the index declares {expected} '
                                     f'(truncated or replaced); delete it so it is fetched again.')
         key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        self._opened_as = (stat.st_size, stat.st_mtime_ns)
         parsed = footers.get(key)
         try:
             # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
@@ -380,6 +382,7 @@ class ParquetView:
     def _decode_now(self, part: int) -> tuple[int, list[list[Any]]]:
         import pyarrow as pa
         group = self._group
+        self._check_unchanged()
         first = 0 if self._single else part * self._slice_rows
         try:
             if self._single:
@@ -405,6 +408,21 @@ class ParquetView:
         decoded_cache.put((self._token, group, part),
                           int(table.nbytes) + 64 * table.num_rows * max(len(self._names), 1), self._slices)
         return found
+
+    def _check_unchanged(self) -> None:
+        """The open file (its descriptor: a file renamed over the path is not the one read) still has the size and
+        modification time it had when its footer was read: a file rewritten in place while a job reads it would give
+        the new bytes under the old footer and index (one ``fstat`` per decoded slice)."""
+        try:
+            now = os.fstat(self._source.fileno())
+        except (OSError, ValueError):
+            return  # closed: pyarrow's read reports it
+        if (now.st_size, now.st_mtime_ns) != self._opened_as:
+            raise DatasetVersionError(
+                f'{self.path} was rewritten in place while this job read it (size and modification time '
+                f'{self._opened_as[0]}, {self._opened_as[1]} when opened; now {now.st_size}, {now.st_mtime_ns}). '
+                f'Reading on would serve the new bytes under the old index. Restart the job to read the new version; '
+                f'write new versions of a dataset to new files or directories.')
 
     def _rows(self, start: int, stop: int) -> Any:
         """Rows ``[start, stop)`` of the row group as a table. pyarrow's batches hold *at most* the rows asked for

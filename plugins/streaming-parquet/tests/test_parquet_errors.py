@@ -258,3 +258,32 @@ def test_a_permanent_error_reading_the_files_is_reported_as_itself(tmp_path: Any
     with pytest.raises(PermanentStorageError, match=r'part-00000\.parquet: 403 Forbidden') as caught:
         StreamingDataset(remote=data, local=str(tmp_path / 'cache'), batch_size=2)
     assert not isinstance(caught.value, RemoteNotFoundError) and 'index.json' not in str(caught.value)
+
+
+def test_a_file_rewritten_in_place_while_read_stops_the_job(tmp_path: Any) -> None:
+    """A directory read in place, its file overwritten with bytes of the same size while the job reads it (``cp``
+    onto it): the row groups not yet decoded must not come from the new bytes under the old footer and index."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_core.errors import DatasetVersionError
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+
+    def write(path: str, base: int) -> None:
+        pq.write_table(pa.table({'id': pa.array(range(base, base + 10), pa.int64())}), path, compression='none',
+                       use_dictionary=False, write_statistics=False, row_group_size=2)
+
+    write(target, 0)
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    read = []
+    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place while this job read it'):
+        for sample in dataset:
+            read.append(sample['id'])
+            if len(read) == 1:
+                write(str(tmp_path / 'new.parquet'), 700)
+                assert os.path.getsize(tmp_path / 'new.parquet') == os.path.getsize(target)
+                with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
+                    old.write(new.read())
+    assert read == list(range(len(read))) and read  # only the old file's rows, in order
