@@ -66,7 +66,15 @@ class LocalBackend:
         is_file_url = url != prefix
         root = prefix if os.path.isdir(prefix) else os.path.dirname(prefix) or '.'
         found = []
-        for dirpath, _, filenames in os.walk(root):
+        seen = {os.path.realpath(root)}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # a linked directory is listed too
+            # Directories before links, so a directory linked from inside the tree is listed under its own name.
+            dirnames.sort(key=lambda name: (os.path.islink(os.path.join(dirpath, name)), name))
+            for name in list(dirnames):
+                real = os.path.realpath(os.path.join(dirpath, name))
+                if real in seen:  # a link back up the tree (or a second link to one directory): listed once
+                    dirnames.remove(name)
+                seen.add(real)
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 if full.startswith(prefix):

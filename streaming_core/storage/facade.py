@@ -546,8 +546,12 @@ def list_with_stats(url: str, *, timeout: float = 60.0, options: Mapping[str, An
         for path in get_backend(url, options).list(url, timeout=timeout):
             try:
                 info = os.stat(local_path(path))
-            except FileNotFoundError:  # removed meanwhile
-                continue
+            except FileNotFoundError:
+                if os.path.islink(local_path(path)):  # never a silent gap: a link to an unmounted volume...
+                    raise FileNotFoundError(
+                        f'{local_path(path)} is a broken symbolic link (to {os.readlink(local_path(path))!r}) in the '
+                        f'listing of {url}: mount or restore its target, or remove the link.') from None
+                continue  # removed meanwhile
             found.append(ListedObject(path, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns),
                                                        inode=info.st_ino, ctime=str(info.st_ctime_ns))))
         return sorted(found, key=lambda item: item.url)

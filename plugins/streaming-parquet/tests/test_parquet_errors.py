@@ -278,7 +278,9 @@ def test_a_file_rewritten_in_place_while_read_stops_the_job(tmp_path: Any) -> No
     write(target, 0)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
     read = []
-    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place while this job read it'):
+    # Whichever check sees it first: the one before a row group's view opens (prefetch may open it early), or the
+    # one before a slice of an open view is decoded.
+    with pytest.raises(DatasetVersionError, match='a.parquet was (rewritten in place while this job read it|replaced)'):
         for sample in dataset:
             read.append(sample['id'])
             if len(read) == 1:
@@ -287,3 +289,63 @@ def test_a_file_rewritten_in_place_while_read_stops_the_job(tmp_path: Any) -> No
                 with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
                     old.write(new.read())
     assert read == list(range(len(read))) and read  # only the old file's rows, in order
+
+
+def test_symbolic_links_in_a_directory_are_never_a_silent_gap(tmp_path: Any) -> None:
+    """A linked subdirectory is read like a real one (a link back up the tree, once); a broken link (a volume not
+    mounted) fails naming it instead of leaving its rows out."""
+    from streaming_core.storage.facade import list_with_stats
+    data = tmp_path / 'data'
+    write_parquet(str(data), files=1, rows=4, start=0, prefix='a')
+    write_parquet(str(data / 'real'), files=1, rows=4, start=4, prefix='b')
+    os.symlink(data / 'real', data / 'linked')  # the same directory twice: its files once
+    os.symlink(data, data / 'real' / 'up')  # a cycle
+    a = next(name for name in os.listdir(data) if name.endswith('.parquet'))
+    b = 'real/' + next(name for name in os.listdir(data / 'real') if name.endswith('.parquet'))
+    listed = [os.path.relpath(item.url, data) for item in list_with_stats(str(data))]
+    assert listed == [a, b]
+    outside = tmp_path / 'outside'
+    write_parquet(str(outside), files=1, rows=4, start=8, prefix='c')
+    os.symlink(outside, data / 'more')
+    c = 'more/' + os.listdir(outside)[0]
+    assert sorted(os.path.relpath(item.url, data) for item in list_with_stats(str(data))) == sorted([a, b, c])
+    remote = StreamingDataset(remote=str(data), local=str(tmp_path / 'cache'), batch_size=1)
+    assert sorted(sample['id'] for sample in remote) == list(range(12))
+    os.symlink('/nonexistent/volume/d.parquet', data / 'd.parquet')
+    with pytest.raises(FileNotFoundError, match=r"d.parquet is a broken symbolic link \(to '/nonexistent"):
+        StreamingDataset(local=str(data), batch_size=1)
+
+
+def test_an_open_row_group_view_refuses_to_decode_a_file_rewritten_in_place(tmp_path: Any) -> None:
+    """The check before a slice is decoded, on its own: a view opened (footer read) before the overwrite."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_core.common.paths import state_dir
+    from streaming_core.errors import DatasetVersionError
+    from streaming_core.reading.derived_index import DERIVED_INDEX_NAME
+    from streaming_parquet.reader import ParquetFormat
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+
+    def write(path: str, base: int) -> None:
+        pq.write_table(pa.table({'id': pa.array(range(base, base + 10), pa.int64())}), path, compression='none',
+                       use_dictionary=False, write_statistics=False, row_group_size=2)
+
+    write(target, 0)
+    assert len(StreamingDataset(local=str(data), batch_size=1)) == 10
+    entries = json.loads(open(os.path.join(state_dir(str(data)), DERIVED_INDEX_NAME)).read())['shards']
+    views = [ParquetFormat().reader(entry).open([target]) for entry in entries[:2]]
+    assert views[0][1]['id'] == 1  # decoded before the overwrite
+    write(str(tmp_path / 'new.parquet'), 700)
+    with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
+        old.write(new.read())
+    os.utime(target, ns=(os.stat(target).st_atime_ns, os.stat(target).st_mtime_ns + 1))  # a clock that moved
+    assert views[0][0]['id'] == 0  # already decoded: the old version, consistently
+    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place while this job read it'):
+        views[1][0]
+    for view in views:
+        view.close()
