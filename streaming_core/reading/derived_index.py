@@ -174,11 +174,12 @@ def source_file(name: str, stat: Any, root: str) -> SourceFile:
 
 
 def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
-    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name)."""
+    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name, in
+    any case: ``PART-0.PARQUET`` is Parquet too, never silently left out)."""
     patterns = tuple(builder.patterns)
     if not patterns:
         return []
-    match = re.compile('|'.join(fnmatch.translate(p) for p in patterns)).match
+    match = re.compile('|'.join(fnmatch.translate(p) for p in patterns), re.IGNORECASE).match
     return [item for item in files if match(item.name) or match(item.name.rsplit('/', 1)[-1])]
 
 

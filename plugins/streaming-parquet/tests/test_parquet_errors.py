@@ -311,6 +311,9 @@ def test_symbolic_links_in_a_directory_are_never_a_silent_gap(tmp_path: Any) -> 
     assert sorted(os.path.relpath(item.url, data) for item in list_with_stats(str(data))) == sorted([a, b, c])
     remote = StreamingDataset(remote=str(data), local=str(tmp_path / 'cache'), batch_size=1)
     assert sorted(sample['id'] for sample in remote) == list(range(12))
+    from streaming_core.errors import UnsafePathError
+    with pytest.raises(UnsafePathError, match='outside the dataset directory'):  # read in place: a link out of it
+        list(StreamingDataset(local=str(data), batch_size=1))
     os.symlink('/nonexistent/volume/d.parquet', data / 'd.parquet')
     with pytest.raises(FileNotFoundError, match=r"d.parquet is a broken symbolic link \(to '/nonexistent"):
         StreamingDataset(local=str(data), batch_size=1)
@@ -349,3 +352,12 @@ def test_an_open_row_group_view_refuses_to_decode_a_file_rewritten_in_place(tmp_
         views[1][0]
     for view in views:
         view.close()
+
+
+def test_an_upper_case_extension_is_data_too(tmp_path: Any) -> None:
+    """``PART-1.PARQUET`` beside ``part-0.parquet`` (a Windows tool, a renamed export) is read, not left out."""
+    data = tmp_path / 'data'
+    write_parquet(str(data), files=2, rows=5)
+    first, second = sorted(name for name in os.listdir(data) if name.endswith('.parquet'))
+    os.rename(data / second, data / second.upper())
+    assert sorted(sample['id'] for sample in StreamingDataset(local=str(data), batch_size=1)) == list(range(10))
