@@ -75,7 +75,9 @@ def resolve_inside(root: str, basename: str, where: str, real_root: str | None =
             real = os.path.realpath(path)
             if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
                 raise UnsafePathError(f'{where}: {basename!r} resolves (through a symlink) to {real}, outside the '
-                                      f'dataset directory {real_root}.')
+                                      f'dataset directory {real_root}. Links that lead out of a dataset directory '
+                                      f'are refused: move or copy the files in (a directory read in place can also '
+                                      f'be read as a remote, with a local= cache, which copies them).')
     return path
 
 
