@@ -214,3 +214,19 @@ def test_datasets_over_the_same_streams_share_one_account_others_do_not(tmp_path
     assert sorted(ids_of(a)) == list(range(200))
     assert same.cache_usage == a.cache_usage > before  # one account: the other dataset's downloads are counted
     assert other.cache_usage == before  # its own account: it counted what was on disk when it started
+
+
+def test_cache_usage_without_a_limit_counts_the_files_on_disk(tmp_path):
+    """The reference's ``cache_usage`` is what the local directory holds: without a cache limit it counted only the
+    index here (6746 bytes after an epoch that put 89794 on disk)."""
+    remote = write_mds(str(tmp_path / 'remote'), 300, size_limit=2048)
+    local = str(tmp_path / 'local')
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    index = os.path.getsize(os.path.join(local, 'index.json'))
+    assert dataset.cache_usage == index
+    dataset[0]
+    assert dataset.cache_usage == index + _shard_bytes(local) > index
+    assert len(ids_of(dataset)) == 300
+    on_disk = sum(os.path.getsize(os.path.join(local, name)) for name in os.listdir(local))
+    assert dataset.cache_usage == on_disk
+    assert StreamingDataset(local=remote, batch_size=4).cache_usage == on_disk  # read in place: all of it

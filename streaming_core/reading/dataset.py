@@ -547,9 +547,11 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
 
     @property
     def cache_usage(self) -> int:
-        """Bytes this dataset's cache holds node-wide: the index files plus the shards (counted with a cache limit)."""
-        cache = self._shards_manager.cache
-        return self._index_bytes + (cache.usage if cache is not None else 0)
+        """Bytes this dataset's cache holds node-wide: the index files plus the shard files present (kept count of
+        with a cache limit; without one, looked up: one ``stat`` per shard file)."""
+        manager = self._shards_manager
+        cache = manager.cache
+        return self._index_bytes + (cache.usage if cache is not None else manager.present_bytes())
 
     # ----------------------------------------------------------------------------------------------------------
     # Random access.

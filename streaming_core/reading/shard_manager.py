@@ -259,6 +259,10 @@ class ShardManager:
             return self.stream_of(shard).present_bytes_of(source.file_names(int(self.local_index[shard])))
         return self.stream_of(shard).present_bytes(self.readers[shard])
 
+    def present_bytes(self) -> int:
+        """The bytes of every shard file present in the local directories now (each shared file once)."""
+        return sum(self._scan(shard) for shard in range(len(self.readers)))
+
     def _remove(self, shard: int) -> int:
         if not self.evictable(shard):
             raise StreamingError(f'Refusing to evict {self.readers[shard].where}: it has no remote copy.')
