@@ -27,7 +27,8 @@ Groups (see ``docs/plugins/api.md``):
 * **Storage backends**: :class:`StorageURL` (a URL parsed once), :class:`ClientCache` (per-process SDK clients),
   :class:`ProcessLocal` (per-process state dropped on pickling and after a fork), :func:`check_options`,
   :data:`LOCAL_FILE_ERRORS`, :func:`get_list_arg`, :func:`bytes_to_int`, :func:`read_range` (ranged reads with retries),
-  :func:`list_with_stats`, :class:`ListedObject`, :class:`ObjectStat`.
+  :func:`list_with_stats`, :class:`ListedObject`, :class:`ObjectStat`, :func:`carry_environment` (environment
+  variables a pickled dataset carries into DataLoader workers and spawned ranks).
 * **Redaction**: :func:`redact_url`, :func:`redact_text`, :func:`register_secret`, :func:`install_log_redaction`.
 * **Compression**: :func:`decompress` (bounded by ``max_size``), :func:`compress`, :func:`parse_compression`,
   :func:`bounded_stream`, :func:`require_bytes`, :func:`expansion_error`.
@@ -91,6 +92,7 @@ _LAZY: dict[str, str] = {
     'StorageURL': 'streaming_core.storage.url',
     'ClientCache': 'streaming_core.storage.clients',
     'ProcessLocal': 'streaming_core.common.fork_safe',
+    'carry_environment': 'streaming_core.common.fork_safe',
     'check_options': 'streaming_core.storage.facade',
     'LOCAL_FILE_ERRORS': 'streaming_core.storage.facade',
     'get_list_arg': 'streaming_core.common.arguments',

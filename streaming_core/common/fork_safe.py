@@ -1,4 +1,5 @@
-"""Locks that a forked child never inherits held, and per-process state that is never pickled nor inherited.
+"""Locks that a forked child never inherits held, per-process state that is never pickled nor inherited, and the
+environment a dataset carries into the processes it is pickled into.
 
 ``os.fork()`` copies a lock in the state it is in: when another thread of the parent held a module-level lock at
 that moment (a DataLoader forking its workers while a prefetch thread works), the child's copy stays locked forever
@@ -13,7 +14,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['ForkSafeLock', 'ProcessLocal']
+__all__ = ['ForkSafeLock', 'ProcessLocal', 'carry_environment', 'carried_environment', 'restore_environment']
 
 
 class ForkSafeLock:
@@ -92,3 +93,32 @@ class ProcessLocal:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_runtime()
+
+
+_CARRIED_PREFIXES: list[str] = []
+
+
+def carry_environment(prefix: str) -> None:
+    """Make every dataset pickled in this process carry the environment variables whose names start with ``prefix``
+    into the process that unpickles it (a DataLoader worker, a spawned rank). A plugin that records what a process
+    decided in its environment (``streaming-hf``'s commit pins) calls it: children started by ``spawn`` inherit the
+    environment of the moment, but a ``forkserver`` child inherits its server's, which may be older."""
+    if not prefix or not isinstance(prefix, str):
+        raise ValueError(f'carry_environment: the prefix must be a non-empty string, got {prefix!r}.')
+    if prefix not in _CARRIED_PREFIXES:
+        _CARRIED_PREFIXES.append(prefix)
+
+
+def carried_environment() -> dict[str, str]:
+    """The variables to carry (see :func:`carry_environment`), as they are now."""
+    if not _CARRIED_PREFIXES:
+        return {}
+    prefixes = tuple(_CARRIED_PREFIXES)
+    return {name: value for name, value in os.environ.items() if name.startswith(prefixes)}
+
+
+def restore_environment(carried: dict[str, str] | None) -> None:
+    """Set the variables a pickled dataset carried, where this process has other values or none."""
+    for name, value in (carried or {}).items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value

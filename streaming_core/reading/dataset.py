@@ -239,11 +239,18 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
             check.run()  # pickled for spawned DataLoader workers or ranks: the rank's main process compares first
         state = self.__dict__.copy()
         state['_position'] = None  # this process's iterator (threads, open views) stays here
+        from streaming_core.common.fork_safe import carried_environment
+        state['_carried_env'] = carried_environment()
         if state.get('_explicit_world') is None:
             snapshot = World.from_torch_distributed()
             if snapshot is not None:
                 state['_world_snapshot'] = snapshot
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from streaming_core.common.fork_safe import restore_environment
+        restore_environment(state.pop('_carried_env', None))  # before anything of this process reads storage
+        self.__dict__.update(state)
 
     def _rank_world(self) -> World:
         if self._explicit_world is not None:

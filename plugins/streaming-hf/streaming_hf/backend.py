@@ -46,6 +46,7 @@ from streaming_core.plugin_api import (
     RemoteNotFoundError,
     StorageError,
     TruncatedDownloadError,
+    carry_environment,
     check_content_range,
     check_options,
     register_secret,
@@ -60,6 +61,7 @@ __all__ = ['HfBackend', 'OPTIONS', 'PIN_ENV_PREFIX']
 OPTIONS = frozenset({'endpoint', 'token'})
 #: Environment variables ``<prefix><digest>`` carry a pinned commit to child processes.
 PIN_ENV_PREFIX = 'STREAMING_HF_PIN_'
+carry_environment(PIN_ENV_PREFIX)  # a forkserver's workers inherit its older environment: pins travel with datasets
 _COMMIT = re.compile(r'[0-9a-f]{40}\Z')
 _MAX_REDIRECTS = 5
 _CHUNK = 1 << 20

@@ -4,6 +4,7 @@ different file lists (real rank processes in a gloo group, against the loopback 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -65,3 +66,41 @@ def test_a_job_stops_when_a_later_job_on_its_cache_reads_a_newer_commit(hub: Hub
     else:
         assert sorted(ids) == list(range(80))  # every file it needed was still open
     assert all(i < 80 for i in ids), 'a row of the later commit was served under the earlier index'
+
+
+def test_forkserver_workers_read_the_commit_their_dataset_pinned(hub: HubServer, tmp_path: Any) -> None:
+    """A forkserver started before a dataset pinned its branch's commit (an earlier loader started it): its
+    DataLoader workers inherit the server's environment, which lacks the pin, so they resolved the branch again and
+    read the next commit's files (same names, other ids) under the first commit's index, with no error. The pin
+    now travels with the pickled dataset."""
+    import multiprocessing
+    import multiprocessing.forkserver
+
+    from streaming_core import StreamingDataLoader, StreamingDataset
+    from tests.fixtures.data import write_mds
+    server = multiprocessing.forkserver._forkserver
+    server._stop()  # one of an earlier test would hold another HF_ENDPOINT
+    try:
+        multiprocessing.forkserver.ensure_running()  # started now: this Hub, no pin yet
+        for kind in ('mds', 'parquet'):
+            repo = hub.state.repo('datasets', f'owner/{kind}')
+            if kind == 'parquet':
+                url = 'hf://datasets/owner/parquet/data'
+                versions = [{f'data/train-{i}.parquet': _parquet(list(range(base + i * 20, base + i * 20 + 20)))
+                             for i in range(3)} for base in (0, 1000)]
+            else:
+                url = 'hf://datasets/owner/mds/mds'
+                versions = []
+                for base in (0, 1000):
+                    out = write_mds(str(tmp_path / f'mds-{base}'), 60, start=base, size_limit=600)
+                    versions.append({f'mds/{name}': open(os.path.join(out, name), 'rb').read()
+                                     for name in sorted(os.listdir(out))})
+            repo.push(versions[0])
+            dataset = StreamingDataset(remote=url, local=str(tmp_path / kind), batch_size=4, shuffle=True)
+            repo.push(versions[1])  # the branch moves on before the loader starts
+            loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2,
+                                         multiprocessing_context=multiprocessing.get_context('forkserver'))
+            assert sorted(int(i) for batch in loader for i in batch['id']) == list(range(60)), kind
+            assert sorted(int(dataset[i]['id']) for i in range(len(dataset))) == list(range(60)), kind
+    finally:
+        server._stop()  # later tests start their own, with their environment
