@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import textwrap
 import warnings
 from typing import Any
@@ -290,3 +291,36 @@ def test_the_reference_module_paths_import(module, name):
     import importlib
     parent = module.rsplit('.', 1)[0]  # streaming.base.format.mds, streaming.vision, streaming.text
     assert getattr(importlib.import_module(module), name) is getattr(importlib.import_module(parent), name)
+
+
+@pytest.mark.parametrize('writer, compression', [('MDSWriter', 'zstd'), ('MDSWriter', None), ('JSONWriter', 'gz')])
+def test_dataset_shards_is_the_references_list_of_readers(tmp_path: Any, writer: str, compression: Any) -> None:
+    """``ds.shards`` is a list of readers with the reference's API: the sizes users sum to size a dataset, the
+    files, and a shard's samples from the local copy."""
+    import json
+    remote = str(tmp_path / 'remote')
+    with getattr(streaming, writer)(out=remote, columns={'id': 'int', 'text': 'str'}, size_limit=300,
+                                    compression=compression) as out:
+        for i in range(40):
+            out.write({'id': i, 'text': str(i)})
+    entries = json.load(open(os.path.join(remote, 'index.json')))['shards']
+    dataset = streaming.StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=4)
+    shards = dataset.shards
+    assert isinstance(shards, list) and len(shards) == len(entries) > 1 and dataset.shards is shards
+    raw = [sum(e[key]['bytes'] for key in ('raw_data', 'raw_meta') if e.get(key)) for e in entries]
+    zipped = [sum(e[key]['bytes'] for key in ('zip_data', 'zip_meta') if e.get(key)) for e in entries]
+    assert [s.get_raw_size() for s in shards] == raw
+    assert [s.get_zip_size() for s in shards] == (zipped if compression else [None] * len(entries))
+    assert [s.get_max_size() for s in shards] == [r + z for r, z in zip(raw, zipped)]
+    assert [s.get_persistent_size(True) for s in shards] == [r + z for r, z in zip(raw, zipped)]
+    assert [s.get_persistent_size(False) for s in shards] == raw
+    first = shards[0]
+    assert first.raw_data.basename == entries[0]['raw_data']['basename']
+    assert (first.zip_data.basename if compression else first.zip_data) == (
+        entries[0]['zip_data']['basename'] if compression else None)
+    assert (first.raw_meta is not None) == (writer == 'JSONWriter')
+    assert [len(s) for s in shards] == [e['samples'] for e in entries]
+    assert sorted(int(s['id']) for s in dataset) == list(range(40))  # the shards are now in local
+    assert [int(first[i]['id']) for i in range(len(first))] == list(range(len(first)))
+    again = pickle.loads(pickle.dumps(dataset))  # the readers' open views stay behind
+    assert isinstance(again.shards, list) and len(again.shards) == len(entries)

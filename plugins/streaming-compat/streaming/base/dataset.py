@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streaming.base.array import Array
+from streaming.base.format import Reader
 from streaming.base.registry_utils import construct_from_registry
 from streaming.base.stream import Stream, streams_registry
 from streaming_core.reading.dataset import StreamingDataset as _CoreDataset
@@ -53,6 +54,25 @@ class StreamingDataset(_CoreDataset, Array):
                 kwargs.pop('local', None)
                 stream_name, stream_config = 'stream', None
         super().__init__(stream_name=stream_name, stream_config=stream_config, **kwargs)
+
+    @property
+    def shards(self) -> list[Reader]:  # type: ignore[override]
+        """One reader per shard, a ``list`` as in the reference: :class:`streaming.base.format.Reader` over each of
+        the dataset's readers, with the reference's reader API (``get_raw_size()``, ``raw_data``, ``get_item(i)`` from
+        the local copy...). Built on first use (one object per shard)."""
+        built = self.__dict__.get('_reference_shards')
+        if built is None:
+            readers, streams = self.catalogue.readers, self.streams
+            of_stream = self.catalogue.stream_per_shard
+            built = [Reader(streams[int(of_stream[i])].local, streams[int(of_stream[i])].split, readers[i])
+                     for i in range(len(readers))]
+            self.__dict__['_reference_shards'] = built
+        return built
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop('_reference_shards', None)  # open views stay in this process; rebuilt on use
+        return state
 
 
 # Tools that filter keyword arguments by the constructor's signature (training frameworks do) see every argument.

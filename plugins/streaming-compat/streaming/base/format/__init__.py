@@ -63,6 +63,30 @@ class Reader:
         """Bytes of raw plus compressed files."""
         return self.shard.max_size
 
+    def get_persistent_size(self, keep_zip: bool) -> int:
+        """Bytes the shard keeps on disk once prepared: raw, plus compressed when ``keep_zip``."""
+        return self.shard.max_size if keep_zip and self.compression else self.shard.raw_bytes
+
+    @property
+    def raw_data(self) -> FileInfo:
+        """The raw data file."""
+        return self.shard.parts[0][0]
+
+    @property
+    def zip_data(self) -> FileInfo | None:
+        """The compressed data file, or None."""
+        return self.shard.parts[0][1]
+
+    @property
+    def raw_meta(self) -> FileInfo | None:
+        """The raw meta file of a split format (JSON, CSV...), or None."""
+        return self.shard.parts[1][0] if len(self.shard.parts) > 1 else None
+
+    @property
+    def zip_meta(self) -> FileInfo | None:
+        """The compressed meta file of a split format, or None."""
+        return self.shard.parts[1][1] if len(self.shard.parts) > 1 else None
+
     def validate(self, allow_unsafe_types: bool) -> None:
         """Raise ``ValueError`` when the shard has a column that can run code on read (``pkl``) and
         ``allow_unsafe_types`` is false (the format plugin's own check)."""
