@@ -14,7 +14,8 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['ForkSafeLock', 'ProcessLocal', 'carry_environment', 'carried_environment', 'restore_environment']
+__all__ = ['ForkSafeLock', 'ProcessLocal', 'CarriedEnvironment', 'carry_environment', 'carried_environment',
+           'restore_environment']
 
 
 class ForkSafeLock:
@@ -122,3 +123,17 @@ def restore_environment(carried: dict[str, str] | None) -> None:
     for name, value in (carried or {}).items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+
+
+class CarriedEnvironment(dict):  # type: ignore[type-arg]
+    """The carried variables (:func:`carried_environment`) as a value that sets them the moment it is unpickled:
+    put first in a pickled state, it sets them before the objects after it are rebuilt (a shard table that checks
+    its index while it is unpickled)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, str]]]:
+        return _arrive, (dict(self),)
+
+
+def _arrive(carried: dict[str, str]) -> CarriedEnvironment:
+    restore_environment(carried)
+    return CarriedEnvironment(carried)

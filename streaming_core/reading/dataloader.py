@@ -47,8 +47,42 @@ class _Counted:
         self.collate = collate
         self.batched = batched
 
-    def __call__(self, samples: Any) -> tuple[int, Any]:
-        return (len(samples) if self.batched else 1), self.collate(samples)
+    def __call__(self, samples: Any) -> CountedBatch:
+        return CountedBatch(len(samples) if self.batched else 1, self.collate(samples))
+
+
+_MISUSED = ('This is a StreamingDataLoader\'s batch in transit (the samples with their count), read by another '
+            'DataLoader that copied the StreamingDataLoader\'s collate_fn, as accelerate\'s skip_first_batches does. '
+            'A StreamingDataLoader resumes from its own state_dict(): load the state and iterate the loader itself; '
+            'skipping batches on top of that would skip them twice.')
+
+
+class CountedBatch:
+    """A collated batch and the number of samples in it, from the collate function to the
+    :class:`StreamingDataLoader` that unpacks it. Any other reader of it (a loader that copied the collate function)
+    fails saying so, instead of seeing a tuple it takes for its batch."""
+
+    __slots__ = ('count', 'batch')
+
+    def __init__(self, count: int, batch: Any) -> None:
+        self.count = count
+        self.batch = batch
+
+    def __reduce__(self) -> tuple[Any, tuple[int, Any]]:
+        return CountedBatch, (self.count, self.batch)
+
+    def pin_memory(self, device: Any = None) -> CountedBatch:
+        """The batch pinned (torch's ``pin_memory`` thread calls this)."""
+        from torch.utils.data._utils.pin_memory import pin_memory
+        return CountedBatch(self.count, pin_memory(self.batch, device))
+
+    def _misused(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_MISUSED)
+
+    __getitem__ = __iter__ = __len__ = __contains__ = _misused
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f'{name!r}: {_MISUSED}')
 
 
 class _EpochSampler(_InfiniteConstantSampler):
@@ -116,7 +150,7 @@ class StreamingDataLoader(DataLoader):
         iterator = super().__iter__()
         while True:
             try:
-                count, batch = next(iterator)
+                counted = next(iterator)
             except StopIteration:
                 self._ran_out = True
                 return
@@ -130,8 +164,8 @@ class StreamingDataLoader(DataLoader):
                 raise WorkerDiedError(f'DataLoader worker {", ".join(dead)}; its batches are lost. Resume from '
                                       'the last state_dict() (the usual cause of a kill is the out-of-memory '
                                       'killer: fewer workers or a smaller prefetch_factor help)') from err
-            self.num_samples_yielded += count
-            yield batch
+            self.num_samples_yielded += counted.count
+            yield counted.batch
 
     def state_dict(self) -> dict[str, Any] | None:
         """The dataset's resumption state, or None when the dataset is not a ``StreamingDataset``."""

@@ -237,10 +237,10 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         check = getattr(self, '_version_check', None)
         if check is not None:
             check.run()  # pickled for spawned DataLoader workers or ranks: the rank's main process compares first
-        state = self.__dict__.copy()
+        from streaming_core.common.fork_safe import CarriedEnvironment, carried_environment
+        # First: set in the unpickling process before the catalogue after it is rebuilt (and may read storage).
+        state = {'_carried_env': CarriedEnvironment(carried_environment()), **self.__dict__}
         state['_position'] = None  # this process's iterator (threads, open views) stays here
-        from streaming_core.common.fork_safe import carried_environment
-        state['_carried_env'] = carried_environment()
         if state.get('_explicit_world') is None:
             snapshot = World.from_torch_distributed()
             if snapshot is not None:
@@ -248,8 +248,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from streaming_core.common.fork_safe import restore_environment
-        restore_environment(state.pop('_carried_env', None))  # before anything of this process reads storage
+        state.pop('_carried_env', None)  # set when it was unpickled (CarriedEnvironment)
         self.__dict__.update(state)
 
     def _rank_world(self) -> World:

@@ -45,3 +45,33 @@ def test_one_process_and_direct_use_pass():
     assert list(single) == list(range(8))
     dataset.set_epoch(4)
     assert list(dataset) == list(range(8)) and dataset.epochs == [3, 4]
+
+
+def test_accelerate_skip_first_batches_on_a_resumed_loader_fails_clearly(tmp_path):
+    """accelerate's resume recipe calls skip_first_batches(loader, n); a StreamingDataLoader loaded from its state is
+    already there, so the loader accelerate builds (a copy with our collate function) must fail saying so, not hand
+    out (count, batch) tuples or skip the batches twice."""
+    require('accelerate')
+    from accelerate import skip_first_batches
+
+    from streaming_core import StreamingDataLoader, StreamingDataset
+    from tests.fixtures.data import ids_of, write_mds
+    path = write_mds(str(tmp_path / 'ds'), 96)
+
+    def make():
+        return StreamingDataLoader(StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1),
+                                   batch_size=8)
+
+    full = ids_of(make())
+    loader = make()
+    it = iter(loader)
+    head = ids_of([next(it) for _ in range(3)])
+    state = loader.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    skipping = iter(skip_first_batches(resumed, 3))
+    with pytest.raises(TypeError, match="StreamingDataLoader's batch in transit .* skip_first_batches"):
+        next(skipping)['id']
+    again = make()
+    again.load_state_dict(state)
+    assert head + ids_of(again) == full  # the loader itself resumes exactly
