@@ -381,3 +381,21 @@ def test_torchdata_without_workers_after_the_last_batch_of_an_epoch(tmp_path, sa
             named.dataset.set_epoch(epoch)
             got.append(ids_of(named))
         assert got == [[], epochs[1]]
+
+
+def test_only_our_loader_carries_lightnings_epoch_and_position(tmp_path):
+    """What lightning.md says of a plain DataLoader: Lightning calls set_epoch on the loader's sampler and saves the
+    loader's state_dict(); a plain DataLoader of an iterable dataset has neither, ours has both."""
+    path = write_mds(str(tmp_path / 'ds'), 32)
+    dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
+    plain = DataLoader(dataset, batch_size=8)
+    assert not hasattr(plain.sampler, 'set_epoch') and not hasattr(plain, 'state_dict')
+    ours = StreamingDataLoader(dataset, batch_size=8)
+    epoch0 = ids_of(StreamingDataLoader(StreamingDataset(local=path, shuffle=True, batch_size=8,
+                                                         num_canonical_nodes=1), batch_size=8))
+    ours.sampler.set_epoch(0)
+    assert ids_of(ours) == epoch0
+    fresh = StreamingDataLoader(StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1),
+                                batch_size=8)
+    fresh.sampler.set_epoch(1)  # what Lightning does after an end-of-epoch checkpoint, in a new process
+    assert ids_of(fresh) == ids_of(ours) != epoch0  # epoch 1's order
