@@ -60,21 +60,17 @@ class LocalBackend:
             raise RemoteNotFoundError(f'Remote object not found: {url}') from None
         return {'size': info.st_size, 'mtime': info.st_mtime_ns}
 
-    def list(self, url: str, *, timeout: float) -> list[str]:
-        """Every file whose path starts with ``url``, sorted (``file://`` prefixes give ``file://`` URLs)."""
+    def list(self, url: str, *, timeout: float, linked_dirs: list[str] | None = None) -> list[str]:
+        """Every file whose path starts with ``url``, sorted (``file://`` prefixes give ``file://`` URLs). Links to
+        directories are not followed; their paths are appended to ``linked_dirs`` when given."""
         prefix = local_path(url)
         is_file_url = url != prefix
         root = prefix if os.path.isdir(prefix) else os.path.dirname(prefix) or '.'
         found = []
-        seen = {os.path.realpath(root)}
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # a linked directory is listed too
-            # Directories before links, so a directory linked from inside the tree is listed under its own name.
-            dirnames.sort(key=lambda name: (os.path.islink(os.path.join(dirpath, name)), name))
-            for name in list(dirnames):
-                real = os.path.realpath(os.path.join(dirpath, name))
-                if real in seen:  # a link back up the tree (or a second link to one directory): listed once
-                    dirnames.remove(name)
-                seen.add(real)
+        for dirpath, dirnames, filenames in os.walk(root):
+            if linked_dirs is not None:
+                linked_dirs.extend(path for name in dirnames
+                                   if os.path.islink(path := os.path.join(dirpath, name)) and path.startswith(prefix))
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 if full.startswith(prefix):

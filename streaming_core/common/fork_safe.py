@@ -126,14 +126,16 @@ def restore_environment(carried: dict[str, str] | None) -> None:
 
 
 class CarriedEnvironment(dict):  # type: ignore[type-arg]
-    """The carried variables (:func:`carried_environment`) as a value that sets them the moment it is unpickled:
-    put first in a pickled state, it sets them before the objects after it are rebuilt (a shard table that checks
-    its index while it is unpickled)."""
+    """The carried variables (:func:`carried_environment`) as a value that sets them the moment it is unpickled in
+    another process: put first in a pickled state, it sets them before the objects after it are rebuilt (a shard
+    table that checks its index while it is unpickled). Unpickled in the process that pickled it (a copy, an older
+    pickle loaded again), it changes nothing: that process's own values may be newer."""
 
-    def __reduce__(self) -> tuple[Any, tuple[dict[str, str]]]:
-        return _arrive, (dict(self),)
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, str], int]]:
+        return _arrive, (dict(self), os.getpid())
 
 
-def _arrive(carried: dict[str, str]) -> CarriedEnvironment:
-    restore_environment(carried)
+def _arrive(carried: dict[str, str], pid: int) -> CarriedEnvironment:
+    if pid != os.getpid():
+        restore_environment(carried)
     return CarriedEnvironment(carried)

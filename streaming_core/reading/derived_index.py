@@ -131,10 +131,11 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
     """The files under the directory ``root`` (a local path or URL), sorted by name, with sizes and etags / mtimes.
 
     Hidden files (a path component starting with ``.`` or ``__``), writers' artifacts (Spark's ``_temporary/`` and
-    ``_SUCCESS``, ``_delta_log/``...) and temporary files (``*.tmp``) are left out.
+    ``_SUCCESS``, ``_delta_log/``...) and temporary files (``*.tmp``) are left out. In a local directory, a link to a
+    directory is not followed (a warning names it) and a broken link is an error: neither is a silent gap.
 
     Raises:
-        DerivedIndexError: the store's listing gives no size for a file.
+        DerivedIndexError: the store's listing gives no size for a file, or a local file is a broken link.
     """
     remote = is_remote(root)
     if not remote:
@@ -145,7 +146,10 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
     else:
         prefix = root.rstrip('/') + '/'
     found = []
-    for item in list_with_stats(prefix, timeout=timeout, retries=retries, options=options):
+    broken: list[str] = []
+    linked: list[str] = []
+    local = {} if remote else {'broken': broken, 'linked_dirs': linked}
+    for item in list_with_stats(prefix, timeout=timeout, retries=retries, options=options, **local):
         url = item.url if remote else local_path(item.url)
         if not url.startswith(prefix):
             continue
@@ -155,7 +159,28 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
         if not name or _hidden(name):
             continue
         found.append(source_file(name, item.stat, root))
+    _check_links(prefix, broken, linked)
     return sorted(found, key=lambda item: item.name)
+
+
+def _check_links(prefix: str, broken: list[str], linked: list[str]) -> None:
+    """Refuse the broken links of a local listing and warn of the linked directories it did not follow (hidden names
+    and writers' artifacts aside, as for files)."""
+    def shown(paths: list[str]) -> list[str]:
+        names = [local_path(path)[len(prefix):].replace(os.sep, '/') for path in paths]
+        return [name for name in names if name and not _hidden(name)]
+    bad = shown(broken)
+    if bad:
+        raise DerivedIndexError(f'{prefix}: {", ".join(repr(name) for name in bad[:5])}'
+                                f'{f" and {len(bad) - 5} more" if len(bad) > 5 else ""} '
+                                f'{"is a broken symbolic link" if len(bad) == 1 else "are broken symbolic links"} '
+                                f'(to {os.readlink(os.path.join(prefix, bad[0]))!r}): its data would be left out. '
+                                f'Mount or restore the target, or remove the link.')
+    skipped = shown(linked)
+    if skipped:
+        logger.warning('%s: %s %s a link to a directory, not followed: its files are not read (point a stream at its '
+                       'target, or move the files in).', prefix, ', '.join(repr(name) for name in skipped[:5]),
+                       'is' if len(skipped) == 1 else 'are each')
 
 
 def source_file(name: str, stat: Any, root: str) -> SourceFile:
@@ -173,14 +198,27 @@ def source_file(name: str, stat: Any, root: str) -> SourceFile:
     return SourceFile(name, int(stat.size), stat.etag, mtime)
 
 
-def builder_matches(builder: Any, files: Sequence[SourceFile]) -> list[SourceFile]:
-    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name, in
-    any case: ``PART-0.PARQUET`` is Parquet too, never silently left out)."""
+def builder_matches(builder: Any, files: Sequence[SourceFile], *, ignore_case: bool = False) -> list[SourceFile]:
+    """The files whose names match one of ``builder.patterns`` (fnmatch, on the relative name and its base name;
+    ``ignore_case``: in any case)."""
     patterns = tuple(builder.patterns)
     if not patterns:
         return []
-    match = re.compile('|'.join(fnmatch.translate(p) for p in patterns), re.IGNORECASE).match
+    match = re.compile('|'.join(fnmatch.translate(p) for p in patterns), re.IGNORECASE if ignore_case else 0).match
     return [item for item in files if match(item.name) or match(item.name.rsplit('/', 1)[-1])]
+
+
+def _chosen(name: str, builder: Any, selected: list[SourceFile], files: Sequence[SourceFile],
+            where: str) -> tuple[str, Any, list[SourceFile]]:
+    """The builder's choice, after a warning naming the files it would read but for the case of their names
+    (``PART-1.PARQUET``): they are not read, and that must not pass unnoticed."""
+    chosen = {item.name for item in selected}
+    other = [item for item in builder_matches(builder, files, ignore_case=True) if item.name not in chosen]
+    if other:
+        logger.warning('%s: %s %s not read as %s: the extension is matched in lower case (%s); rename %s.', where,
+                       _summary(other), 'is' if len(other) == 1 else 'are', name, ', '.join(builder.patterns),
+                       'it' if len(other) == 1 else 'them')
+    return name, builder, selected
 
 
 def _only_sidecars(builder: Any, files: Sequence[SourceFile]) -> bool:
@@ -234,13 +272,13 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
             raise DerivedIndexError(f'{where} has no index.json and no {" or ".join(wanted)} file for '
                                     f'format={fmt!r} ({found}). Point `remote`/`local` at the directory holding the '
                                     f'files.')
-        return fmt, builder, selected
+        return _chosen(fmt, builder, selected, files, where)
     if remembered is not None and files:
         builder = registry.get(remembered) if remembered in registry else None
         if builder is not None:
             selected = builder_matches(builder, files)
             if selected and not _only_sidecars(builder, selected):
-                return remembered, builder, selected
+                return _chosen(remembered, builder, selected, files, where)
     if not files:
         raise NoDatasetError(f'{where} has no index.json and no files. Point `remote`/`local` at a dataset '
                                 f'directory (an index.json, or data files such as *.parquet with format=...).')
@@ -250,7 +288,7 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
         if not _only_sidecars(entry.obj, selected):
             matches.append((entry.name, entry.obj, selected))
     if len(matches) == 1:
-        return matches[0]
+        return _chosen(*matches[0], files, where)
     installed = ', '.join(registry.names()) or '(none)'
     if not matches:
         splits = sorted({item.name.split('/')[0] for item in files

@@ -534,24 +534,28 @@ class ListedObject:
 
 
 def list_with_stats(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,
-                    initial_backoff: float = 0.5) -> list[ListedObject]:
+                    initial_backoff: float = 0.5, broken: list[str] | None = None,
+                    linked_dirs: list[str] | None = None) -> list[ListedObject]:
     """The objects under the prefix ``url`` with their sizes and etags / modification times, sorted by URL.
 
     Uses the backend's optional ``list_stats(url, *, timeout) -> list[(url, {'size', 'etag', 'mtime'})]`` (one
     listing gives everything, as S3's does); without it, :meth:`list` and then :func:`stat_object` per object (an
-    object whose backend cannot stat it gets an empty :class:`ObjectStat`). Local paths are walked directly.
+    object whose backend cannot stat it gets an empty :class:`ObjectStat`). Local paths are walked directly: links
+    to directories are not followed (appended to ``linked_dirs`` when given), broken links are left out (appended to
+    ``broken`` when given).
     """
     if not is_remote(url):
         found = []
-        for path in get_backend(url, options).list(url, timeout=timeout):
+        backend = get_backend(url, options)
+        paths = backend.list(url, timeout=timeout, linked_dirs=linked_dirs) if linked_dirs is not None else \
+            backend.list(url, timeout=timeout)
+        for path in paths:
             try:
                 info = os.stat(local_path(path))
             except FileNotFoundError:
-                if os.path.islink(local_path(path)):  # never a silent gap: a link to an unmounted volume...
-                    raise FileNotFoundError(
-                        f'{local_path(path)} is a broken symbolic link (to {os.readlink(local_path(path))!r}) in the '
-                        f'listing of {url}: mount or restore its target, or remove the link.') from None
-                continue  # removed meanwhile
+                if broken is not None and os.path.islink(local_path(path)):
+                    broken.append(path)
+                continue  # removed meanwhile, or a broken link
             found.append(ListedObject(path, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns),
                                                        inode=info.st_ino, ctime=str(info.st_ctime_ns))))
         return sorted(found, key=lambda item: item.url)

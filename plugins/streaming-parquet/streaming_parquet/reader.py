@@ -324,18 +324,24 @@ class ParquetView:
         self._key0 = (self._group, 0)
         self._single = self._count <= self._slice_rows
         self._names = [name for name, _ in reader.columns]
-        stat = os.stat(path)
         expected = reader.parts[0][0].bytes
+        try:
+            # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
+            self._source = pa.OSFile(path)
+        except (pa.ArrowException, OSError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise
+            raise ShardCorruptError(f'{path}: cannot be opened ({type(err).__name__}: {err}).') from None
+        stat = os.fstat(self._source.fileno())  # of the file opened, which a rename over the path does not change
         if stat.st_size != expected:
+            self._source.close()
             raise ShardCorruptError(f'{path}: the file has {stat.st_size} bytes but the index declares {expected} '
                                     f'(truncated or replaced); delete it so it is fetched again.')
         key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         self._opened_as = (stat.st_size, stat.st_mtime_ns)
         parsed = footers.get(key)
         try:
-            # Plain positioned reads (not a memory map): only the byte ranges of the read columns' chunks are read.
             # Pages written with a checksum are checked: a damaged page fails instead of giving a wrong value.
-            self._source = pa.OSFile(path)
             self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0],
                                         page_checksum_verification=check_page_checksums())
             metadata = self._file.metadata

@@ -8,8 +8,8 @@ replaced file gets another key, so a table is never served for other bytes), und
 ``$STREAMING_WEBDATASET_TABLES`` (default: ``webdataset-tables`` under streaming-core's cache root, which is the
 user's own: a table is trusted, so it must not sit where another user can write; an empty value turns the cache off).
 A table that cannot be read or disagrees with the index is ignored and the tar is walked. The directory is created
-private (mode 0700), and once per process the first table written removes tables untouched for
-:data:`MAX_TABLE_AGE` (a table in use is refreshed when its tar is walked again; a pruned one costs one walk).
+private (mode 0700; a default directory another user made is not used), and once per process the first table
+written removes tables neither written nor read for :data:`MAX_TABLE_AGE` (a pruned one costs one walk).
 """
 
 from __future__ import annotations
@@ -30,18 +30,37 @@ logger = logging.getLogger('streaming_webdataset')
 
 #: The environment variable naming the cache directory (empty: no cache).
 TABLES_ENV = 'STREAMING_WEBDATASET_TABLES'
-#: Tables not written for this long (seconds) are removed by the first table a process writes.
+#: Tables neither written nor read for this long (seconds) are removed by the first table a process writes.
 MAX_TABLE_AGE = 14 * 24 * 3600.0
 _VERSION = 1
 _pruned = False
 
 
 def tables_dir() -> str | None:
-    """Where tables are kept, or None when the cache is off."""
+    """Where tables are kept, or None when the cache is off (or the default directory is another user's)."""
     value = os.environ.get(TABLES_ENV)
     if value is None:
-        return os.path.join(cache_root(), 'webdataset-tables')
+        default = os.path.join(cache_root(), 'webdataset-tables')
+        return default if _own_or_absent(default) else None
     return value or None
+
+
+_checked: dict[str, bool] = {}
+
+
+def _own_or_absent(directory: str) -> bool:
+    """Whether ``directory`` is this user's or does not exist yet (asked once per process): tables are trusted, so
+    a directory someone else made (a cache root shared between users) is not used, and a warning says so."""
+    if directory not in _checked:
+        try:
+            owner = os.stat(directory).st_uid
+        except OSError:
+            owner = os.getuid()
+        _checked[directory] = owner == os.getuid()
+        if not _checked[directory]:
+            logger.warning('%s belongs to another user: the WebDataset sample tables there are not used (set %s to '
+                           'a directory of yours).', directory, TABLES_ENV)
+    return _checked[directory]
 
 
 def _prune(directory: str) -> None:
@@ -95,12 +114,16 @@ def load_table(path: str, samples: int, size: int) -> list[Sample] | None:
             table.append(Sample(key, members))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:  # (the check below fails it too)
         logger.debug('ignoring the sample table %s of %s: %s', where, path, err)
         return None
     if len(table) != samples or len(obj['rows']) != samples or any(
             offset < 0 or offset + length > size for sample in table for _, offset, length in sample.fields):
         return None
+    try:
+        os.utime(where)  # in use: the pruning of untouched tables keeps it
+    except OSError:
+        pass
     return table
 
 

@@ -277,3 +277,7 @@ def test_sample_tables_default_to_the_users_cache_root_and_old_ones_are_pruned(
     write_tars(other, tars=1, per_tar=3)
     assert len(list(StreamingDataset(local=other, batch_size=1))) == 3
     assert stat.S_IMODE(os.stat(private / 'webdataset-tables').st_mode) == 0o700
+    table = next(iter(os.listdir(private / 'webdataset-tables')))
+    os.utime(private / 'webdataset-tables' / table, (old, old))
+    assert len(list(StreamingDataset(local=other, batch_size=1))) == 3  # read from its table: kept fresh
+    assert os.stat(private / 'webdataset-tables' / table).st_mtime > old + 60

@@ -62,10 +62,14 @@ class StreamingDataset(_CoreDataset, Array):
         the local copy...). Built on first use (one object per shard)."""
         built = self.__dict__.get('_reference_shards')
         if built is None:
-            readers, streams = self.catalogue.readers, self.streams
-            of_stream = self.catalogue.stream_per_shard
-            built = [Reader(streams[int(of_stream[i])].local, streams[int(of_stream[i])].split, readers[i])
-                     for i in range(len(readers))]
+            catalogue, streams = self.catalogue, self.streams
+            readers, built = catalogue.readers, []
+            for shard in range(len(readers)):
+                index = int(catalogue.stream_per_shard[shard])
+                source, stream = catalogue.sources[index], streams[index]
+                entry = source.entry(shard - int(catalogue.shard_offset_per_stream[index])) \
+                    if hasattr(source, 'entry') else None  # validate() checks it as the reference does
+                built.append(Reader(stream.local, stream.split, readers[shard], entry))
             self.__dict__['_reference_shards'] = built
         return built
 

@@ -39,7 +39,6 @@ class Reader:
         self.compression: str | None = shard.compression
         self.hashes: list[str] = shard.hashes
         self.size_limit = shard.size_limit
-        self._view: Any = None
 
     @property
     def format(self) -> str:
@@ -94,17 +93,20 @@ class Reader:
             shard_readers({'shards': [self.entry]}, self.shard.where, allow_unsafe_types=False)
 
     def _open(self) -> Any:
-        if self._view is None:
-            root = os.path.join(self.dirname, self.split)
-            paths = [resolve_inside(root, raw.basename, self.shard.where) for raw, _ in self.shard.parts]
-            self._view = self.shard.open(paths)
-        return self._view
+        root = os.path.join(self.dirname, self.split)
+        paths = [resolve_inside(root, raw.basename, self.shard.where) for raw, _ in self.shard.parts]
+        return self.shard.open(paths)
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        """Sample ``idx`` of this shard, decoded (the raw files must be present)."""
+        """Sample ``idx`` of this shard, decoded (the raw files must be present; opened for this read only, so no
+        file stays open or mapped after it is evicted or replaced)."""
         if not 0 <= idx < self.samples:
             raise IndexError(f'Sample index {idx} out of range for a shard of {self.samples} samples.')
-        return self._open()[idx]
+        view = self._open()
+        try:
+            return view[idx]
+        finally:
+            view.close()
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.get_item(idx)
