@@ -254,12 +254,7 @@ def test_set_epoch_is_the_trainers_epoch_and_agrees_with_a_loaded_state(tmp_path
 def test_set_epoch_after_workers_read_the_loaded_position_logs_no_drop(tmp_path, caplog):
     """With DataLoader workers, the workers start from the loaded position: after they read the resumed epoch, the
     trainer's set_epoch for the next one drops nothing and must not say it does."""
-    path = write_mds(str(tmp_path / 'ds'), 96)
-
-    def make():
-        dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
-        return StreamingDataLoader(dataset, batch_size=8, num_workers=2)
-
+    make = _loaders(write_mds(str(tmp_path / 'ds'), 96), StreamingDataLoader, num_workers=2)
     reference = make()
     epochs = [ids_of(reference) for _ in range(2)]
     loader = make()
@@ -281,6 +276,14 @@ def test_set_epoch_after_workers_read_the_loaded_position_logs_no_drop(tmp_path,
         unread.set_epoch(1)
     assert 'drops the loaded position' in caplog.text
     assert ids_of(unread) == epochs[1]
+
+
+def _loaders(path, loader, **kwargs):
+    """A factory of fresh ``loader``s (batches of 8) over a new shuffled dataset of ``path`` (one canonical node)."""
+    def make():
+        return loader(StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1), batch_size=8,
+                      **kwargs)
+    return make
 
 
 def _advanced(dataset, epochs):
@@ -356,12 +359,7 @@ def test_torchdata_without_workers_after_the_last_batch_of_an_epoch(tmp_path, sa
     from tests.deps import require
     require('torchdata')
     from torchdata.stateful_dataloader import StatefulDataLoader
-    path = write_mds(str(tmp_path / 'ds'), samples)
-
-    def make():
-        dataset = StreamingDataset(local=path, shuffle=True, batch_size=8, num_canonical_nodes=1)
-        return StatefulDataLoader(dataset, batch_size=8, num_workers=0)
-
+    make = _loaders(write_mds(str(tmp_path / 'ds'), samples), StatefulDataLoader, num_workers=0)
     reference = make()
     epochs = [ids_of(reference) for _ in range(3)]
     loader = make()

@@ -261,22 +261,24 @@ def test_a_permanent_error_reading_the_files_is_reported_as_itself(tmp_path: Any
     assert not isinstance(caught.value, RemoteNotFoundError) and 'index.json' not in str(caught.value)
 
 
+def _ten_rows(path: str, base: int) -> None:
+    """Ids ``base..base+9`` in row groups of 2, uncompressed: a rewrite with another base has the same size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({'id': pa.array(range(base, base + 10), pa.int64())}), path, compression='none',
+                   use_dictionary=False, write_statistics=False, row_group_size=2)
+
+
 def test_a_file_rewritten_in_place_while_read_is_never_mixed_in(tmp_path: Any) -> None:
     """A directory read in place, its file overwritten with bytes of the same size while the job reads it (``cp``
     onto it): the row groups not yet decoded must not come from the new bytes under the old footer and index."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from streaming_core.errors import DatasetVersionError
     data = tmp_path / 'data'
     data.mkdir()
     target = str(data / 'a.parquet')
 
-    def write(path: str, base: int) -> None:
-        pq.write_table(pa.table({'id': pa.array(range(base, base + 10), pa.int64())}), path, compression='none',
-                       use_dictionary=False, write_statistics=False, row_group_size=2)
-
-    write(target, 0)
+    _ten_rows(target, 0)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
     read = []
     # Whichever check sees it first: the one before a row group's view opens, or the one before a slice of an open
@@ -285,7 +287,7 @@ def test_a_file_rewritten_in_place_while_read_is_never_mixed_in(tmp_path: Any) -
         for sample in dataset:
             read.append(sample['id'])
             if len(read) == 1:
-                write(str(tmp_path / 'new.parquet'), 700)
+                _ten_rows(str(tmp_path / 'new.parquet'), 700)
                 assert os.path.getsize(tmp_path / 'new.parquet') == os.path.getsize(target)
                 with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
                     old.write(new.read())
@@ -322,9 +324,6 @@ def test_an_open_row_group_view_refuses_to_decode_a_file_rewritten_in_place(tmp_
     """The check before a slice is decoded, on its own: a view opened (footer read) before the overwrite."""
     import json
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from streaming_core.common.paths import state_dir
     from streaming_core.errors import DatasetVersionError
     from streaming_core.reading.derived_index import DERIVED_INDEX_NAME
@@ -333,16 +332,12 @@ def test_an_open_row_group_view_refuses_to_decode_a_file_rewritten_in_place(tmp_
     data.mkdir()
     target = str(data / 'a.parquet')
 
-    def write(path: str, base: int) -> None:
-        pq.write_table(pa.table({'id': pa.array(range(base, base + 10), pa.int64())}), path, compression='none',
-                       use_dictionary=False, write_statistics=False, row_group_size=2)
-
-    write(target, 0)
+    _ten_rows(target, 0)
     assert len(StreamingDataset(local=str(data), batch_size=1)) == 10
     entries = json.loads(open(os.path.join(state_dir(str(data)), DERIVED_INDEX_NAME)).read())['shards']
     views = [ParquetFormat().reader(entry).open([target]) for entry in entries[:2]]
     assert views[0][1]['id'] == 1  # decoded before the overwrite
-    write(str(tmp_path / 'new.parquet'), 700)
+    _ten_rows(str(tmp_path / 'new.parquet'), 700)
     with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
         old.write(new.read())
     os.utime(target, ns=(os.stat(target).st_atime_ns, os.stat(target).st_mtime_ns + 1))  # a clock that moved
