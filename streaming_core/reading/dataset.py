@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from torch.utils.data import IterableDataset
 
 from streaming_core.common.arguments import bytes_to_int
+from streaming_core.common.fork_safe import CarriedEnvironment, carried_environment
 from streaming_core.errors import CacheLimitError
 from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
@@ -237,14 +238,12 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         check = getattr(self, '_version_check', None)
         if check is not None:
             check.run()  # pickled for spawned DataLoader workers or ranks: the rank's main process compares first
-        from streaming_core.common.fork_safe import CarriedEnvironment, carried_environment
         # First: set in the unpickling process before the catalogue after it is rebuilt (and may read storage).
         state = {'_carried_env': CarriedEnvironment(carried_environment()), **self.__dict__}
         state['_position'] = None  # this process's iterator (threads, open views) stays here
-        if state.get('_explicit_world') is None:
-            snapshot = World.from_torch_distributed()
-            if snapshot is not None:
-                state['_world_snapshot'] = snapshot
+        snapshot = World.from_torch_distributed() if state.get('_explicit_world') is None else None
+        if snapshot is not None:
+            state['_world_snapshot'] = snapshot
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -555,9 +554,8 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
     def cache_usage(self) -> int:
         """Bytes this dataset's cache holds node-wide: the index files plus the shard files present (kept count of
         with a cache limit; without one, looked up: one ``stat`` per shard file)."""
-        manager = self._shards_manager
-        cache = manager.cache
-        return self._index_bytes + (cache.usage if cache is not None else manager.present_bytes())
+        cache = self._shards_manager.cache
+        return self._index_bytes + (cache.usage if cache is not None else self._shards_manager.present_bytes())
 
     # ----------------------------------------------------------------------------------------------------------
     # Random access.
