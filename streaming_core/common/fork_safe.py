@@ -14,8 +14,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['ForkSafeLock', 'ProcessLocal', 'CarriedEnvironment', 'carry_environment', 'carried_environment',
-           'restore_environment']
+__all__ = ['ForkSafeLock', 'ProcessLocal', 'CarriedEnvironment', 'carry_environment', 'carried_environment']
 
 
 class ForkSafeLock:
@@ -118,13 +117,6 @@ def carried_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name.startswith(prefixes)}
 
 
-def restore_environment(carried: dict[str, str] | None) -> None:
-    """Set the variables a pickled dataset carried, where this process has other values or none."""
-    for name, value in (carried or {}).items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
-
-
 class CarriedEnvironment(dict):  # type: ignore[type-arg]
     """The carried variables (:func:`carried_environment`) as a value that sets them the moment it is unpickled in
     another process: put first in a pickled state, it sets them before the objects after it are rebuilt (a shard
@@ -136,6 +128,9 @@ class CarriedEnvironment(dict):  # type: ignore[type-arg]
 
 
 def _arrive(carried: dict[str, str], pid: int) -> CarriedEnvironment:
+    """Unpickled: set the carried variables where this process, another than the pickler, has other values or none."""
     if pid != os.getpid():
-        restore_environment(carried)
+        for name, value in carried.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
     return CarriedEnvironment(carried)

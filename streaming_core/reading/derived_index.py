@@ -213,7 +213,8 @@ def _chosen(name: str, builder: Any, selected: list[SourceFile], files: Sequence
     """The builder's choice, after a warning naming the files it would read but for the case of their names
     (``PART-1.PARQUET``): they are not read, and that must not pass unnoticed."""
     chosen = {item.name for item in selected}
-    other = [item for item in builder_matches(builder, files, ignore_case=True) if item.name not in chosen]
+    rest = [item for item in files if item.name not in chosen]  # (most files are chosen: no pattern run on them)
+    other = builder_matches(builder, rest, ignore_case=True) if rest else []
     if other:
         logger.warning('%s: %s %s not read as %s: the extension is matched in lower case (%s); rename %s.', where,
                        _summary(other), 'is' if len(other) == 1 else 'are', name, ', '.join(builder.patterns),

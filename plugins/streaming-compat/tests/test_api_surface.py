@@ -322,5 +322,6 @@ def test_dataset_shards_is_the_references_list_of_readers(tmp_path: Any, writer:
     assert [len(s) for s in shards] == [e['samples'] for e in entries]
     assert sorted(int(s['id']) for s in dataset) == list(range(40))  # the shards are now in local
     assert [int(first[i]['id']) for i in range(len(first))] == list(range(len(first)))
+    assert [int(sample['id']) for sample in first] == list(range(len(first)))  # one view for the shard
     again = pickle.loads(pickle.dumps(dataset))  # the readers' open views stay behind
     assert isinstance(again.shards, list) and len(again.shards) == len(entries)

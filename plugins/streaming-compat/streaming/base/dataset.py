@@ -75,7 +75,7 @@ class StreamingDataset(_CoreDataset, Array):
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop('_reference_shards', None)  # open views stay in this process; rebuilt on use
+        state.pop('_reference_shards', None)  # one object per shard need not travel: rebuilt on use
         return state
 
 

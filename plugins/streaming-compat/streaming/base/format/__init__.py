@@ -115,8 +115,12 @@ class Reader:
         return self.samples
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for idx in range(self.samples):
-            yield self.get_item(idx)
+        view = self._open()  # once for the whole shard
+        try:
+            for idx in range(self.samples):
+                yield view[idx]
+        finally:
+            view.close()
 
 
 def reader_from_json(dirname: str, split: str | None, obj: Mapping[str, Any]) -> Reader:
