@@ -243,6 +243,34 @@ def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_p
             b[i]
 
 
+@pytest.mark.parametrize('how', ['emptied', 'rewritten'])
+def test_a_rewrite_met_by_a_download_stops_the_job_at_once_saying_so(tmp_path, monkeypatch, caplog, how):
+    """A writer rewriting a remote with ``exist_ok=True`` empties it first. A download that then finds its file gone,
+    or of another hash, statted the index only after its retries (logged as failures of the remote file), or not at
+    all (a missing file ended the job as a ``RemoteNotFoundError`` of a shard). Either now stops the job at its first
+    attempt with ``DatasetVersionError`` naming the change."""
+    import shutil
+
+    from streaming_core.reading import remote_watch
+    monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 1e6)  # no periodic stat: the mismatch alone triggers it
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 200, size_limit=1 << 9, hashes=['xxh64'])
+    samples = iter(StreamingDataset(remote=remote, local=local, batch_size=4, predownload=1, download_retry=2))
+    head = [int(next(samples)['id']) for _ in range(6)]
+    time.sleep(1)
+    if how == 'emptied':
+        shutil.rmtree(remote)
+        os.makedirs(remote)
+    else:
+        write_mds(remote, 200, start=1000, size_limit=1 << 9, hashes=['xxh64'], exist_ok=True)
+    with caplog.at_level('WARNING', logger='streaming_core'):
+        rest, message = _read_until_error(samples)
+    assert all(i < 200 for i in head + rest)
+    assert message is not None and 'index.json is now' in message and 'shard.' in message
+    assert ('absent' in message) == (how == 'emptied')
+    assert not [r for r in caplog.records if 'retrying' in r.getMessage()], 'a rewrite was retried as a bad download'
+
+
 @pytest.mark.parametrize('hashes', [None, ['xxh64']])
 def test_a_remote_without_its_index_serves_nothing_new_under_the_local_copy(tmp_path, monkeypatch, hashes):
     """A writer rewriting a remote in place removes its index.json first. A job constructed meanwhile used to fall

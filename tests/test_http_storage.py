@@ -425,9 +425,22 @@ def test_credentials_moved_out_of_the_url_keep_the_same_remote(http_server: Stat
     again = StreamingDataset(remote=f'{http_server.url}/{name}', local=local, batch_size=4,
                              storage_options={'basic_auth': ('u', 'pw1')})
     assert [int(s['id']) for s in again] == [int(s['id']) for s in first] == list(range(40))
+    # the login kept in the URL, the password moved (the case a newcomer found refused as another remote)
+    user_only = StreamingDataset(remote=f'http://u@{host}/{name}', local=local, batch_size=4,
+                                 storage_options={'basic_auth': ('u', 'pw1')})
+    assert [int(s['id']) for s in user_only] == list(range(40))
+    from streaming_core.common.paths import default_local
     from streaming_core.reading.cache_record import remote_key, remote_keys
     assert remote_key('https://h/ds?token=1&x=2') == remote_key('https://h/ds?x=2')
     assert remote_key('https://u:pw@h/ds') == remote_key('https://h/ds') != remote_key('https://h/other')
+    logins = ['https://u:pw@h/ds', 'https://u@h/ds', 'https://v:pw@h/ds', 'https://h/ds']
+    assert len({remote_key(url) for url in logins}) == len({default_local(url) for url in logins}) == 1
+    assert remote_key('sftp://alice@h/ds') == remote_key('sftp://h/ds') == remote_key('sftp://alice:pw@h/ds')
+    for located in ('azure-dl://fs@account/ds', 'oci://bucket@namespace/ds'):  # an @ of the location stays
+        assert remote_key(located) != remote_key(located.replace('@', '@x'))
+        assert default_local(located) != default_local(located.replace('@', '@x'))
+    earlier = hashlib.blake2b(b'https://u@h/ds', digest_size=16).hexdigest()  # what earlier versions recorded
+    assert earlier in remote_keys('https://u@h/ds')
     legacy = hashlib.blake2b(redact_url('https://u:pw@h/ds').encode(), digest_size=16).hexdigest()
     assert legacy in remote_keys('https://u:pw2@h/ds')
 

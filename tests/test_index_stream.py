@@ -61,6 +61,21 @@ def test_bad_text_is_one_error_naming_the_file(text, message):
     assert '/x/index.json' in str(info.value)
 
 
+@pytest.mark.parametrize('chunk', [1, 3, 1 << 20])
+@pytest.mark.parametrize('text', ['{"shards": [x], "version": 2}', '{"shards": [\n {"a": 1},\n  {"b": ]}',
+                                  '{\n\n"version": 2,\n "shards": [{"a": tru}]}'])
+def test_a_json_error_names_the_position_json_names(text, chunk, monkeypatch):
+    """The position is counted in the whole file, as ``json`` counts it, however the file was read in chunks (it
+    was counted in the chunk in memory: "line 1 column 1 (char 0)" for an error at char 12)."""
+    monkeypatch.setattr(index_stream, 'CHUNK', chunk)
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    where = expected.value.args[0].partition(': ')[2]
+    with pytest.raises(IndexFormatError) as info:
+        _entries(text)
+    assert str(info.value).endswith(where) and where.startswith('line ')
+
+
 @pytest.mark.parametrize('text', ['{"shards": [{"samples": 1}], "version": 2, "shards": []}',
                                   '{"shards": [{"samples": 1}], "\\u0073hards": [], "version": 2}'])
 def test_two_shards_keys_are_refused_by_both_readers(text):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-__all__ = ['CACHE_ENV', 'cache_root', 'default_local', 'is_within', 'coordination_dir', 'state_dir', 'state_key',
-           'state_root', 'COORD_NAME', 'LOCK_NAME', 'STATE_DIR_NAME']
+__all__ = ['CACHE_ENV', 'cache_root', 'default_local', 'without_credentials', 'is_within', 'coordination_dir',
+           'state_dir', 'state_key', 'state_root', 'COORD_NAME', 'LOCK_NAME', 'STATE_DIR_NAME']
 
 #: Environment variable that overrides the cache root.
 CACHE_ENV = 'STREAMING_CORE_CACHE_DIR'
@@ -35,22 +35,38 @@ def cache_root() -> str:
     return os.path.join(base, 'streaming-core')
 
 
+#: Schemes whose ``user@`` is a login, never part of the location (``sftp://alice@host/x`` names ``/x`` on ``host``).
+LOGIN_SCHEMES = frozenset({'http', 'https', 'ftp', 'ftps', 'sftp', 'ssh'})
+
+
+def without_credentials(remote: str) -> str:
+    """``remote`` without the login of its address: a ``user:password@`` of any scheme, and a bare ``user@`` of
+    the schemes whose userinfo is a login (:data:`LOGIN_SCHEMES`). An ``@`` that is part of the location stays
+    (``azure-dl://filesystem@account/...``, ``oci://bucket@namespace/...``). A login rotated, added, dropped or
+    moved into ``storage_options`` thus leaves the same remote."""
+    scheme, sep, rest = remote.partition('://')
+    if not sep:
+        return remote
+    host, slash, path = rest.partition('/')
+    login, at, address = host.rpartition('@')
+    if at and (':' in login or scheme.lower() in LOGIN_SCHEMES):
+        host = address
+    return f'{scheme}://{host}{slash}{path}'
+
+
 def default_local(remote: str) -> str:
     """The default local directory of a remote: ``<cache root>/datasets/<hash of the remote URL>``.
 
     Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks. A ``file://``
-    URL names the same directory as its path (the same remote, so the same cache); a password in a URL
-    (``https://user:password@host/...``) is not part of the name, so a rotated password keeps the cache (an ``@``
-    without a password is part of the location: ``azure-dl://filesystem@account...``).
+    URL names the same directory as its path (the same remote, so the same cache); a login in a URL
+    (``https://user:password@host/...``) is not part of the name (:func:`without_credentials`), so a rotated
+    password keeps the cache.
     """
     if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
         from urllib.parse import unquote, urlparse
         remote = unquote(urlparse(remote).path)
-    elif '://' in remote and ':' in remote.split('://', 1)[1].split('/', 1)[0].rpartition('@')[0]:
-        scheme, rest = remote.split('://', 1)
-        host, slash, path = rest.partition('/')
-        user, _, address = host.rpartition('@')
-        remote = f'{scheme}://{user.split(":", 1)[0]}@{address}{slash}{path}'
+    else:
+        remote = without_credentials(remote)
     digest = hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest()
     return os.path.join(cache_root(), 'datasets', digest)
 

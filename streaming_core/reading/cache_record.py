@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from streaming_core.common.paths import same_place, state_dir
+from streaming_core.common.paths import same_place, state_dir, without_credentials
 from streaming_core.errors import StreamingError
 from streaming_core.storage.facade import is_remote, local_path, write_file_atomic
 from streaming_core.storage.redact import redact_url
@@ -57,27 +57,35 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_USERINFO_MASK = re.compile(r'(?<=://)\*\*\*@')  # what redact_url leaves of user:password@
-
-
 def remote_key(remote_dir: str) -> str:
     """The comparison key of a remote location: local paths by their real path, URLs as written without credentials
-    and signatures (a password or token rotated, added or moved into ``storage_options`` leaves the same remote)."""
+    and signatures (a login or token rotated, added, dropped or moved into ``storage_options`` leaves the same remote:
+    :func:`~streaming_core.common.paths.without_credentials`)."""
     if is_remote(remote_dir):
-        parts = urlsplit(_USERINFO_MASK.sub('', redact_url(remote_dir.rstrip('/'))))
-        query = '&'.join(p for p in parts.query.split('&') if p and not p.endswith('=***'))
-        norm = urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
-    else:
-        norm = 'file:' + os.path.realpath(os.path.abspath(os.path.expanduser(local_path(remote_dir))))
+        return _url_key(redact_url(without_credentials(remote_dir.rstrip('/'))))
+    norm = 'file:' + os.path.realpath(os.path.abspath(os.path.expanduser(local_path(remote_dir))))
     return hashlib.blake2b(norm.encode('utf-8'), digest_size=16).hexdigest()
 
 
+def _url_key(url: str) -> str:
+    parts = urlsplit(url)
+    query = '&'.join(p for p in parts.query.split('&') if p and not p.endswith('=***'))
+    norm = urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+    return hashlib.blake2b(norm.encode('utf-8'), digest_size=16).hexdigest()
+
+
+_USERINFO_MASK = re.compile(r'(?<=://)\*\*\*@')  # what redact_url leaves of user:password@
+
+
 def remote_keys(remote_dir: str) -> set[str]:
-    """:func:`remote_key` and the key versions before 0.2 recorded (credentials masked, not removed), so that a
-    directory they recorded is not taken for another remote's."""
+    """:func:`remote_key` and the keys earlier versions recorded, so that a directory they recorded is not taken for
+    another remote's: the first versions masked credentials instead of removing them, and later ones kept a bare
+    ``user@`` of a login scheme (``https://alice@host/``)."""
     keys = {remote_key(remote_dir)}
     if is_remote(remote_dir):
-        keys.add(hashlib.blake2b(redact_url(remote_dir.rstrip('/')).encode('utf-8'), digest_size=16).hexdigest())
+        url = remote_dir.rstrip('/')
+        keys.add(hashlib.blake2b(redact_url(url).encode('utf-8'), digest_size=16).hexdigest())
+        keys.add(_url_key(_USERINFO_MASK.sub('', redact_url(url))))
     return keys
 
 

@@ -35,6 +35,9 @@ class _Scanner:
         self.buf = ''
         self.pos = 0
         self.eof = False
+        self.dropped = 0  # characters of the file before ``buf``
+        self.lines = 0  # newlines among them
+        self.line_start = 0  # where the line holding ``buf[0]`` starts in the file
 
     def fill(self) -> bool:
         """Read one more chunk (dropping what was consumed); False at the end of the file."""
@@ -45,6 +48,12 @@ class _Scanner:
             text = self.decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError as err:
             raise IndexFormatError(f'Index file at {self.path} is empty or corrupted. {err}') from err
+        consumed = self.buf[:self.pos]
+        newline = consumed.rfind('\n')
+        if newline >= 0:
+            self.lines += consumed.count('\n')
+            self.line_start = self.dropped + newline + 1
+        self.dropped += self.pos
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
         self.eof = not chunk
@@ -62,12 +71,19 @@ class _Scanner:
             if not self.fill():
                 return ''
 
+    def where(self, pos: int) -> str:
+        """``line L column C (char N)`` of position ``pos`` of ``buf``, counted in the whole file as ``json`` does."""
+        newline = self.buf.rfind('\n', 0, pos)
+        start = self.dropped + newline + 1 if newline >= 0 else self.line_start
+        line = self.lines + self.buf.count('\n', 0, pos) + 1
+        return f'line {line} column {self.dropped + pos - start + 1} (char {self.dropped + pos})'
+
     def expect(self, chars: str) -> str:
         """Consume the next non-blank character, one of ``chars``."""
         char = self.peek()
         if not char or char not in chars:
             raise IndexJSONError(f'Index file at {self.path} is empty or corrupted: expected one of {chars!r} '
-                                 f'near character {self.pos} of the current chunk, got {char or "end of file"!r}.',
+                                 f'at {self.where(self.pos)}, got {char or "end of file"!r}.',
                                  self.buf, self.pos)
         self.pos += 1
         return char
@@ -81,8 +97,8 @@ class _Scanner:
             except json.JSONDecodeError as err:
                 if self.fill():
                     continue
-                raise IndexJSONError(f'Index file at {self.path} is empty or corrupted. {err}', err.doc,
-                                     err.pos) from err
+                raise IndexJSONError(f'Index file at {self.path} is empty or corrupted. {err.msg}: '
+                                     f'{self.where(err.pos)}', err.doc, err.pos) from err
             except RecursionError:  # hostile nesting: refused like any other corrupt index
                 raise IndexFormatError(f'Index file at {self.path} is corrupted: values nested too deeply.') from None
             if end == len(self.buf) and not self.eof and self.fill():

@@ -491,23 +491,26 @@ class Stream:
             expected_hash = (self.validate_hash, info.hashes[self.validate_hash])
         since_change = expected_hash_after_change(self, info, basename)  # see remote_watch
         listed = listing_check(self, basename)  # see listing_watch
+
+        def rewritten() -> None:
+            """The file is gone, or has another size or hash: a rewrite of the dataset stops the job at once (not
+            after the retries), saying so."""
+            if expected_hash is None and changed_now(self) is not None:
+                raise DatasetVersionError(
+                    f'The data of {self!r} changed while this job read it: {redact_url(remote)}/index.json is now '
+                    f'{self._remote_index_now} (this job reads {self.index_identity}), and {basename} is no longer '
+                    f'the file this job\'s index describes (it is gone, or its size or hash differs). Restart the job '
+                    f'to read the new version; write new versions of a dataset to new directories.')
+
         try:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), expected_size=info.bytes,
                           expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options,
-                          before_rename=listed, guard=self._installing)
+                          before_rename=listed, guard=self._installing, on_mismatch=rewritten)
         except (TruncatedDownloadError, RemoteNotFoundError):
             if listed is not None:  # another size, or gone: a listed file replaced or removed is a new version
                 listed(path)
             raise
-        except HashMismatchError as err:
-            if expected_hash is not None or (since_change is None and changed_now(self) is None):
-                raise
-            raise DatasetVersionError(
-                f'The data of {self!r} changed while this job read it: {redact_url(remote)}/index.json is now '
-                f'{self._remote_index_now} (this job reads {self.index_identity}), and {basename} no longer has '
-                f'the hash this job\'s index records ({err}). Restart the job to read the new version; write new '
-                f'versions of a dataset to new directories.') from err
 
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:
         """Decompress ``zip_path`` into ``raw_path``, bounded by the raw size the index declares."""

@@ -253,7 +253,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                   expected_size: int | None = None, expected_hash: tuple[str, str] | None = None,
                   options: Mapping[str, Any] | None = None, initial_backoff: float = 0.5,
                   before_rename: Callable[[str], None] | None = None,
-                  guard: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+                  guard: Callable[[], AbstractContextManager[Any]] | None = None,
+                  on_mismatch: Callable[[], None] | None = None) -> None:
     """Download ``url`` to ``path`` atomically (a unique temporary name, then a rename).
 
     Args:
@@ -270,6 +271,9 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
             (what it raises discards the file: a ``DatasetVersionError`` at once, a storage error after retries).
         guard: A context held around the rename (what it raises on entry discards the file, as ``before_rename``'s):
             a stream's check, under a shared lock, that its directory still wants this version.
+        on_mismatch: Called when the remote file is gone or does not match ``expected_size`` or ``expected_hash``,
+            before that is retried or raised: what it raises (a ``DatasetVersionError``: the dataset was rewritten)
+            ends the download at once.
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     backend = get_backend(url, options)
@@ -287,11 +291,15 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                             lambda: backend.download(url, tmp, timeout=timeout), tmp,
                             f'Download of {shown} ({expected_size} bytes)')
             except FileNotFoundError as err:
+                if on_mismatch is not None:
+                    on_mismatch()
                 if isinstance(err, RemoteNotFoundError):
                     raise
                 raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
             size = os.path.getsize(tmp)
             if expected_size is not None and size != expected_size:
+                if on_mismatch is not None:
+                    on_mismatch()
                 cause = ('the download was cut, or the remote file was rewritten' if size < expected_size else
                          'the remote file was rewritten')
                 raise TruncatedDownloadError(
@@ -302,6 +310,8 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 algo, want = expected_hash
                 got = hash_file(algo, tmp)
                 if got != want:
+                    if on_mismatch is not None:
+                        on_mismatch()
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
             if before_rename is not None:

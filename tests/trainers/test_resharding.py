@@ -70,8 +70,12 @@ def test_accelerate_skip_first_batches_on_a_resumed_loader_fails_clearly(tmp_pat
     resumed = make()
     resumed.load_state_dict(state)
     skipping = iter(skip_first_batches(resumed, 3))
-    with pytest.raises(TypeError, match="StreamingDataLoader's batch in transit .* skip_first_batches"):
-        next(skipping)['id']
+    batch = next(skipping)
+    for use in (lambda: batch['id'], lambda: len(batch), lambda: list(batch)):
+        with pytest.raises(TypeError, match="StreamingDataLoader's batch in transit .* skip_first_batches"):
+            use()
+    with pytest.raises(AttributeError, match="StreamingDataLoader's batch in transit .* skip_first_batches"):
+        batch.to('cpu')
     again = make()
     again.load_state_dict(state)
     assert head + ids_of(again) == full  # the loader itself resumes exactly

@@ -231,6 +231,11 @@ class HfBackend(ProcessLocal):
                 f'{method} {url}: 403 Forbidden{detail}: the token has no access to this repository. For a gated '
                 f'dataset, accept its conditions on its Hub page with this account; otherwise use a token with read '
                 f'access.')
+        if status == 404 and code == 'RevisionNotFound':
+            return RemoteNotFoundError(
+                f'{method} {url}: not found on the Hub{detail}: the @revision of the URL names no branch, tag or '
+                f'commit of the repository. Check it, or, to write to a new branch, create it first '
+                f'(HfApi().create_branch(repo_id, branch=..., repo_type=...)).')
         if status == 404:
             return RemoteNotFoundError(f'{method} {url}: not found on the Hub{detail}.')
         if status == 416:

@@ -137,6 +137,12 @@ def test_refused_uploads_say_what_to_do(hub: HubServer, tmp_path: Any, monkeypat
     refused('hf://datasets/owner/name/f.txt', READER, r'403 Forbidden.*no write access to datasets/owner/name')
     refused('hf://datasets/owner/name@v1/f.txt', TOKEN, r"'v1' is not a branch of datasets/owner/name.*create_branch")
     refused('hf://datasets/owner/name@nope/f.txt', TOKEN, r"'nope' is not a branch")
+    from streaming_core import MDSWriter  # a writer reads its output's listing first: that says what to do too
+    with pytest.raises(Exception, match=r'names no branch, tag or commit.*create_branch') as err:
+        with MDSWriter(out='hf://datasets/owner/name@nope/mds', columns={'id': 'int'},
+                       storage_options={'token': TOKEN}) as writer:
+            writer.write({'id': 0})
+    assert TOKEN not in ''.join(traceback.format_exception(err.value))
     refused('hf://datasets/owner/missing/f.txt', TOKEN, r'401 Unauthorized.*the repository does not exist')
     requests = len(hub.state.requests)
     commit = repo.refs['main']

@@ -281,3 +281,26 @@ def test_sample_tables_default_to_the_users_cache_root_and_old_ones_are_pruned(
     os.utime(private / 'webdataset-tables' / table, (old, old))
     assert len(list(StreamingDataset(local=other, batch_size=1))) == 3  # read from its table: kept fresh
     assert os.stat(private / 'webdataset-tables' / table).st_mtime > old + 60
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason='making a directory owned by another user needs root')
+def test_a_default_table_directory_another_user_made_is_not_used(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A table is trusted, so the default directory is not used when another user made it (a cache root shared
+    between users): a warning names it, nothing is read from or written there, and the samples are still right."""
+    import streaming_webdataset.tablecache as tablecache
+    monkeypatch.delenv('STREAMING_WEBDATASET_TABLES', raising=False)
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'shared-root'))
+    monkeypatch.setattr(tablecache, '_checked', {})
+    foreign = tmp_path / 'shared-root' / 'webdataset-tables'
+    foreign.mkdir(parents=True)
+    os.chown(foreign, 54321, 54321)
+    data = str(tmp_path / 'data')
+    write_tars(data, tars=2, per_tar=3)
+    with caplog.at_level('WARNING', logger='streaming_webdataset'):
+        ids = [sample['__key__'] for sample in StreamingDataset(local=data, batch_size=1)]
+    assert sorted(ids) == sorted(set(ids)) and len(ids) == 6
+    assert os.listdir(foreign) == []
+    warnings = [r.getMessage() for r in caplog.records if 'belongs to another user' in r.getMessage()]
+    assert len(warnings) == 1 and str(foreign) in warnings[0] and 'STREAMING_WEBDATASET_TABLES' in warnings[0]
+    assert tablecache.tables_dir() is None

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming_core.reading.format_options import check_page_checksums
+from streaming_core.reading.format_options import PAGE_CHECKSUMS_ENV, check_page_checksums
 from streaming_core.tools.convert.base import Progress, Source, list_files
 
 __all__ = ['ParquetSource', 'RowPart', 'arrow_encoding']
@@ -166,8 +166,10 @@ class ParquetSource(Source):
                     try:
                         table = handle.read_row_group(g, columns=self.names)
                     except (pa.ArrowException, OSError) as err:
+                        hint = (f' (if its writer wrote wrong page checksums, {PAGE_CHECKSUMS_ENV}=0 skips the check)'
+                                if 'CRC' in str(err) else '')
                         raise ValueError(f'{path}: row group {g} cannot be read ({type(err).__name__}: {err}); the '
-                                         f'file is corrupt.') from None
+                                         f'file is corrupt{hint}.') from None
                     for batch in table.slice(lo, hi - lo).to_batches(max_chunksize=4096):
                         yield from batch.to_pylist()
                         progress(batch.num_rows)
