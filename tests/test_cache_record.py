@@ -20,7 +20,7 @@ import pytest
 
 from streaming_core import StreamingDataset
 from streaming_core.common.paths import COORD_NAME, LOCK_NAME, state_dir
-from streaming_core.reading.cache_record import CacheRemoteMismatchError, record_of
+from streaming_core.reading.cache_record import CacheRemoteMismatchError, is_in_place, record_of
 from tests.fixtures.data import COLUMNS, sample, write_mds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -266,11 +266,13 @@ def test_local_only_stream(tmp_path):
     identity = dataset.streams[0].index_identity
     assert identity is not None and identity.startswith('file:')
     assert _listing(path) == before  # nothing added, nothing changed
-    assert record_of(path) is None
+    record = record_of(path)  # in the state directory: the directory is claimed as read in place (test_local_claims)
+    assert record is not None and is_in_place(record.remote_dir, path) and record.source_identity == identity
     write_mds(path, 35, start=50, exist_ok=True)
     again = StreamingDataset(local=path, batch_size=1)
     assert again.streams[0].index_identity != identity
     assert [s['id'] for s in again] == list(range(50, 85))
+    assert record_of(path).source_identity == again.streams[0].index_identity
 
 
 def test_read_in_place_never_touches_the_directory(tmp_path):

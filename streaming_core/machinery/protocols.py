@@ -104,6 +104,10 @@ class StorageBackend(Protocol):
     * ``list_stats(url, *, timeout) -> list[(url, Mapping)]``: :meth:`list` with each object's ``etag`` / ``size`` /
       ``mtime`` (:func:`streaming_core.storage.facade.list_with_stats`); without it, :meth:`list` then ``stat`` per
       object.
+    * ``pinned_url(url, *, timeout) -> str``: a URL naming the version of ``url`` that reads give now and always
+      will (``hf://…/name/x`` -> ``hf://…/name@<commit>/x``): a stream downloads its files from its remote pinned so
+      when its index is loaded, and carries that URL when it is pickled
+      (:func:`streaming_core.storage.facade.pinned_location`); without it the URL is read as it is.
     * ``reset()``: drop clients between retries.
     """
 

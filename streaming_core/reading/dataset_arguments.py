@@ -79,7 +79,32 @@ def build_streams(streams: Sequence[Stream] | None, stream_cls: Callable[..., St
                 'format_options': merge_format_options(format_options, columns, 'StreamingDataset')}
     for stream in own:
         stream.apply_default(defaults)
+    _check_shared_locals(own)
     return own
+
+
+def _check_shared_locals(streams: Sequence[Stream]) -> None:
+    """Refuse streams of one dataset that share a local directory but read different data: the stream with a remote
+    would take the directory for its cache and replace files of the other's (a directory read in place has no remote,
+    or a remote that is the directory itself). Streams of the same remote and local (two views of one dataset) are
+    fine.
+
+    Raises:
+        ValueError: naming the two streams and the directory.
+    """
+    from streaming_core.reading.cache_record import is_in_place, remote_key
+    seen: dict[str, tuple[int, str, Stream]] = {}
+    for i, stream in enumerate(streams):
+        local = os.path.realpath(stream.local_dir)
+        remote = stream.remote_dir
+        key = remote_key(remote if remote and not is_in_place(remote, local) else local)
+        first = seen.setdefault(local, (i, key, stream))
+        if first[1] != key:
+            raise ValueError(
+                f'Streams {first[0]} ({first[2]!r}) and {i} ({stream!r}) share the local directory {local} but read '
+                f'different data: one local directory holds one dataset (a copy of one remote, or data read in '
+                f'place), and sharing it would replace the files of one with the other\'s. Give each stream its own '
+                f'`local`.')
 
 
 def _file_size(path: str) -> int:

@@ -31,7 +31,8 @@ adopted the same way, as if its remote had been rewritten: its files are kept on
 same hash, since a copy of another version can have the same ``index.json`` bytes (fixed-size samples without
 hashes). A remote that is
 the local directory itself (reading in place) is never copied, refreshed or deleted from. A stream without a
-remote reads its local index; its identity is the file's ``(size, mtime_ns, inode, ctime_ns)``.
+remote reads its local index (:mod:`streaming_core.reading.local_only`, which records the directory as read in
+place, so that a remote is refused on it later).
 
 A warm construction reads no byte of ``index.json``: when the identity is known from metadata alone (the local
 file's stat, or the record and the remote's stat) and the binary index of that identity exists in the state
@@ -146,7 +147,7 @@ class SyncedIndex:
         """
         if self._data is None:
             try:
-                data, ident = _read(self.path)
+                data, ident = read_index_file(self.path)
             except FileNotFoundError:
                 ident, data = None, b''
             if ident != self.stat:
@@ -165,7 +166,7 @@ class SyncedIndex:
         return f'SyncedIndex(path={self.path!r}, identity={self.identity!r}, read={self._data is not None})'
 
 
-def _read(path: str) -> tuple[bytes, FileIdentity]:
+def read_index_file(path: str) -> tuple[bytes, FileIdentity]:
     with open(path, 'rb') as handle:
         info = os.fstat(handle.fileno())
         data = handle.read()
@@ -187,27 +188,8 @@ def sync_index(stream: Any) -> SyncedIndex:
     path = stream.index_path()
     remote = stream.remote_dir
     if not remote:
-        ident_now = file_identity(path)
-        if ident_now is not None and _binary_present(stream.local_dir, file_id_text(ident_now)):
-            return SyncedIndex(path, None, file_id_text(ident_now), ident_now)  # warm: no byte of it read
-        warm = _foreign_warm(stream, ident_now) if ident_now is not None else None
-        if warm is not None:
-            return warm
-        try:
-            data, ident = _read(path)
-        except FileNotFoundError:
-            if _derivable(stream.local_dir):
-                from streaming_core.reading.derived_index import NoDatasetError, NoLocalDatasetError
-                try:
-                    return _derived_locked(stream, stream.local_dir, copies=False)
-                except NoDatasetError as err:
-                    raise NoLocalDatasetError(f'No `remote` provided, but local file {path} does not exist either: '
-                                              f'{err}') from None
-            raise MissingIndexError(f'No `remote` provided, but local file {path} does not exist either.') from None
-        foreign = _foreign_obj(data)
-        if foreign is not None:
-            return _foreign_locked(stream, data, foreign, ident)
-        return SyncedIndex(path, data, file_id_text(ident))
+        from streaming_core.reading.local_only import sync_local_only
+        return sync_local_only(stream, path)
     local_dir = stream.local_dir
     in_place = is_in_place(remote, local_dir)
     request_time = time.time()
@@ -223,20 +205,20 @@ def sync_index(stream: Any) -> SyncedIndex:
             try:
                 return _counted(_in_place(stream, path, sdir), sdir)
             except MissingIndexError:
-                if not _derivable(stream.local_dir):
+                if not derivable(stream.local_dir):
                     raise
-                return _counted(_derived(stream, stream.local_dir, sdir, copies=False), sdir)
+                return _counted(derived(stream, stream.local_dir, sdir, copies=False), sdir)
         try:
             synced = _Refresh(stream, path, sdir, probe, request_time).run()
             if probe is not None and same_version(probe, synced.identity):
                 stream._remote_confirmed_at = request_time  # remote_watch: confirmed now, not again at once
             return _counted(synced, sdir)
         except RemoteNotFoundError as err:  # no index.json on the remote: an index derived from the files?
-            if not _derivable(remote, err):
+            if not derivable(remote, err):
                 raise
             from streaming_core.reading.derived_index import ListingUnavailableError
             try:
-                return _counted(_derived(stream, remote, sdir, copies=True), sdir)
+                return _counted(derived(stream, remote, sdir, copies=True), sdir)
             except ListingUnavailableError as listing:  # a store that cannot list (HTTP): the index is just missing
                 raise type(err)(
                     f'{err} Without an {INDEX_BASENAME}, a directory is read through an index derived from its files '
@@ -256,14 +238,14 @@ def _unknown_provenance(record: CacheRecord | None, local_now: FileIdentity | No
                               and local_now[:3] != record.local_stat[:3])
 
 
-def _binary_present(local_dir: str, identity: str) -> bool:
+def binary_present(local_dir: str, identity: str) -> bool:
     """Whether the binary index of the index version ``identity`` exists (then the index bytes need not be read:
     :func:`streaming_core.reading.binary_index.load_or_build` maps it, and reads them only if it proves unusable)."""
     from streaming_core.reading.binary_index import binary_path
     return os.path.exists(binary_path(state_dir(local_dir, create=False), identity))
 
 
-def _derivable(source: str, err: BaseException | None = None) -> bool:
+def derivable(source: str, err: BaseException | None = None) -> bool:
     """Whether a directory without ``index.json`` should be indexed from its files: the missing object is the index
     itself (not its bucket or a credentials problem) and the directory can be listed."""
     if err is not None and INDEX_BASENAME not in str(err):
@@ -273,15 +255,12 @@ def _derivable(source: str, err: BaseException | None = None) -> bool:
     return True
 
 
-def _derived_locked(stream: Any, source: str, *, copies: bool) -> SyncedIndex:
-    """:func:`_derived` under the stream's index lock (a stream without a remote)."""
-    sdir = state_dir(stream.local_dir)
-    locks = stream.locks()
-    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
+def _holds_files(directory: str) -> bool:
+    """Whether ``directory`` holds anything but the lock file earlier versions kept there."""
     try:
-        return _derived(stream, source, sdir, copies=copies)
-    finally:
-        locks.release(INDEX_LOCK_BYTE)
+        return any(name != COORD_NAME for name in os.listdir(directory))
+    except OSError:
+        return False
 
 
 def _counted(synced: SyncedIndex, sdir: str) -> SyncedIndex:
@@ -291,7 +270,7 @@ def _counted(synced: SyncedIndex, sdir: str) -> SyncedIndex:
     return synced
 
 
-def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex:
+def derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex:
     """The index derived from the files of ``source`` (see :mod:`streaming_core.reading.derived_index`), recorded like a
     remote index so that another remote is refused later."""
     from streaming_core.reading.derived_index import derive_index
@@ -307,40 +286,9 @@ def _derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedInde
     return SyncedIndex(path, data, identity)
 
 
-def _foreign_obj(data: bytes) -> dict[str, Any] | None:
+def foreign_obj(data: bytes) -> dict[str, Any] | None:
     from streaming_core.reading.foreign_index import foreign_index
     return foreign_index(data)
-
-
-def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: FileIdentity) -> SyncedIndex:
-    """The index derived from a local foreign ``index.json`` (no remote; ``stat`` of the bytes ``data``), under the
-    stream's index lock."""
-    from streaming_core.reading.foreign_index import derive_foreign_index
-    sdir = state_dir(stream.local_dir)
-    locks = stream.locks()
-    locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {stream.local_dir}')
-    try:
-        return SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False,
-                                                 stat=stat))
-    finally:
-        locks.release(INDEX_LOCK_BYTE)
-
-
-def _foreign_warm(stream: Any, stat: FileIdentity) -> SyncedIndex | None:
-    """A local foreign ``index.json`` (no remote) unchanged since its index was derived with the same builders and
-    options, whose binary index exists: the derived index, no byte of the foreign one read (None otherwise)."""
-    from streaming_core.reading.derived_index import DERIVED_LISTING_NAME
-    sdir = state_dir(stream.local_dir, create=False)
-    if not os.path.exists(os.path.join(sdir, DERIVED_LISTING_NAME)):
-        return None
-    from streaming_core.reading.foreign_index import kept_foreign
-    kept = kept_foreign(stream, sdir, stat)
-    if kept is None:
-        return None
-    path, identity, derived = kept
-    if not _binary_present(stream.local_dir, identity):
-        return None
-    return SyncedIndex(path, None, identity, derived)
 
 
 #: The remote index's "identity" when the remote has no ``index.json``: deleted, or a writer rewriting the remote
@@ -385,15 +333,15 @@ def _in_place(stream: Any, path: str, sdir: str) -> SyncedIndex:
     if ident_now is not None:
         record = read_record(sdir)
         identity = file_id_text(ident_now)
-        if record is not None and record.source_identity == identity and _binary_present(stream.local_dir, identity):
+        if record is not None and record.source_identity == identity and binary_present(stream.local_dir, identity):
             return SyncedIndex(path, None, identity, ident_now)  # warm: recorded, and its binary index exists
     try:
-        data, ident = _read(path)
+        data, ident = read_index_file(path)
     except FileNotFoundError:
         raise MissingIndexError(f'The remote {redact_url(stream.remote_dir)} is the local directory itself and has '
                                 f'no {INDEX_BASENAME} ({path}).') from None
     identity = file_id_text(ident)
-    foreign = _foreign_obj(data)
+    foreign = foreign_obj(data)
     if foreign is not None:
         from streaming_core.reading.foreign_index import derive_foreign_index
         path, data, identity = derive_foreign_index(stream, stream.local_dir, sdir, data, foreign, copies=False)
@@ -420,13 +368,13 @@ class _Refresh:
         record = read_record(self.sdir)
         local_now = file_identity(path)
         if record is not None and record.remote_key not in remote_keys(stream.remote_dir):
-            if local_now is not None:
+            if local_now is not None or _holds_files(stream.local_dir):  # a dataset read in place has no index.json
                 raise self._mismatch(record)
             record = None  # the directory no longer holds what the record describes
         if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
-            if _binary_present(stream.local_dir, record.source_identity):  # warm: no byte of the index read
+            if binary_present(stream.local_dir, record.source_identity):  # warm: no byte of the index read
                 return SyncedIndex(path, None, record.source_identity, local_now)
-            data, ident = _read(path)
+            data, ident = read_index_file(path)
             if ident == local_now:
                 return SyncedIndex(path, data, record.source_identity)
         return self._check(record, local_now)
@@ -476,7 +424,7 @@ class _Refresh:
                 return self._offline(record, local_now, err)
             with open(tmp, 'rb') as handle:
                 new = handle.read()
-            foreign = _foreign_obj(new)
+            foreign = foreign_obj(new)
             if foreign is not None:
                 return self._foreign(new, foreign, record, local_now, started)
             try:
@@ -544,7 +492,7 @@ class _Refresh:
             write_listing_record(self.sdir, {**listing, 'remote_stat': self.probe})
         if record is None:
             _remove([os.path.join(stream.local_dir, COORD_NAME)])  # an earlier version's lock file
-        if file_identity(path) is None or _read(path)[0] != new:
+        if file_identity(path) is None or read_index_file(path)[0] != new:
             write_file_atomic(path, new)
         write_record(self.sdir, _new_record(stream, stream.local_dir, identity, sha256_hex(data), file_identity(path),
                                             started))
@@ -553,7 +501,7 @@ class _Refresh:
     def _offline(self, record: CacheRecord | None, local_now: FileIdentity,
                  err: BaseException) -> SyncedIndex:
         """The remote index cannot be read, but a local copy exists: use it, saying that it may be out of date."""
-        data, ident = _read(self.path)
+        data, ident = read_index_file(self.path)
         recorded = record is not None and ident == record.local_stat
         identity = record.source_identity if recorded and record is not None else file_id_text(ident)
         when = (time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.checked_at))
@@ -567,7 +515,7 @@ class _Refresh:
                         'the job (DatasetVersionError).')
         warnings.warn(message, stacklevel=2)
         logger.warning(message)
-        foreign = _foreign_obj(data)
+        foreign = foreign_obj(data)
         if foreign is not None:  # a copy of a foreign index: its derived index (cached unless the copy changed)
             from streaming_core.reading.foreign_index import derive_foreign_index
             return SyncedIndex(*derive_foreign_index(self.stream, self.stream.remote_dir, self.sdir, data, foreign,

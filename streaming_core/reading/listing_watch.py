@@ -192,7 +192,7 @@ def check_in_place(stream: Any, name: str, path: str) -> None:
         DatasetVersionError: the file was replaced or removed since the index was derived.
     """
     identity = str(getattr(stream, 'index_identity', None) or '')
-    if not identity.startswith('derived:'):
+    if not identity.startswith('derived:') or identity.endswith(';local-copy'):  # local_only.COPY_SUFFIX
         return
     entry = _own_entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False),
                          identity).get(name)

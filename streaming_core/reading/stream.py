@@ -36,7 +36,7 @@ from streaming_core.reading.remote_watch import changed_now, expected_hash_after
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.temp_sweep import FOREIGN_TEMP_AGE, remove_dead_temp_files, sweep_local_dir
 from streaming_core.reading.version_guard import installing, purge_count
-from streaming_core.storage.facade import check_places, download_file, is_remote, join, local_path
+from streaming_core.storage.facade import check_places, download_file, is_remote, join, local_path, pinned_location
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
 
@@ -96,9 +96,13 @@ class Stream:
         purges_at_load: The local directory's purge count when the index was loaded (see
             :mod:`streaming_core.reading.version_guard`).
         purge_dir: The state directory that count was read from (under the cache root of that moment).
+        read_root: After :meth:`get_shards`, where this stream downloads its files from: its remote, pinned to the
+            version of its index where the storage can name one (``hf://…@<commit>/…`` for a branch), so a pickled
+            stream reads that version in any process.
     """
 
     index_identity: str | None = None
+    read_root: str | None = None
     purges_at_load: int = 0
     purge_dir: str | None = None
     #: The format's options (see ``format_options``; a subclass that skips ``__init__`` has none).
@@ -319,6 +323,9 @@ class Stream:
         self._check_validate_hash(table)
         table = apply_format_options(self, table)  # a streaming index.json's formats take them (a projection...)
         self.index_identity = synced.identity
+        if self.has_remote_copy:  # files are read at the version of the index, in any process (a branch's commit)
+            self.read_root = pinned_location(self.remote_dir, timeout=float(self.download_timeout),
+                                             options=self.storage_options)
         return table
 
     def _sweep_temp_files(self, table: ShardTable) -> None:
@@ -477,6 +484,7 @@ class Stream:
         if not remote:
             raise MissingIndexError(f'Shard file {path} is missing locally and the stream has no remote to fetch '
                                     f'it from.')
+        remote = self.read_root or remote
         if info is None:
             download_file(join(remote, basename), path, timeout=float(self.download_timeout),
                           retries=int(self.download_retry), options=self.storage_options,

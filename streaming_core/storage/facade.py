@@ -42,7 +42,7 @@ from streaming_core.storage.url import (  # noqa: F401 (names this module has al
 __all__ = ['ProcessLocal', 'url_scheme', 'is_remote', 'join', 'local_path', 'get_backend', 'download_file',
            'upload_file', 'exists', 'list_objects', 'with_retries', 'clear_backend_cache', 'temp_name', 'check_options',
            'split_bucket_url', 'LOCAL_FILE_ERRORS', 'ObjectStat', 'stat_object', 'read_range', 'ListedObject',
-           'list_with_stats']
+           'list_with_stats', 'pinned_location']
 
 logger = logging.getLogger('streaming_core.storage.facade')
 
@@ -402,6 +402,15 @@ class ObjectStat:
                                                         ('ctime', self.ctime))
                  if value is not None and value != '']
         return ';'.join(parts)
+
+
+def pinned_location(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None) -> str:
+    """``url`` pinned to the version reads of it give now, when its backend has ``pinned_url`` (a branch named by
+    its commit), else ``url`` itself."""
+    if not is_remote(url):
+        return url
+    pin = getattr(get_backend(url, options), 'pinned_url', None)
+    return pin(url, timeout=timeout) if callable(pin) else url
 
 
 def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] | None = None, retries: int = 2,

@@ -277,6 +277,16 @@ class HfBackend(ProcessLocal):
             os.environ[env] = pinned
         return pinned
 
+    def pinned_url(self, url: str, *, timeout: float = 60.0) -> str:
+        """``url`` with its revision replaced by the commit it names in this process (a stream reads its files at the
+        commit of its index, wherever it is unpickled: a process may have pinned the branch to another commit)."""
+        where = parse_hf_url(url)
+        if where.revision and _COMMIT.match(where.revision):
+            return url
+        commit = self.commit_of(where, url, timeout)
+        root = f'hf://{where.kind}/{where.repo}@{commit}'
+        return f'{root}/{where.path}' if where.path else root
+
     def _resolve_url(self, where: HfURL, url: str, timeout: float) -> str:
         if not where.path:
             raise PermanentStorageError(f'{url}: names a repository, not a file in it.')

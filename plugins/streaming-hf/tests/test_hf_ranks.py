@@ -104,3 +104,57 @@ def test_forkserver_workers_read_the_commit_their_dataset_pinned(hub: HubServer,
             assert sorted(int(dataset[i]['id']) for i in range(len(dataset))) == list(range(60)), kind
     finally:
         server._stop()  # later tests start their own, with their environment
+
+
+_UNPICKLER = r'''
+import os, pickle, sys
+from streaming_core import StreamingDataset
+case, work = sys.argv[1:3]
+load = lambda name: pickle.load(open(os.path.join(work, name + '.pkl'), 'rb'))
+if case == 'newer-first':  # pinned the branch's newer commit (a dataset of its own), then gets an older one
+    StreamingDataset(remote='hf://datasets/owner/pinmix/mds', local=os.path.join(work, 'own'), batch_size=8)[0]
+    dataset = load('older')
+else:  # this process read from an older dataset first (its commit), then gets one built after the push
+    older = load('older')
+    older[len(older) - 1]
+    dataset = load('newer')
+print(' '.join(str(int(sample['id'])) for sample in dataset))
+'''
+
+
+@pytest.mark.parametrize('case', ['newer-first', 'older-first'])
+def test_a_pickled_dataset_reads_its_own_commit_in_a_process_that_pinned_another(hub: HubServer, tmp_path: Any,
+                                                                               case: str) -> None:
+    """A process (a reused Ray worker, an executor) holding datasets of one branch built before and after a push:
+    the branch's pin was per process, so one of them read the other commit's files (same names, MDS without
+    hashes) under its own index, with no error. Each stream now downloads from its remote pinned to its index's
+    commit, and carries that in its pickle."""
+    import pickle
+    import subprocess
+    import sys
+
+    from streaming_core import StreamingDataset
+    from streaming_hf.testing import forget_process_state
+    from tests.fixtures.data import write_mds
+    repo = hub.state.repo('datasets', 'owner/pinmix')
+
+    def version(base: int) -> dict[str, bytes]:
+        out = write_mds(str(tmp_path / f'v{base}'), 120, start=base, size_limit=600)
+        return {f'mds/{name}': open(os.path.join(out, name), 'rb').read() for name in sorted(os.listdir(out))}
+
+    url = 'hf://datasets/owner/pinmix/mds'
+    repo.push(version(0))
+    older = StreamingDataset(remote=url, local=str(tmp_path / 'older'), batch_size=8)
+    pickle.dump(older, open(tmp_path / 'older.pkl', 'wb'))
+    repo.push(version(1000))
+    forget_process_state()  # as a new process: the branch resolves to the new commit
+    newer = StreamingDataset(remote=url, local=str(tmp_path / 'newer'), batch_size=8)
+    pickle.dump(newer, open(tmp_path / 'newer.pkl', 'wb'))
+    env = {k: v for k, v in os.environ.items() if not k.startswith('STREAMING_HF_PIN_')}
+    env['PYTHONPATH'] = os.pathsep.join(p for p in (os.getcwd(), env.get('PYTHONPATH')) if p)
+    done = subprocess.run([sys.executable, '-c', _UNPICKLER, case, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ids = sorted(int(i) for i in done.stdout.split())
+    expected = list(range(0, 120)) if case == 'newer-first' else list(range(1000, 1120))
+    assert ids == expected, f'{case}: served {sorted({i // 1000 for i in ids})} thousands'

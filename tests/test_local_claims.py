@@ -1,0 +1,95 @@
+"""A directory read in place (no ``remote``) is the user's data: a stream with a remote is refused on it, never
+adopting it as its cache and replacing files of the same names; and the local copy of a remote read offline is read
+through the index of the remote's files, never as the subset that happened to be downloaded."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from streaming_core import Stream, StreamingDataset
+from streaming_core.reading.cache_record import CacheRemoteMismatchError
+from tests.deps import require
+from tests.fixtures.data import ids_of, write_mds
+
+
+def _digests(directory: str) -> dict[str, str]:
+    return {name: hashlib.sha256(open(os.path.join(directory, name), 'rb').read()).hexdigest()
+            for name in sorted(os.listdir(directory))}
+
+
+def _parquet_dir(directory: str, files: int, rows: int, start: int = 0) -> str:
+    require('pyarrow')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    os.makedirs(directory, exist_ok=True)
+    for f in range(files):
+        first = start + f * rows
+        pq.write_table(pa.table({'id': list(range(first, first + rows))}), os.path.join(directory, f'part-{f}.parquet'))
+    return directory
+
+
+@pytest.mark.parametrize('warm_before_records', [False, True])
+def test_a_remote_is_refused_on_a_directory_read_in_place(tmp_path, warm_before_records):
+    """Before, ``StreamingDataset(local=X)`` wrote no record, and a later ``StreamingDataset(remote=R, local=X)``
+    adopted X as R's cache: X's shards, of the same names, were replaced by R's, silently."""
+    mine, theirs = str(tmp_path / 'mine'), str(tmp_path / 'theirs')
+    write_mds(mine, 100)
+    write_mds(theirs, 100, start=1000)
+    before = _digests(mine)
+    assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(100))
+    if warm_before_records:  # read by a version that wrote no record: the warm construction writes it
+        from streaming_core.common.paths import state_dir
+        os.remove(os.path.join(state_dir(mine), 'record.json'))
+        assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(100))
+    with pytest.raises(CacheRemoteMismatchError, match='one local directory caches one remote'):
+        StreamingDataset(remote=theirs, local=mine, batch_size=4)
+    assert _digests(mine) == before
+    assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(100))
+
+
+def test_a_remote_is_refused_on_a_parquet_directory_read_in_place(tmp_path):
+    """A directory of Parquet files has no index.json: the record alone tells it is someone's data."""
+    mine, theirs = str(tmp_path / 'mine'), str(tmp_path / 'theirs')
+    _parquet_dir(mine, 2, 50)
+    write_mds(theirs, 100, start=1000)
+    before = _digests(mine)
+    assert sorted(ids_of(StreamingDataset(local=mine, batch_size=4))) == list(range(100))
+    with pytest.raises(CacheRemoteMismatchError):
+        StreamingDataset(remote=theirs, local=mine, batch_size=4)
+    assert _digests(mine) == before  # no index.json of theirs beside my files: it would win over them
+
+
+@pytest.mark.parametrize('remote_first', [False, True])
+def test_streams_of_one_dataset_sharing_a_local_with_different_data_are_refused(tmp_path, remote_first):
+    mine, theirs = str(tmp_path / 'mine'), str(tmp_path / 'theirs')
+    write_mds(mine, 60)
+    write_mds(theirs, 60, start=1000)
+    before = _digests(mine)
+    streams = [Stream(local=mine), Stream(remote=theirs, local=mine)]
+    with pytest.raises(ValueError, match='share the local directory .* Give each stream its own `local`'):
+        StreamingDataset(streams=streams[::-1] if remote_first else streams, batch_size=4)
+    assert _digests(mine) == before
+    # Two views of one dataset (the same remote and local) stay allowed.
+    local = str(tmp_path / 'copy')
+    both = StreamingDataset(streams=[Stream(remote=theirs, local=local), Stream(remote=theirs, local=local)],
+                            batch_size=4)
+    assert sorted(ids_of(both)) == sorted(list(range(1000, 1060)) * 2)
+
+
+def test_a_partial_local_copy_of_a_parquet_remote_read_offline_is_not_a_silent_subset(tmp_path):
+    """After part of an epoch (or a cache limit), the local copy holds some of the remote's files. Read with
+    ``local=`` alone (as offline), it used to be indexed from the files present: a third of the rows, no error."""
+    remote, local = _parquet_dir(str(tmp_path / 'remote'), 6, 40), str(tmp_path / 'local')
+    online = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert len(online) == 240
+    assert [int(online[i]['id']) for i in (0, 45)] == [0, 45]  # two of the six files downloaded
+    assert sorted(name for name in os.listdir(local) if name.endswith('.parquet')) == ['part-0.parquet',
+                                                                                       'part-1.parquet']
+    offline = StreamingDataset(local=local, batch_size=4)
+    assert len(offline) == 240
+    assert int(offline[45]['id']) == 45
+    with pytest.raises(Exception, match='part-5.parquet'):
+        offline[239]
