@@ -6,6 +6,7 @@ options and the command line all take these forms; the reference exposes them as
 
 from __future__ import annotations
 
+import numbers
 import re
 
 __all__ = ['bytes_to_int', 'number_abbrev_to_int', 'get_list_arg']
@@ -24,7 +25,7 @@ def bytes_to_int(value: int | float | str) -> int:
     """
     if isinstance(value, bool):
         raise ValueError(f'Unsupported value/suffix {value!r}: expected a byte count such as 1024 or "64mb".')
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):
         return int(value)
     if not isinstance(value, str):
         raise ValueError(f'Unsupported value/suffix {value!r}: expected a byte count such as 1024 or "64mb".')
@@ -45,7 +46,7 @@ def number_abbrev_to_int(value: int | float | str) -> int:
     """Parse a count: an int, a float (truncated), or ``'100k'``, ``'64M'``, ``'1.5b'`` (powers of 10)."""
     if isinstance(value, bool):
         raise ValueError(f'Unsupported value/suffix {value!r}: expected a count such as 1000 or "100k".')
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):
         return int(value)
     if not isinstance(value, str):
         raise ValueError(f'Unsupported value/suffix {value!r}: expected a count such as 1000 or "100k".')

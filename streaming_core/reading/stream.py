@@ -11,6 +11,7 @@ that can go stale and nothing of ours inside the local directory.
 from __future__ import annotations
 
 import contextvars
+import numbers
 import os
 from contextlib import AbstractContextManager
 from typing import Any, Mapping, Sequence
@@ -50,6 +51,13 @@ StreamDefaults = Mapping[str, Any]
 #: compressed file info (what :meth:`Stream._download_file` and :meth:`Stream._decompress_shard_part` check against,
 #: so overrides keep the reference's signatures).
 _PART: contextvars.ContextVar[tuple[Any, Any, Any] | None] = contextvars.ContextVar('streaming_core_part', default=None)
+
+
+def _plain(value: Any) -> Any:
+    """A number as a Python ``int`` or ``float`` (a numpy scalar is converted; ``None`` stays)."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _check_validate_hash_name(name: str) -> None:
@@ -125,14 +133,15 @@ class Stream:
                              f'derived. Got {given}.')
         for name in given:
             value = locals()[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
                 raise ValueError(f'`{name}` must be a non-negative number, got {value!r}.')
         if choose is not None and int(choose) != choose:
             raise ValueError(f'`choose` must be an integer number of samples, got {choose!r}.')
-        if download_retry is not None and (isinstance(download_retry, bool) or not isinstance(download_retry, int)
-                                           or download_retry < 0):
+        if download_retry is not None and (isinstance(download_retry, bool)
+                                           or not isinstance(download_retry, numbers.Integral) or download_retry < 0):
             raise ValueError(f'`download_retry` must be a non-negative integer, got {download_retry!r}.')
-        if download_timeout is not None and not (isinstance(download_timeout, (int, float)) and download_timeout > 0):
+        timeout_ok = isinstance(download_timeout, numbers.Real) and not isinstance(download_timeout, bool)
+        if download_timeout is not None and not (timeout_ok and download_timeout > 0):
             raise ValueError(f'`download_timeout` must be a positive number of seconds, got {download_timeout!r}.')
         if remote is not None and not isinstance(remote, str):
             raise TypeError(f'`remote` must be a string, got {type(remote).__name__}.')
@@ -144,11 +153,11 @@ class Stream:
         self.remote = remote.rstrip('/') if remote else None
         self._local_arg = local_path(local) if local else None
         self._split = split or None
-        self.proportion = proportion
-        self.repeat = repeat
+        self.proportion = _plain(proportion)  # numpy scalars (accepted as numbers) become Python numbers
+        self.repeat = _plain(repeat)
         self.choose = int(choose) if choose is not None else None
-        self.download_retry = download_retry
-        self.download_timeout = download_timeout
+        self.download_retry = int(download_retry) if download_retry is not None else None
+        self.download_timeout = float(download_timeout) if download_timeout is not None else None
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
         self.storage_options = dict(storage_options or {})

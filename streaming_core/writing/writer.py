@@ -11,6 +11,7 @@ after every shard it names is written, uploaded and confirmed.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import shutil
 import tempfile
@@ -194,18 +195,18 @@ class ShardWriter:
         self.size_limit = parse_size_limit(size_limit)
         self.progress_bar = bool(kwargs.get('progress_bar', False))
         retry = kwargs.get('retry', 2)
-        if isinstance(retry, bool) or not isinstance(retry, int) or retry < 1:
+        if isinstance(retry, bool) or not isinstance(retry, numbers.Integral) or retry < 1:
             raise ValueError(f'retry must be an integer of at least 1 (the number of attempts per upload), got '
                              f'{retry!r}.')
-        self.retry = retry
+        self.retry = int(retry)
         max_workers = kwargs.get('max_workers')
-        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, numbers.Integral)
                                         or max_workers < 1):
             raise ValueError(f'max_workers must be a positive integer or None, got {max_workers!r}.')
         self.exist_ok = bool(kwargs.get('exist_ok', False))
         self.storage_options = dict(kwargs.get('storage_options') or {})
         upload_timeout = kwargs.get('upload_timeout', 60.0)
-        if isinstance(upload_timeout, bool) or not isinstance(upload_timeout, (int, float)) or upload_timeout <= 0:
+        if isinstance(upload_timeout, bool) or not isinstance(upload_timeout, numbers.Real) or upload_timeout <= 0:
             raise ValueError(f'upload_timeout must be a positive number of seconds (the timeout of each attempt of '
                              f'each remote request), got {upload_timeout!r}.')
         self.upload_timeout = float(upload_timeout)

@@ -112,6 +112,26 @@ def test_our_loader_and_users_isinstance_checks_hold(int_dataset: str) -> None:
     assert state is not None and (state['epoch'], state['sample_in_epoch']) == (0, 8)
 
 
+def test_numpy_scalar_arguments_are_numbers_as_in_the_reference(int_dataset: str, tmp_path: Any) -> None:
+    """Arguments computed with numpy (a count from an array, a ratio) are numpy scalars; the reference takes them
+    where it takes numbers. Ours refused several ("must be a non-negative number, got np.int64(10)")."""
+    stream = streaming.Stream(local=int_dataset, choose=np.int64(10), download_retry=np.int64(1),
+                              download_timeout=np.float32(5))
+    assert (type(stream.choose), type(stream.download_retry), type(stream.download_timeout)) == (int, int, float)
+    assert len(streaming.StreamingDataset(streams=[stream], batch_size=2)) == 10
+    repeated = streaming.Stream(local=int_dataset, repeat=np.float32(1.5))
+    assert type(repeated.repeat) is float
+    assert len(streaming.StreamingDataset(streams=[repeated], batch_size=2)) == 60
+    limited = streaming.StreamingDataset(local=int_dataset, batch_size=4, cache_limit=np.int64(10 ** 9))
+    assert len(limited) == 40
+    with streaming.MDSWriter(out=str(tmp_path / 'out'), columns={'id': 'int'}, size_limit=np.int64(1 << 20),
+                             retry=np.int64(2)) as writer:
+        writer.write({'id': 1})
+    for bad in (dict(choose=np.int64(-1)), dict(download_retry=np.float64(1.5)), dict(download_timeout=np.int64(0))):
+        with pytest.raises(ValueError):
+            streaming.Stream(local=int_dataset, **bad)
+
+
 def test_numpy_style_indexing(int_dataset: str) -> None:
     dataset = streaming.StreamingDataset(local=int_dataset, batch_size=4)
     assert dataset[-1]['id'] == 39
