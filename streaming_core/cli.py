@@ -47,6 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `streaming cache --json | head`: the reader left; end quietly, as a killed writer would
+        import os
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        except (OSError, ValueError):
+            pass
+        return 141
     except Exception as err:  # a clear one-line error, not a traceback, for expected failures
         from streaming_core.errors import StreamingError
         if isinstance(err, (StreamingError, OSError, ValueError, LookupError)):

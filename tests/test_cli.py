@@ -45,6 +45,17 @@ def test_console_script_runs():
     assert 'streaming inspect: error: No dataset at /no/such/dir' in done.stderr
 
 
+def test_a_reader_that_leaves_the_pipe_early_is_no_error(tmp_path):
+    """`streaming cache --json | head -1`: the reader closes the pipe; the command ends quietly (it printed
+    "streaming cache: error: [Errno 32] Broken pipe")."""
+    for i in range(800):  # enough state entries that the JSON outgrows the pipe's buffer (64 KiB)
+        os.makedirs(tmp_path / 'root' / 'state' / f'{i:032x}')
+    env = dict(os.environ, STREAMING_CORE_CACHE_DIR=str(tmp_path / 'root'))
+    command = f'{sys.executable} -m streaming_core.cli cache --json | head -c 10 >/dev/null; echo "${{PIPESTATUS[0]}}"'
+    done = subprocess.run(['bash', '-c', command], capture_output=True, text=True, timeout=120, env=env)
+    assert done.stderr == '' and done.stdout.strip() in ('0', '141'), (done.stdout, done.stderr)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 def test_inspect_text_and_json(tmp_path, capsys):
     out = write_mds(str(tmp_path / 'ds'), 50, compression='zstd', hashes=['sha1', 'xxh64'], size_limit=600)

@@ -4,7 +4,8 @@ Opening a tar walks its headers (see :mod:`streaming_webdataset.tarscan`), which
 member. Every DataLoader worker opens the tars it reads, and a block-global shuffle makes every worker read from every
 tar, so without sharing each worker (and each epoch's new workers) would walk every tar again. The first walk of a
 file writes its table to a small JSON file, keyed by the file's real path, size, modification time and inode (a
-replaced file gets another key, so a table is never served for other bytes), under
+replaced file gets another key, so a table is never served for other bytes; a decompressed copy of a ``.tar.gz``,
+whose name names the compressed file's version, by its path and size, so decompressing it again adds no table), under
 ``$STREAMING_WEBDATASET_TABLES`` (default: ``webdataset-tables`` under streaming-core's cache root, which is the
 user's own: a table is trusted, so it must not sit where another user can write; an empty value turns the cache off).
 A table that cannot be read or disagrees with the index is ignored and the tar is walked. The directory is created
@@ -22,6 +23,7 @@ import tempfile
 import time
 
 from streaming_core.plugin_api import cache_root
+from streaming_webdataset.gzipped import PLAIN_DIR
 from streaming_webdataset.tarscan import Sample
 
 __all__ = ['TABLES_ENV', 'MAX_TABLE_AGE', 'tables_dir', 'load_table', 'save_table']
@@ -94,7 +96,13 @@ def _key(path: str) -> str | None:
         info = os.stat(path)
     except OSError:
         return None
-    text = f'{_VERSION}|{os.path.realpath(path)}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}|{info.st_ctime_ns}'
+    real = os.path.realpath(path)
+    if f'{os.sep}{PLAIN_DIR}{os.sep}' in real:
+        # Our decompressed copy of a .tar.gz: its name holds a digest of the compressed file's listing entry, so its
+        # bytes are those of one version; each decompression again (after an eviction) is a new inode, not new data.
+        text = f'{_VERSION}|{real}|{info.st_size}'
+    else:
+        text = f'{_VERSION}|{real}|{info.st_size}|{info.st_mtime_ns}|{info.st_ino}|{info.st_ctime_ns}'
     return os.path.join(directory, hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest() + '.json')
 
 

@@ -304,3 +304,29 @@ def test_a_default_table_directory_another_user_made_is_not_used(
     warnings = [r.getMessage() for r in caplog.records if 'belongs to another user' in r.getMessage()]
     assert len(warnings) == 1 and str(foreign) in warnings[0] and 'STREAMING_WEBDATASET_TABLES' in warnings[0]
     assert tablecache.tables_dir() is None
+
+
+def test_decompressing_a_tar_gz_again_adds_no_sample_table(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a cache limit the decompressed copies of .tar.gz shards are evicted and decompressed again: each time a
+    new inode, so a table keyed by inode was written again (514 tables for one epoch of 8 tars, kept 14 days). A copy
+    is named by the compressed file's version, so one table per tar serves every decompression."""
+    import gzip
+    import io
+    tables = tmp_path / 'tables'
+    monkeypatch.setenv('STREAMING_WEBDATASET_TABLES', str(tables))
+    remote = tmp_path / 'gz'
+    remote.mkdir()
+    for shard in range(6):
+        with tarfile.open(remote / f'train-{shard:04d}.tar.gz', 'w:gz') as tar:
+            for i in range(shard * 60, (shard + 1) * 60):
+                for name, payload in ((f'{i:06d}.bin', bytes(200)), (f'{i:06d}.cls', str(i % 10).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(payload)
+                    tar.addfile(info, io.BytesIO(payload))
+    first = remote / 'train-0000.tar.gz'
+    limit = 3 * (len(gzip.decompress(first.read_bytes())) + first.stat().st_size)
+    dataset = StreamingDataset(remote=str(remote), local=str(tmp_path / 'copy'), batch_size=8, shuffle=True,
+                               shuffle_block_size=360, cache_limit=limit)
+    for _ in range(2):
+        assert sorted(int(s['__key__']) for s in dataset) == list(range(360))
+    assert 1 <= len(os.listdir(tables)) <= 6
