@@ -128,6 +128,47 @@ def test_the_node_layout_comes_from_the_process_group_without_local_world_size(t
         assert got[rank][0] == _interleaved(plan[0, rank])
 
 
+def _alone_rank(rank: int, path: str, port: int, out: str) -> None:
+    import multiprocessing
+    import time
+
+    from streaming_core.ordering import world as world_module
+    world_module.LAYOUT_TIMEOUT = 60.0
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    os.environ.pop('LOCAL_WORLD_SIZE', None)
+    dataset = StreamingDataset(local=path, batch_size=4, shuffle=True)  # built before the group (Lightning __init__)
+    dist.init_process_group('gloo', rank=rank, world_size=2)
+    try:
+        loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2)
+        started = time.monotonic()
+        alone = None
+        if rank == 0:  # rank 0 alone: logs len() in setup, starts a helper process (a callback's uploader)
+            helper = multiprocessing.get_context('fork').Process(target=time.sleep, args=(0,))
+            helper.start()
+            helper.join()
+            alone = len(dataset)
+        elapsed = time.monotonic() - started
+        dist.barrier()  # where rank 1 waited all along
+        with open(f'{out}.{rank}', 'w') as handle:
+            handle.write(repr([alone, elapsed, ids_of(loader), dataset.world.local_world_size]))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_one_rank_alone_asking_for_len_or_forking_does_not_wait_for_the_others(tmp_path):
+    """Without LOCAL_WORLD_SIZE (Lightning) the node layout needs every rank's registration. len(dataset) and a fork
+    on rank 0 alone, while rank 1 waits in a barrier, each waited for it: 300 s, then a NodeLayoutError (len) or a
+    silent stall (the fork). They need no layout and do not wait; DataLoader workers still get it. (Reading or a
+    state on one rank alone does need it: the order depends on the nodes.)"""
+    path = write_mds(str(tmp_path / 'ds'), 200)
+    out = str(tmp_path / 'out')
+    tmp_mp.start_processes(_alone_rank, args=(path, free_port(), out), nprocs=2, join=True, start_method='spawn')
+    got = [eval(open(f'{out}.{rank}').read()) for rank in range(2)]
+    assert got[0][0] == 100 and got[0][1] < 20, got[0][:2]
+    assert sorted(got[0][2] + got[1][2]) == list(range(200))
+    assert [g[3] for g in got] == [2, 2]
+
+
 def _regrouped_rank(rank: int, path: str, ports: list[int], out: str) -> None:
     from streaming_core.ordering import world as world_module
     world_module.LAYOUT_TIMEOUT = 30.0  # a missed registration fails in seconds, not minutes

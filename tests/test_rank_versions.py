@@ -69,6 +69,7 @@ def test_ranks_on_two_nodes_across_a_rewrite_with_an_identical_index_stop(tmp_pa
     assert results[0].get('ids') is not None and sorted(results[0]['ids']) != [], results
     name, message = results[1]['error']
     assert name == 'DatasetVersionError' and 'Rank 1 reads another version of the dataset than rank 0' in message
+    assert 'The shards, hashes and sample counts are the same' in message and 'cp -p, rsync -a' in message
 
 
 def test_each_nodes_own_copy_at_the_remote_path_is_one_version(tmp_path, monkeypatch):

@@ -131,14 +131,20 @@ class VersionCheck:
         got = got.decode('utf-8', 'replace') if isinstance(got, bytes) else str(got)
         version, _, first = got.partition(' ')
         if not same_dataset_version(version, self.version):
+            same_content = version.partition('|')[0] == self.version.partition('|')[0]
             self.error = (
                 f'Rank {rank} reads another version of the dataset than rank {first} of this job ({self.description}): '
                 f'its shards, their sample counts or the remote version differ (version {self.version} here, {version} '
                 f'there). The dataset '
                 f'changed while the ranks started (index.json rewritten, files added or replaced, a push to an hf:// '
                 f'branch), and ranks on different versions would lose or repeat samples. Restart the job once the '
-                f'dataset no longer changes{getattr(self, "hint", "")}.')
+                f'dataset no longer changes{getattr(self, "hint", "")}.{_COPIES_HINT if same_content else ""}')
             logger.error('%s', self.error)
+
+
+_COPIES_HINT = (' The shards, hashes and sample counts are the same on both ranks, only the remote\'s index.json is '
+                'another version: if each node reads its own copy of a remote on a path, the copies differ in its '
+                'size or modification time; copy them keeping modification times (cp -p, rsync -a).')
 
 
 def same_dataset_version(there: str, here: str) -> bool:

@@ -17,13 +17,14 @@ import logging
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from streaming_core.errors import StreamingError
 
-__all__ = ['World', 'NodeLayoutError', 'register_node']
+__all__ = ['World', 'NodeLayoutError', 'register_node', 'parallel_ranks']
 
 logger = logging.getLogger('streaming_core.ordering.world')
 
@@ -90,16 +91,22 @@ def _store_local_world_size(dist: Any) -> int | None:
     known = _layouts.get(key)
     if known is not None and known[0] is store:
         return known[1]
-    if _in_dataloader_worker():
-        return None  # a forked worker shares its parent's store connection: never use it
+    if _in_dataloader_worker():  # a forked worker shares its parent's store connection: never use it
+        raise NodeLayoutError(
+            'This DataLoader worker does not know how many ranks run on its node: its process did not learn it '
+            'before forking it (every rank registers its host when it first needs the layout, and the wait for the '
+            'others timed out; see the warning it logged). Iterate through StreamingDataLoader, which learns it '
+            'before its workers start, or set LOCAL_WORLD_SIZE, or pass world=World(...).')
     register_node()
     try:
         store.wait([f'{_PREFIX}/done'], timedelta(seconds=LAYOUT_TIMEOUT))
     except Exception as err:
         raise NodeLayoutError(
-            f'Not every rank registered its host within {LAYOUT_TIMEOUT:.0f} s, so the ranks per node are unknown '
-            f'(every rank constructs a StreamingDataset before any iterates). Set LOCAL_WORLD_SIZE, or pass '
-            f'world=World(...).') from err
+            f'Not every rank registered its host within {LAYOUT_TIMEOUT:.0f} s, so the ranks per node are unknown. '
+            f'A rank registers when it first needs the layout (to read, or to start DataLoader workers): another '
+            f'rank has not got there, for example because it waits in a barrier while only this rank reads '
+            f'(reading on one rank alone, or forking a process on one rank, needs the layout). Set '
+            f'LOCAL_WORLD_SIZE (torchrun sets it), or pass world=World(...).') from err
     local = int(store.get(f'{_PREFIX}/host/{socket.gethostname()}'))
     world_size = dist.get_world_size()
     if local < 1 or world_size % local:
@@ -115,9 +122,47 @@ def _resolve_before_fork() -> None:
     dist = _dist()
     if dist is None or not _needed[0] or os.environ.get('LOCAL_WORLD_SIZE') or _in_dataloader_worker():
         return
+    if not _forking_data_workers():  # another fork (a callback's helper on one rank): learn it only if it is known
+        _learn_if_registered(dist)
+        return
+    started = time.monotonic()
     try:
         _store_local_world_size(dist)
-    except Exception as err:  # reported again where the layout is used
+    except Exception as err:  # reported again where the layout is used (a DataLoader worker refuses to guess it)
+        logger.warning('Forking without the node layout after %.0f s: %s', time.monotonic() - started, err)
+    else:
+        if time.monotonic() - started > 5:
+            logger.warning('This fork waited %.0f s for every rank to register its host (the node layout that '
+                           'forked DataLoader workers need). Set LOCAL_WORLD_SIZE to skip the wait.',
+                           time.monotonic() - started)
+
+
+def _forking_data_workers() -> bool:
+    """Whether this fork starts DataLoader workers (torch's or torchdata's loader is on the stack): only those need
+    the layout, so only they wait for the other ranks to register."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get('__name__', ''))
+        if module.startswith(('torch.utils.data', 'torchdata')):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _learn_if_registered(dist: Any) -> None:
+    """The layout if every rank has registered already (never waits), for the children this fork makes."""
+    found = _store_key(dist)
+    if found is None or _in_dataloader_worker():
+        return
+    store, key = found
+    known = _layouts.get(key)
+    if known is not None and known[0] is store:
+        return
+    try:
+        register_node()
+        if store.check([f'{_PREFIX}/done']):
+            _store_local_world_size(dist)
+    except Exception as err:  # a store that cannot answer now: the fork goes on without it
         logger.debug('node layout before fork: %s', err)
 
 
@@ -296,6 +341,21 @@ class World:
         """The fields as a dict."""
         return {'rank': self.rank, 'world_size': self.world_size, 'local_world_size': self.local_world_size,
                 'worker': self.worker, 'workers_per_rank': self.workers_per_rank}
+
+
+def parallel_ranks(explicit: World | None, snapshot: World | None, replication: int | None) -> int:
+    """The number of ranks reading distinct samples (world size over ``replication``) in the world a dataset detects
+    now (``explicit``, else ``torch.distributed``, else ``snapshot``, else the environment), without learning the node
+    layout: that waits until every rank has registered, and a rank alone asking (``len(dataset)`` on rank 0 while the
+    others wait in a barrier) would wait for ever."""
+    dist = _dist() if explicit is None else None
+    if explicit is not None:
+        world = World.detect(explicit)
+    elif dist is not None:
+        world = World(rank=dist.get_rank(), world_size=dist.get_world_size())
+    else:
+        world = snapshot if snapshot is not None else World.from_env()
+    return world.replicate(replication).num_ranks
 
 
 def _worker_info() -> Any:

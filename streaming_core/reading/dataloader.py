@@ -145,6 +145,8 @@ class StreamingDataLoader(DataLoader):
         self._check_batch_size()
         if isinstance(self.dataset, StreamingDataset):
             self.dataset._check_resume_world()  # here, not wrapped by a worker's re-raise
+            if self.num_workers:
+                self.dataset._rank_world()  # the node layout, learnt before the workers fork (they cannot ask)
         self.num_samples_yielded = 0
         self._ran_out = False
         iterator = super().__iter__()

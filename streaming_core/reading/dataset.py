@@ -20,7 +20,7 @@ from streaming_core.machinery.protocols import ShardReader
 from streaming_core.ordering.order_config import OrderConfig, OrderField, parse_epoch_size
 from streaming_core.ordering.rank_versions import VersionCheck
 from streaming_core.ordering.weights import apply_weights
-from streaming_core.ordering.world import World, register_node
+from streaming_core.ordering.world import World, parallel_ranks, register_node
 from streaming_core.reading.catalogue import CatalogueAttributes, ShardCatalogue, ShardSource, no_samples
 from streaming_core.reading.dataset_arguments import (
     LengthAttribute,
@@ -540,8 +540,7 @@ class StreamingDataset(CatalogueAttributes, IterableDataset):
         own = self.__dict__.get('length')
         if own is not None:
             return int(own)
-        parallel = self._rank_world().replicate(self.replication)
-        return math.ceil(self.epoch_size / parallel.num_ranks)
+        return math.ceil(self.epoch_size / parallel_ranks(self._explicit_world, self._world_snapshot, self.replication))
 
     length = LengthAttribute()
 

@@ -79,3 +79,14 @@ def test_accelerate_skip_first_batches_on_a_resumed_loader_fails_clearly(tmp_pat
     again = make()
     again.load_state_dict(state)
     assert head + ids_of(again) == full  # the loader itself resumes exactly
+
+
+def test_a_missing_checkpoint_directory_is_named_as_missing_not_as_foreign(tmp_path):
+    """A typo in resume_from_checkpoint (or a node without the checkpoints) said the checkpoint "was not written by
+    StreamingTrainer"; it now says the directory does not exist."""
+    from streaming_core.tools.integrations.huggingface import read_state
+    with pytest.raises(FileNotFoundError, match='does not exist on this machine'):
+        read_state(str(tmp_path / 'checkpoint-999'))
+    (tmp_path / 'checkpoint-5').mkdir()
+    with pytest.raises(FileNotFoundError, match='was not written by StreamingTrainer'):
+        read_state(str(tmp_path / 'checkpoint-5'))

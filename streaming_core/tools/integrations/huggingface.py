@@ -92,9 +92,12 @@ def read_state(checkpoint: str) -> dict[str, Any]:
     """The training loader's state saved in a ``checkpoint-N`` directory by :class:`StreamingTrainer`.
 
     Raises:
-        FileNotFoundError: The checkpoint has no state (it was written by a plain ``Trainer``).
+        FileNotFoundError: The checkpoint does not exist, or has no state (it was written by a plain ``Trainer``).
     """
     path = os.path.join(checkpoint, STATE_FILE)
+    if not os.path.isdir(checkpoint):
+        raise FileNotFoundError(f'Checkpoint directory {checkpoint} does not exist on this machine: check the path '
+                                f'(resume_from_checkpoint), and that every node can read the checkpoints.')
     if not os.path.exists(path):
         raise FileNotFoundError(
             f'{path} is missing: checkpoint {checkpoint} was not written by StreamingTrainer, so it does not say '
