@@ -429,7 +429,7 @@ def test_credentials_moved_out_of_the_url_keep_the_same_remote(http_server: Stat
     user_only = StreamingDataset(remote=f'http://u@{host}/{name}', local=local, batch_size=4,
                                  storage_options={'basic_auth': ('u', 'pw1')})
     assert [int(s['id']) for s in user_only] == list(range(40))
-    from streaming_core.common.paths import default_local
+    from streaming_core.common.paths import default_local, without_credentials
     from streaming_core.reading.cache_record import remote_key, remote_keys
     assert remote_key('https://h/ds?token=1&x=2') == remote_key('https://h/ds?x=2')
     assert remote_key('https://u:pw@h/ds') == remote_key('https://h/ds') != remote_key('https://h/other')
@@ -441,6 +441,15 @@ def test_credentials_moved_out_of_the_url_keep_the_same_remote(http_server: Stat
         assert default_local(located) != default_local(located.replace('@', '@x'))
     earlier = hashlib.blake2b(b'https://u@h/ds', digest_size=16).hexdigest()  # what earlier versions recorded
     assert earlier in remote_keys('https://u@h/ds')
+    # an @ after the host is not a login; a default directory earlier versions made for a login is still used
+    assert without_credentials('https://h.example?sig=a@evil.example') == 'https://h.example?sig=a@evil.example'
+    assert without_credentials('https://u:pw@h.example#x@y') == 'https://h.example#x@y'
+    kept = os.path.join(os.environ['STREAMING_CORE_CACHE_DIR'], 'datasets', hashlib.blake2s(
+        b'https://u@h2/ds', digest_size=16).hexdigest())
+    assert default_local('https://u:pw@h2/ds') != kept
+    os.makedirs(kept)
+    assert default_local('https://u:pw@h2/ds') == default_local('https://u@h2/ds') == kept
+    assert default_local('https://h2/ds') != kept  # the URL without a login never had it
     legacy = hashlib.blake2b(redact_url('https://u:pw@h/ds').encode(), digest_size=16).hexdigest()
     assert legacy in remote_keys('https://u:pw2@h/ds')
 

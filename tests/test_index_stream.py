@@ -74,6 +74,9 @@ def test_a_json_error_names_the_position_json_names(text, chunk, monkeypatch):
     with pytest.raises(IndexFormatError) as info:
         _entries(text)
     assert str(info.value).endswith(where) and where.startswith('line ')
+    if isinstance(info.value, json.JSONDecodeError):  # its attributes say the same
+        assert (info.value.lineno, info.value.colno, info.value.pos) == (
+            expected.value.lineno, expected.value.colno, expected.value.pos)
 
 
 @pytest.mark.parametrize('text', ['{"shards": [{"samples": 1}], "version": 2, "shards": []}',

@@ -44,7 +44,7 @@ def test_a_remote_is_refused_on_a_directory_read_in_place(tmp_path, warm_before_
         from streaming_core.common.paths import state_dir
         os.remove(os.path.join(state_dir(mine), 'record.json'))
         assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(100))
-    with pytest.raises(CacheRemoteMismatchError, match='one local directory caches one remote'):
+    with pytest.raises(CacheRemoteMismatchError, match='read in place as a dataset of its own'):
         StreamingDataset(remote=theirs, local=mine, batch_size=4)
     assert _digests(mine) == before
     assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(100))
@@ -93,3 +93,27 @@ def test_a_partial_local_copy_of_a_parquet_remote_read_offline_is_not_a_silent_s
     assert int(offline[45]['id']) == 45
     with pytest.raises(Exception, match='part-5.parquet'):
         offline[239]
+    from streaming_core.common.paths import state_dir
+    from streaming_core.reading.derived_index import DERIVED_INDEX_NAME, NoLocalDatasetError
+    os.remove(os.path.join(state_dir(local), DERIVED_INDEX_NAME))  # the recorded index lost: never the subset
+    with pytest.raises(NoLocalDatasetError, match='is a local copy of .* Read it with remote='):
+        StreamingDataset(local=local, batch_size=4)
+
+
+def test_a_copy_staged_into_a_directory_read_in_place_is_adopted_by_its_remote(tmp_path):
+    """A copy of a remote staged by hand (cp -p, aws s3 sync) and read once without `remote` holds that remote's
+    index byte for byte: it is then adopted as the remote's cache (its files checked against the recorded hashes),
+    not refused as someone else's data."""
+    import shutil
+    remote, staged = str(tmp_path / 'remote'), str(tmp_path / 'staged')
+    write_mds(remote, 50, hashes=['xxh64'])
+    shutil.copytree(remote, staged)
+    assert ids_of(StreamingDataset(local=staged, batch_size=5)) == list(range(50))
+    assert ids_of(StreamingDataset(remote=remote, local=staged, batch_size=5)) == list(range(50))
+    mine, other = str(tmp_path / 'mine'), str(tmp_path / 'other')
+    write_mds(mine, 50)
+    write_mds(other, 50, start=500, hashes=['xxh64'])
+    assert ids_of(StreamingDataset(local=mine, batch_size=5)) == list(range(50))
+    with pytest.raises(CacheRemoteMismatchError, match='read in place as a dataset of its own') as err:
+        StreamingDataset(remote=other, local=mine, batch_size=5)
+    assert f'delete {mine}' not in str(err.value) and 'record.json' in str(err.value)  # never delete your data

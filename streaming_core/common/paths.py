@@ -47,11 +47,12 @@ def without_credentials(remote: str) -> str:
     scheme, sep, rest = remote.partition('://')
     if not sep:
         return remote
-    host, slash, path = rest.partition('/')
+    end = min((i for i in (rest.find('/'), rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
+    host, tail = rest[:end], rest[end:]
     login, at, address = host.rpartition('@')
     if at and (':' in login or scheme.lower() in LOGIN_SCHEMES):
         host = address
-    return f'{scheme}://{host}{slash}{path}'
+    return f'{scheme}://{host}{tail}'
 
 
 def default_local(remote: str) -> str:
@@ -65,10 +66,26 @@ def default_local(remote: str) -> str:
     if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
         from urllib.parse import unquote, urlparse
         remote = unquote(urlparse(remote).path)
-    else:
-        remote = without_credentials(remote)
-    digest = hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest()
-    return os.path.join(cache_root(), 'datasets', digest)
+        return _dataset_dir(remote)
+    path = _dataset_dir(without_credentials(remote))
+    earlier = _dataset_dir(_without_password(remote))  # where versions before 0.2 put a URL with a login
+    if earlier != path and not os.path.exists(path) and os.path.isdir(earlier):
+        return earlier  # keep using it: no second copy of the dataset
+    return path
+
+
+def _dataset_dir(remote: str) -> str:
+    return os.path.join(cache_root(), 'datasets', hashlib.blake2s(remote.encode('utf-8'), digest_size=16).hexdigest())
+
+
+def _without_password(remote: str) -> str:
+    """``remote`` with the password of ``user:password@`` dropped and the user kept (the earlier default-local rule)."""
+    if '://' in remote and ':' in remote.split('://', 1)[1].split('/', 1)[0].rpartition('@')[0]:
+        scheme, rest = remote.split('://', 1)
+        host, slash, path = rest.partition('/')
+        user, _, address = host.rpartition('@')
+        return f'{scheme}://{user.split(":", 1)[0]}@{address}{slash}{path}'
+    return remote
 
 
 def same_place(one: str, other: str) -> bool:

@@ -71,20 +71,26 @@ class _Scanner:
             if not self.fill():
                 return ''
 
-    def where(self, pos: int) -> str:
-        """``line L column C (char N)`` of position ``pos`` of ``buf``, counted in the whole file as ``json`` does."""
+    def position(self, pos: int) -> tuple[int, int, int]:
+        """``(line, column, char)`` of position ``pos`` of ``buf``, counted in the whole file as ``json`` does."""
         newline = self.buf.rfind('\n', 0, pos)
         start = self.dropped + newline + 1 if newline >= 0 else self.line_start
-        line = self.lines + self.buf.count('\n', 0, pos) + 1
-        return f'line {line} column {self.dropped + pos - start + 1} (char {self.dropped + pos})'
+        return self.lines + self.buf.count('\n', 0, pos) + 1, self.dropped + pos - start + 1, self.dropped + pos
+
+    def error(self, message: str, pos: int) -> IndexJSONError:
+        """An :class:`IndexJSONError` ending ``message: line L column C (char N)``, with those attributes (in the
+        whole file; ``doc`` is the part of it in memory)."""
+        line, column, char = self.position(pos)
+        err = IndexJSONError(f'{message}: line {line} column {column} (char {char})', self.buf, pos)
+        err.lineno, err.colno, err.pos = line, column, char
+        return err
 
     def expect(self, chars: str) -> str:
         """Consume the next non-blank character, one of ``chars``."""
         char = self.peek()
         if not char or char not in chars:
-            raise IndexJSONError(f'Index file at {self.path} is empty or corrupted: expected one of {chars!r} '
-                                 f'at {self.where(self.pos)}, got {char or "end of file"!r}.',
-                                 self.buf, self.pos)
+            raise self.error(f'Index file at {self.path} is empty or corrupted: expected one of {chars!r}, got '
+                             f'{char or "end of file"!r}', self.pos)
         self.pos += 1
         return char
 
@@ -97,8 +103,7 @@ class _Scanner:
             except json.JSONDecodeError as err:
                 if self.fill():
                     continue
-                raise IndexJSONError(f'Index file at {self.path} is empty or corrupted. {err.msg}: '
-                                     f'{self.where(err.pos)}', err.doc, err.pos) from err
+                raise self.error(f'Index file at {self.path} is empty or corrupted. {err.msg}', err.pos) from err
             except RecursionError:  # hostile nesting: refused like any other corrupt index
                 raise IndexFormatError(f'Index file at {self.path} is corrupted: values nested too deeply.') from None
             if end == len(self.buf) and not self.eof and self.fill():

@@ -86,11 +86,14 @@ def sync_local_only(stream: Any, path: str) -> SyncedIndex:
     return SyncedIndex(path, data, file_id_text(ident))
 
 
-def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, only_if_absent: bool = False) -> None:
+def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, only_if_absent: bool = False,
+                   locked: bool = False) -> None:
     """Record ``stream``'s local directory (no remote) as a dataset read in place, with index version ``identity``
     (the bytes ``data`` when read), unless a record is there: another remote's (a copy read offline) is left as it
-    is, and one of this directory is updated to the version read. A state directory that cannot be written (a
-    read-only cache root) only loses this protection, and a debug log says so."""
+    is, and one of this directory is updated to the version read. The record is read and written under the stream's
+    index lock (``locked``: the caller holds it), so a job copying a remote into the directory at that moment keeps
+    its record. A state directory that cannot be written (a read-only cache root) only loses this protection, and a
+    debug log says so."""
     local_dir = stream.local_dir
     try:
         sdir = state_dir(local_dir)
@@ -100,28 +103,53 @@ def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, onl
         if record is not None and (record.remote_key not in remote_keys(local_dir)
                                    or record.source_identity == identity):
             return
-        write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=local_dir, remote_dir=local_dir,
-                                       remote_key=remote_key(local_dir), split=stream.split,
-                                       source_identity=identity, index_sha256=sha256_hex(data) if data else '',
-                                       index_stat=None, checked_at=time.time()))
+        locks = None if locked else stream.locks()
+        if locks is not None:
+            locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {local_dir}')
+        try:
+            record = read_record(sdir)
+            if record is not None and (record.remote_key not in remote_keys(local_dir)
+                                       or record.source_identity == identity):
+                return
+            write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=local_dir,
+                                           remote_dir=local_dir, remote_key=remote_key(local_dir), split=stream.split,
+                                           source_identity=identity, index_sha256=sha256_hex(data) if data else '',
+                                           index_stat=None, checked_at=time.time()))
+        finally:
+            if locks is not None:
+                locks.release(INDEX_LOCK_BYTE)
     except OSError as err:
         logger.debug('cannot record %s as read in place: %s', local_dir, err)
 
 
 def _recorded_copy(stream: Any, sdir: str) -> SyncedIndex | None:
     """The index derived from a remote's files that the directory's record names, when the directory is the local
-    copy of that remote (see the module docstring), else None."""
+    copy of that remote (see the module docstring), else None.
+
+    Raises:
+        NoLocalDatasetError: the directory is a copy of a remote, but the index of that remote's files is not kept
+            (or damaged): its files alone would be a silent subset.
+    """
     record = read_record(sdir)
     if record is None or is_in_place(record.remote_dir, stream.local_dir):
         return None
-    from streaming_core.reading.derived_index import DERIVED_INDEX_NAME, kept_index, read_listing
+    from streaming_core.reading.derived_index import (
+        DERIVED_INDEX_NAME,
+        NoLocalDatasetError,
+        kept_index,
+        read_listing,
+    )
     listing = read_listing(sdir)
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
-    if listing is None or listing.get('identity') != record.source_identity:
-        return None
-    data = kept_index(path, listing, record.source_identity)
+    data = None
+    if listing is not None and listing.get('identity') == record.source_identity:
+        data = kept_index(path, listing, record.source_identity)
     if data is None:
-        return None
+        raise NoLocalDatasetError(
+            f'{stream.local_dir} is a local copy of {record.remote_dir}, whose files were only partly downloaded '
+            f'perhaps, and the index of all of them that was recorded with it is missing or damaged: reading the '
+            f'files that are there would silently read a part of the dataset. Read it with remote='
+            f'{record.remote_dir!r} (once, online, to record the index again).')
     logger.info('%s is the local copy of %s: reading it through the index of all its files, not only the ones '
                 'downloaded', stream.local_dir, record.remote_dir)
     return SyncedIndex(path, data, record.source_identity + COPY_SUFFIX)
@@ -138,7 +166,7 @@ def _derived_locked(stream: Any) -> SyncedIndex:
         if copy is not None:
             return copy
         synced = derived(stream, stream.local_dir, sdir, copies=False)
-        claim_in_place(stream, synced.identity, synced.data)
+        claim_in_place(stream, synced.identity, synced.data, locked=True)
         return synced
     finally:
         locks.release(INDEX_LOCK_BYTE)
@@ -154,7 +182,7 @@ def _foreign_locked(stream: Any, data: bytes, obj: dict[str, Any], stat: FileIde
     try:
         synced = SyncedIndex(*derive_foreign_index(stream, stream.local_dir, sdir, data, obj, copies=False,
                                                    stat=stat))
-        claim_in_place(stream, synced.identity, synced.data)
+        claim_in_place(stream, synced.identity, synced.data, locked=True)
         return synced
     finally:
         locks.release(INDEX_LOCK_BYTE)

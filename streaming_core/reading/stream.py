@@ -11,6 +11,7 @@ that can go stale and nothing of ours inside the local directory.
 from __future__ import annotations
 
 import contextvars
+import logging
 import numbers
 import os
 from contextlib import AbstractContextManager
@@ -23,6 +24,7 @@ from streaming_core.errors import (
     IndexFormatError,
     RemoteNotFoundError,
     ShardCorruptError,
+    StorageError,
     StreamingError,
     TruncatedDownloadError,
 )
@@ -40,6 +42,8 @@ from streaming_core.reading.version_guard import installing, purge_count
 from streaming_core.storage.facade import check_places, download_file, is_remote, join, local_path, pinned_location
 from streaming_core.storage.locking import RangeLocks
 from streaming_core.storage.redact import redact_url
+
+logger = logging.getLogger('streaming_core.reading.stream')
 
 __all__ = ['Stream', 'MissingIndexError', 'StreamDefaults', 'remove_dead_temp_files', 'FOREIGN_TEMP_AGE',
            'merge_format_options']
@@ -333,8 +337,11 @@ class Stream:
         table = apply_format_options(self, table)  # a streaming index.json's formats take them (a projection...)
         self.index_identity = synced.identity
         if self.has_remote_copy:  # files are read at the version of the index, in any process (a branch's commit)
-            self.read_root = pinned_location(self.remote_dir, timeout=float(self.download_timeout),
-                                             options=self.storage_options)
+            try:
+                self.read_root = pinned_location(self.remote_dir, timeout=float(self.download_timeout),
+                                                 options=self.storage_options)
+            except (StorageError, OSError) as err:  # offline (a local copy read as it is): downloads will say so
+                logger.debug('cannot pin %s to its version: %s', redact_url(self.remote_dir), err)
         return table
 
     def _sweep_temp_files(self, table: ShardTable) -> None:
@@ -510,8 +517,8 @@ class Stream:
         listed = listing_check(self, basename)  # see listing_watch
 
         def rewritten() -> None:
-            """The file is gone, or has another size or hash: a rewrite of the dataset stops the job at once (not
-            after the retries), saying so."""
+            """The file is gone, larger than the index says, or (after the retries) shorter or of another hash: a
+            rewrite of the dataset stops the job, saying so."""
             if expected_hash is None and changed_now(self) is not None:
                 raise DatasetVersionError(
                     f'The data of {self!r} changed while this job read it: {redact_url(remote)}/index.json is now '
@@ -527,6 +534,10 @@ class Stream:
         except (TruncatedDownloadError, RemoteNotFoundError):
             if listed is not None:  # another size, or gone: a listed file replaced or removed is a new version
                 listed(path)
+            rewritten()
+            raise
+        except HashMismatchError:
+            rewritten()
             raise
 
     def _decompress(self, compression: str | None, zip_path: str, raw_path: str, raw: Any) -> None:

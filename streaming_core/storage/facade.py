@@ -271,9 +271,10 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
             (what it raises discards the file: a ``DatasetVersionError`` at once, a storage error after retries).
         guard: A context held around the rename (what it raises on entry discards the file, as ``before_rename``'s):
             a stream's check, under a shared lock, that its directory still wants this version.
-        on_mismatch: Called when the remote file is gone or does not match ``expected_size`` or ``expected_hash``,
-            before that is retried or raised: what it raises (a ``DatasetVersionError``: the dataset was rewritten)
-            ends the download at once.
+        on_mismatch: Called when the remote file is certainly not the one expected (gone, or larger than
+            ``expected_size``), before that is raised or retried: what it raises (a ``DatasetVersionError``: the
+            dataset was rewritten) ends the download at once. A shorter file or another hash may be a transfer
+            fault, and is retried first.
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     backend = get_backend(url, options)
@@ -298,7 +299,7 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 raise RemoteNotFoundError(f'Remote object not found: {shown}') from err
             size = os.path.getsize(tmp)
             if expected_size is not None and size != expected_size:
-                if on_mismatch is not None:
+                if on_mismatch is not None and size > expected_size:  # no cut download is longer
                     on_mismatch()
                 cause = ('the download was cut, or the remote file was rewritten' if size < expected_size else
                          'the remote file was rewritten')
@@ -310,8 +311,6 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
                 algo, want = expected_hash
                 got = hash_file(algo, tmp)
                 if got != want:
-                    if on_mismatch is not None:
-                        on_mismatch()
                     raise HashMismatchError(f'Checksum failure: {path} ({algo} of {shown} is {got}, the index '
                                             f'records {want}).')
             if before_rename is not None:
