@@ -239,3 +239,26 @@ def test_a_range_answered_for_other_bytes_is_retried_never_returned(hub: HubServ
         read_range(url, 500, 8, retries=1, initial_backoff=0.01)
     proxy.clear()
     assert read_range(url, len(data) - 4, 8) == data[-4:]  # short at the end of the file: its end
+
+
+def test_a_full_local_copy_is_read_offline_with_its_remote_given(hub: HubServer, tmp_path: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy made online is read with HF_HUB_OFFLINE=1 and the same remote (a warning says it may be out of date);
+    pinning the stream's read location to its commit asked the Hub and failed the construction."""
+    import warnings
+
+    from streaming_hf.testing import forget_process_state
+    from tests.fixtures.data import write_mds
+    out = write_mds(str(tmp_path / 'mds'), 40, size_limit=600)
+    hub.state.repo('datasets', 'owner/mds').push({f'data/{name}': open(os.path.join(out, name), 'rb').read()
+                                                  for name in sorted(os.listdir(out))})
+    local = str(tmp_path / 'copy')
+    online = StreamingDataset(remote='hf://datasets/owner/mds/data', local=local, batch_size=2)
+    expected = sorted(s['id'] for s in online)
+    forget_process_state()  # a new job
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        offline = StreamingDataset(remote='hf://datasets/owner/mds/data', local=local, batch_size=2,
+                                   download_retry=0)
+    assert sorted(s['id'] for s in offline) == expected and offline.streams[0].read_root is None
