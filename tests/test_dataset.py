@@ -52,14 +52,15 @@ def test_default_local_under_cache_root_and_shared(tmp_path, monkeypatch):
 
 
 def test_default_local_leaves_credentials_out_of_its_name(tmp_path, monkeypatch):
-    """A rotated password keeps the same cache directory; nothing else merges (an '@' without a password is part of
-    the location, as in azure-dl://filesystem@account)."""
+    """A rotated password, another login, or a login moved into storage_options keeps the same cache directory (the
+    same remote, as the local directory's record says); nothing else merges (an '@' without a password is part of the
+    location in azure-dl://filesystem@account)."""
     from streaming_core.common.paths import default_local
     monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root'))
     bob = default_local('https://bob@host:8443/data/train')
     assert default_local('https://bob:old@host:8443/data/train') == bob
     assert default_local('https://bob:new%40pw@host:8443/data/train') == bob
-    assert default_local('https://alice:pw@host:8443/data/train') != bob != default_local('https://host/data/train')
+    assert default_local('https://alice:pw@host:8443/data/train') == bob == default_local('https://host:8443/data/train')
     assert default_local('https://host:8443/data/val') != bob and default_local('https://other/data/train') != bob
     assert default_local('s3://bucket/a@b') != default_local('s3://bucket/b')  # an '@' in the path is the path's
     assert default_local('azure-dl://fs1@acct.dfs.core.windows.net/train') != \

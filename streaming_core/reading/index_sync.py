@@ -175,7 +175,8 @@ def read_index_file(path: str) -> tuple[bytes, FileIdentity]:
 
 
 def sync_index(stream: Any) -> SyncedIndex:
-    """Make ``stream``'s local index current (see the module docstring) and return the version to load.
+    """Make the local index of ``stream`` (which has a remote) current (see the module docstring) and return the
+    version to load.
 
     Args:
         stream: A :class:`~streaming_core.reading.stream.Stream` with its defaults applied.
@@ -188,9 +189,8 @@ def sync_index(stream: Any) -> SyncedIndex:
     """
     path = stream.index_path()
     remote = stream.remote_dir
-    if not remote:
-        from streaming_core.reading.local_only import sync_local_only
-        return sync_local_only(stream, path)
+    if not remote:  # the stream reads its local directory alone: streaming_core.reading.local_only
+        raise ValueError(f'{stream!r} has no remote: its index is read by local_only.sync_local_only.')
     local_dir = stream.local_dir
     in_place = is_in_place(remote, local_dir)
     request_time = time.time()

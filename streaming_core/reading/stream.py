@@ -35,6 +35,7 @@ from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
 from streaming_core.reading.inplace_copies import copies_current, copy_is_current, decompress_beside
 from streaming_core.reading.listing_watch import listing_check
+from streaming_core.reading.local_only import sync_local_only
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
 from streaming_core.reading.temp_sweep import FOREIGN_TEMP_AGE, remove_dead_temp_files, sweep_local_dir
@@ -260,7 +261,7 @@ class Stream:
     def fetch_index(self) -> str:
         """Bring the local ``index.json`` up to date with the remote (one check per process, one download per node
         when it changed; see :mod:`streaming_core.reading.index_sync`) and return its path."""
-        return sync_index(self).path
+        return self._sync_index().path
 
     def get_shards(self, world: Any = None, allow_unsafe_types: bool = False) -> list[Any]:
         """Like :meth:`shard_table`, but with every shard's reader created now (one object per shard: prefer
@@ -307,7 +308,7 @@ class Stream:
                 return apply_format_options(self, ShardTable(self, path, header, arrays, mapping, allow_unsafe_types))
             except BinaryIndexError:
                 pass
-        synced = sync_index(self)
+        synced = self._sync_index()
         self.purge_dir = state_dir(self.local_dir)
         self.purges_at_load = synced.purges if synced.purges is not None else purge_count(self.purge_dir)
         remove_dead_temp_files(self.purge_dir)
@@ -343,6 +344,12 @@ class Stream:
             except (StorageError, OSError) as err:  # offline (a local copy read as it is): downloads will say so
                 logger.debug('cannot pin %s to its version: %s', redact_url(self.remote_dir), err)
         return table
+
+    def _sync_index(self) -> Any:
+        """The index version to load: synced with the remote, or the local directory's own."""
+        if self.remote_dir:
+            return sync_index(self)
+        return sync_local_only(self, self.index_path())
 
     def _sweep_temp_files(self, table: ShardTable) -> None:
         """Remove temporary files of dead processes from the local directory (:func:`sweep_local_dir`): only where
