@@ -55,21 +55,15 @@ reference:
 test-setup:
 	$(MAKE) -j 3 --no-print-directory setup reference
 
-# With workers, the two passes that run the reference (the `compat` marker, then `make compat`: one after the other,
-# as two reference runs on one machine clash) run beside the main pass, which never runs it; their output follows.
 test: test-setup
 	$(PY) -m ruff check .
 ifeq ($(TEST_WORKERS),0)
 	CI=$${CI:-true} $(PY) -m pytest -q
-	$(MAKE) compat
 else
-	@( CI=$${CI:-true} $(PY) -m pytest -q -p no:cacheprovider -m compat && $(MAKE) --no-print-directory compat ) \
-	    > .compat-passes.log 2>&1 & passes=$$!; \
-	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"; main=$$?; \
-	wait $$passes; reference=$$?; \
-	echo '--- the passes that run the reference (beside the main pass) ---'; cat .compat-passes.log; \
-	test $$main -eq 0 && test $$reference -eq 0
+	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"
+	CI=$${CI:-true} $(PY) -m pytest -q -m compat
 endif
+	$(MAKE) compat
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not compat" $(PYTEST_WORKERS)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from typing import Any
 
@@ -132,6 +133,19 @@ def native_stacks(pids: list[int]) -> str:
     return '\n'.join(parts)
 
 
+def _wait_gone(pid: int, seconds: float) -> None:
+    """Wait until process ``pid`` has exited (or is a zombie), at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f'/proc/{pid}/stat') as handle:
+                if handle.read().rpartition(')')[2].split()[0] == 'Z':
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.02)
+
+
 def hang_report(command: list[str], timeout: float, stdout: str, stderr: str, native: str) -> str:
     """Write everything a hung run left (its output whole, faulthandler's Python stacks, gdb's native stacks) to a
     file under the system temporary directory, kept after the test; returns its path."""
@@ -203,7 +217,8 @@ def launch(module: str, config: dict[str, Any], nproc: int = 2, timeout: float =
             try:
                 os.kill(pid, signal.SIGABRT)  # faulthandler prints each one's Python stacks
             except ProcessLookupError:
-                pass
+                continue
+            _wait_gone(pid, 5.0)  # one at a time: a forked worker writes to its rank's output, never both at once
         for proc in procs[len(outputs):]:
             try:
                 outputs.append(proc.communicate(timeout=30)[0])
