@@ -95,6 +95,29 @@ def test_each_nodes_own_copy_at_the_remote_path_is_one_version(tmp_path, monkeyp
     assert same_dataset_version(versions[0], versions[1]) and not same_dataset_version(versions[1], versions[2])
 
 
+@pytest.mark.parametrize('hashes', [None, ['xxh64']])
+def test_each_nodes_copy_made_without_modification_times_is_one_version_when_hashed(tmp_path, monkeypatch, hashes):
+    """Copies made with `cp -r` (new modification times): with a hash for every file, the content (which holds
+    them) decides, so the nodes agree; without hashes nothing but the stat tells a same-size rewrite apart, so
+    they are another version (and the error says how to copy)."""
+    import os
+    import shutil
+
+    from streaming_core import Stream, StreamingDataset
+    from streaming_core.ordering.rank_versions import VersionCheck
+    first = write_mds(str(tmp_path / 'node0'), 40, hashes=hashes)
+    second = shutil.copytree(first, str(tmp_path / 'node1'), copy_function=shutil.copyfile)  # mtimes not kept
+    index = os.path.join(second, 'index.json')
+    os.utime(index, ns=(os.stat(index).st_atime_ns, os.stat(index).st_mtime_ns + 7_000_000_000))
+    versions = []
+    for path in (first, second):
+        monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / f'cache-{len(versions)}'))
+        dataset = StreamingDataset(streams=[Stream(remote=path, local=str(tmp_path / f'local-{len(versions)}'))],
+                                   batch_size=4)
+        versions.append(VersionCheck.of_dataset(dataset.streams, dataset.catalogue).version)
+    assert same_dataset_version(versions[0], versions[1]) == bool(hashes)
+
+
 def test_versions_compare_remote_identities_only_of_one_kind():
     """A rank whose stat of the remote failed names its version by the index bytes (``sha256:``): that cannot be
     compared with another rank's ``stat:``, so only the content decides; two stats (or two digests) must agree."""

@@ -78,8 +78,8 @@ class VersionCheck:
         names, sizes and sample counts, without hashes, keeps its content version but not its identity."""
         content = content_version(streams, catalogue)
         remotes = []  # per stream: the kind of its identity and a digest of it ('' without one)
-        for stream in streams:
-            identity = remote_identity(stream)
+        for index, stream in enumerate(streams):
+            identity = remote_identity(stream, hashed=_every_file_hashed(catalogue, index))
             digest = hashlib.blake2b(identity.encode('utf-8'), digest_size=8).hexdigest()
             remotes.append(f'{identity.split(":", 1)[0]}:{digest}' if identity else '')
         names = [f'{s.remote_dir or s.local_dir}\0{s.split or ""}\0{type(s).__name__}\0{s.format or ""}\0'
@@ -177,20 +177,35 @@ _CTIME = re.compile(r';ctime=\d+')
 _INODE = re.compile(r';inode=\d+')
 
 
-def remote_identity(stream: Any) -> str:
+def _every_file_hashed(catalogue: Any, index: int) -> bool:
+    """Whether the index of stream ``index`` records a hash for every file (then its content version, which holds
+    the hashes, tells versions apart by itself)."""
+    source = catalogue.sources[index]
+    algorithms = getattr(source, 'hash_algorithms', None)
+    if algorithms is None:
+        return False
+    try:
+        return all(algos for _, algos in algorithms())
+    except Exception:  # a table that cannot say: compare the remote's identity as well
+        return False
+
+
+def remote_identity(stream: Any, hashed: bool = False) -> str:
     """The identity of the remote version a stream loaded, the same on every machine reading that remote (its
     index's etag / size / modification time, a digest of its bytes or of its listing, a commit), or ``''`` for a
     stream without a remote or one read from a local copy alone (a local file's identity names its inode). The
     change time, which identities made before version 0.2 lack, is left out; so is a local path's inode (a remote on
     a path may be each node's own copy, ``rsync -a``'d: the same size and modification time, another inode), and
-    the listing of a remote on a path (its files' change times differ between such copies)."""
+    the listing of a remote on a path (its files' change times differ between such copies). A remote on a path whose
+    index records a hash for every file (``hashed``) needs no identity: the content version holds the hashes, and each
+    node's copy may have other modification times (``cp -r``)."""
     from streaming_core.storage.facade import is_remote
     identity = str(getattr(stream, 'index_identity', None) or '')
     remote = getattr(stream, 'remote_dir', None)
     if not remote or identity.startswith('file:'):
         return ''
     if not is_remote(remote):
-        if identity.startswith('derived:'):
+        if identity.startswith('derived:') or hashed:
             return ''
         identity = _INODE.sub('', identity)
     return _CTIME.sub('', identity)
