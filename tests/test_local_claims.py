@@ -100,20 +100,34 @@ def test_a_partial_local_copy_of_a_parquet_remote_read_offline_is_not_a_silent_s
         StreamingDataset(local=local, batch_size=4)
 
 
-def test_a_copy_staged_into_a_directory_read_in_place_is_adopted_by_its_remote(tmp_path):
-    """A copy of a remote staged by hand (cp -p, aws s3 sync) and read once without `remote` holds that remote's
-    index byte for byte: it is then adopted as the remote's cache (its files checked against the recorded hashes),
-    not refused as someone else's data."""
+def test_a_directory_read_in_place_is_adopted_by_a_remote_only_once_its_record_is_removed(tmp_path):
+    """A copy of a remote staged by hand and read once without `remote` is refused as the user's own data (nothing
+    tells a copy from other data of the same shape); the error names our record, never the data, to remove, and
+    then the directory is adopted as the remote's cache."""
     import shutil
     remote, staged = str(tmp_path / 'remote'), str(tmp_path / 'staged')
     write_mds(remote, 50, hashes=['xxh64'])
     shutil.copytree(remote, staged)
+    before = _digests(staged)
     assert ids_of(StreamingDataset(local=staged, batch_size=5)) == list(range(50))
-    assert ids_of(StreamingDataset(remote=remote, local=staged, batch_size=5)) == list(range(50))
-    mine, other = str(tmp_path / 'mine'), str(tmp_path / 'other')
-    write_mds(mine, 50)
-    write_mds(other, 50, start=500, hashes=['xxh64'])
-    assert ids_of(StreamingDataset(local=mine, batch_size=5)) == list(range(50))
     with pytest.raises(CacheRemoteMismatchError, match='read in place as a dataset of its own') as err:
-        StreamingDataset(remote=other, local=mine, batch_size=5)
-    assert f'delete {mine}' not in str(err.value) and 'record.json' in str(err.value)  # never delete your data
+        StreamingDataset(remote=remote, local=staged, batch_size=5)
+    message = str(err.value)
+    assert f'delete {staged}' not in message and _digests(staged) == before
+    record = message.split('remove ', 1)[1].split(' ', 1)[0]
+    assert record.endswith('record.json') and os.path.isfile(record)
+    os.remove(record)
+    assert ids_of(StreamingDataset(remote=remote, local=staged, batch_size=5)) == list(range(50))
+
+
+def test_a_former_cache_refilled_with_the_users_own_files_is_read_in_place(tmp_path):
+    """A directory that was the cache of an MDS remote, emptied and refilled with the user's own Parquet files: its
+    record names the remote, which had an index.json (no index derived from its files to lose), so the files are
+    read as they are."""
+    import shutil
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 20)
+    assert len(StreamingDataset(remote=remote, local=local, batch_size=4)) == 20
+    shutil.rmtree(local)
+    _parquet_dir(local, 1, 7)
+    assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(7))

@@ -369,9 +369,9 @@ class _Refresh:
         record = read_record(self.sdir)
         local_now = file_identity(path)
         if record is not None and record.remote_key not in remote_keys(stream.remote_dir):
-            if (local_now is not None or _holds_files(stream.local_dir)) and not self._staged_copy(record, local_now):
-                raise self._mismatch(record)  # (a dataset read in place may have no index.json: Parquet)
-            record = None  # the directory no longer holds what the record describes, or is adopted (a staged copy)
+            if local_now is not None or _holds_files(stream.local_dir):  # a dataset read in place has no index.json
+                raise self._mismatch(record)
+            record = None  # the directory no longer holds what the record describes
         if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
             if binary_present(stream.local_dir, record.source_identity):  # warm: no byte of the index read
                 return SyncedIndex(path, None, record.source_identity, local_now)
@@ -402,40 +402,17 @@ class _Refresh:
             return modified is None or record.checked_at >= modified + COARSE_MARGIN
         return record.source_identity.startswith('sha256:') and record.checked_at >= self.request_time
 
-    def _staged_copy(self, record: CacheRecord, local_now: FileIdentity | None) -> bool:
-        """Whether a directory recorded as read in place holds this remote's index, byte for byte, with a hash for
-        every file (a copy staged with ``cp -p`` or ``aws s3 sync`` and read once without ``remote``): then it is
-        adopted like a directory without a record, each file kept only if it has the recorded hash. Without hashes
-        the same index bytes may describe other data (fixed-size samples), which adopting would replace."""
-        if local_now is None or not is_in_place(record.remote_dir, self.stream.local_dir):
-            return False
-        tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
-        try:
-            download_file(self.remote_index, tmp, timeout=float(self.stream.download_timeout),
-                          retries=int(self.stream.download_retry), options=self.stream.storage_options)
-            with open(tmp, 'rb') as handle, open(self.path, 'rb') as local:
-                data = handle.read()
-                if data != local.read():
-                    return False
-            shards = parse_index_text(data, self.shown).get('shards') or []
-            return all(info.get('hashes') for shard in shards for key, info in shard.items()
-                       if key.endswith(('_data', '_meta')) and isinstance(info, dict))
-        except (StorageError, OSError, IndexFormatError, AttributeError):
-            return False
-        finally:
-            _remove([tmp])
-
     def _mismatch(self, record: CacheRecord) -> CacheRemoteMismatchError:
         stream = self.stream
         here = redact_url(stream.remote_dir)
         if is_in_place(record.remote_dir, stream.local_dir):
             return CacheRemoteMismatchError(
                 f'Local directory {stream.local_dir} was read in place as a dataset of its own (with no `remote`): '
-                f'one local directory holds one dataset, and using it as the cache of {here} would replace its files '
-                f'(it is adopted only when its index.json is the remote\'s, byte for byte, with a hash for every '
-                f'file). Use another `local` for {here}. If it is in fact a copy of {here} made by hand, remove '
+                f'one local directory holds one dataset, and using it as the cache of {here} would replace its files. '
+                f'Use another `local` for {here}. If it is in fact a copy of {here} made by hand, remove '
                 f'{os.path.join(self.sdir, RECORD_NAME)} (our record that it is read in place, not your data) and '
-                f'construct again: files without a recorded hash are then downloaded again.')
+                f'construct again: it is then adopted as the cache of {here}, and its files that the remote\'s index '
+                f'does not vouch for by a hash are downloaded again.')
         return CacheRemoteMismatchError(
             f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}: one local '
             f'directory caches one remote. Use another `local` for {here}, or, if the copy of {record.remote_dir} '

@@ -75,6 +75,8 @@ def sync_local_only(stream: Any, path: str) -> SyncedIndex:
             from streaming_core.reading.derived_index import NoDatasetError, NoLocalDatasetError
             try:
                 return _derived_locked(stream)
+            except NoLocalDatasetError:
+                raise  # says it all (a copy whose recorded index is lost)
             except NoDatasetError as err:
                 raise NoLocalDatasetError(f'No `remote` provided, but local file {path} does not exist either: '
                                           f'{err}') from None
@@ -133,6 +135,8 @@ def _recorded_copy(stream: Any, sdir: str) -> SyncedIndex | None:
     record = read_record(sdir)
     if record is None or is_in_place(record.remote_dir, stream.local_dir):
         return None
+    if not record.source_identity.startswith('derived:'):  # a copy of a remote with its own index.json: not that
+        return None
     from streaming_core.reading.derived_index import (
         DERIVED_INDEX_NAME,
         NoLocalDatasetError,
@@ -149,7 +153,8 @@ def _recorded_copy(stream: Any, sdir: str) -> SyncedIndex | None:
             f'{stream.local_dir} is a local copy of {record.remote_dir}, whose files were only partly downloaded '
             f'perhaps, and the index of all of them that was recorded with it is missing or damaged: reading the '
             f'files that are there would silently read a part of the dataset. Read it with remote='
-            f'{record.remote_dir!r} (once, online, to record the index again).')
+            f'{record.remote_dir!r} (once, online, to record the index again); or, if the directory no longer holds '
+            f'that copy (your own files now), remove {os.path.join(sdir, RECORD_NAME)}, our record of it.')
     logger.info('%s is the local copy of %s: reading it through the index of all its files, not only the ones '
                 'downloaded', stream.local_dir, record.remote_dir)
     return SyncedIndex(path, data, record.source_identity + COPY_SUFFIX)
