@@ -168,6 +168,7 @@ class SyncedIndex:
 
 
 def read_index_file(path: str) -> tuple[bytes, FileIdentity]:
+    """The bytes of the file at ``path`` and the stat of the file they were read from (one open)."""
     with open(path, 'rb') as handle:
         info = os.fstat(handle.fileno())
         data = handle.read()
@@ -288,6 +289,7 @@ def derived(stream: Any, source: str, sdir: str, *, copies: bool) -> SyncedIndex
 
 
 def foreign_obj(data: bytes) -> dict[str, Any] | None:
+    """The parsed ``index.json`` bytes ``data`` when they are another library's index (no ``shards``), else None."""
     from streaming_core.reading.foreign_index import foreign_index
     return foreign_index(data)
 
