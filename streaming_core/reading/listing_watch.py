@@ -182,6 +182,12 @@ def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
     return check
 
 
+#: Ends the identity of an index a local copy of a remote is read through without the remote
+#: (:mod:`streaming_core.reading.local_only`): its files were checked against the remote's listing when downloaded
+#: and are replaced only by a rename, so :func:`check_in_place` does not apply to them.
+COPY_SUFFIX = ';local-copy'
+
+
 def check_in_place(stream: Any, name: str, path: str) -> None:
     """Before a file of a stream read in place (no remote copy) is opened: when the stream's index is derived from
     the directory's listing, the file must still be the version that listing named (its size and modification time;
@@ -192,7 +198,7 @@ def check_in_place(stream: Any, name: str, path: str) -> None:
         DatasetVersionError: the file was replaced or removed since the index was derived.
     """
     identity = str(getattr(stream, 'index_identity', None) or '')
-    if not identity.startswith('derived:') or identity.endswith(';local-copy'):  # local_only.COPY_SUFFIX
+    if not identity.startswith('derived:') or identity.endswith(COPY_SUFFIX):
         return
     entry = _own_entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False),
                          identity).get(name)

@@ -47,15 +47,11 @@ from streaming_core.reading.index_sync import (
     foreign_obj,
     read_index_file,
 )
+from streaming_core.reading.listing_watch import COPY_SUFFIX
 
-__all__ = ['sync_local_only', 'claim_in_place', 'COPY_SUFFIX']
+__all__ = ['sync_local_only', 'claim_in_place']
 
 logger = logging.getLogger('streaming_core.reading.local_only')
-
-#: Ends the identity of an index a local copy of a remote is read through without the remote: its files were checked
-#: against the remote's listing when downloaded and are replaced only by a rename, so the check of files read in
-#: place against the listing (:func:`~streaming_core.reading.listing_watch.check_in_place`) does not apply.
-COPY_SUFFIX = ';local-copy'
 
 
 def sync_local_only(stream: Any, path: str) -> SyncedIndex:
@@ -97,21 +93,22 @@ def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, onl
     its record. A state directory that cannot be written (a read-only cache root) only loses this protection, and a
     debug log says so."""
     local_dir = stream.local_dir
+
+    def settled(record: CacheRecord | None) -> bool:  # another remote's record, or this version's already
+        return record is not None and (record.remote_key not in remote_keys(local_dir)
+                                       or record.source_identity == identity)
+
     try:
-        sdir = state_dir(local_dir)
-        if only_if_absent and os.path.exists(os.path.join(sdir, RECORD_NAME)):
+        if only_if_absent and os.path.exists(os.path.join(state_dir(local_dir, create=False), RECORD_NAME)):
             return
-        record = read_record(sdir)
-        if record is not None and (record.remote_key not in remote_keys(local_dir)
-                                   or record.source_identity == identity):
+        sdir = state_dir(local_dir)
+        if settled(read_record(sdir)):
             return
         locks = None if locked else stream.locks()
         if locks is not None:
             locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {local_dir}')
         try:
-            record = read_record(sdir)
-            if record is not None and (record.remote_key not in remote_keys(local_dir)
-                                       or record.source_identity == identity):
+            if settled(read_record(sdir)):  # again, under the lock
                 return
             write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=local_dir,
                                            remote_dir=local_dir, remote_key=remote_key(local_dir), split=stream.split,

@@ -538,10 +538,11 @@ class Stream:
                           retries=int(self.download_retry), expected_size=info.bytes,
                           expected_hash=expected_hash or since_change or fast_hash(info), options=self.storage_options,
                           before_rename=listed, guard=self._installing, on_mismatch=rewritten)
-        except (TruncatedDownloadError, RemoteNotFoundError):
+        except (TruncatedDownloadError, RemoteNotFoundError) as err:
             if listed is not None:  # another size, or gone: a listed file replaced or removed is a new version
                 listed(path)
-            rewritten()
+            if isinstance(err, TruncatedDownloadError):  # a gone file was checked at once (on_mismatch)
+                rewritten()
             raise
         except HashMismatchError:
             rewritten()
