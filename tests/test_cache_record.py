@@ -187,9 +187,12 @@ def test_earlier_cache_without_record_is_adopted(tmp_path, hashes):
     local = tmp_path / 'cache'
     shutil.copytree(remote, local)
     (local / COORD_NAME).write_bytes(b'')
-    before = {n: os.stat(local / n).st_ino for n in os.listdir(local) if n.startswith('shard.')}
+    def files() -> dict[str, tuple[int, int]]:  # inode and change time: a freed inode number may be reused at once
+        return {n: (os.stat(local / n).st_ino, os.stat(local / n).st_ctime_ns) for n in os.listdir(local)
+                if n.startswith('shard.')}
+    before = files()
     assert read_fresh(remote, str(local))['samples'] == expected(list(range(40)))
-    after = {n: os.stat(local / n).st_ino for n in os.listdir(local) if n.startswith('shard.')}
+    after = files()
     assert sorted(after) == sorted(before)
     assert (after == before) if hashes else not set(after.items()) & set(before.items())
     assert sorted(os.listdir(local)) == sorted(os.listdir(remote))  # the local directory mirrors the remote
