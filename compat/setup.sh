@@ -41,10 +41,16 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/
   "$PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-# pip warns about every empty local index directory on these machines; keep the real messages only.
+# pip installs torch (it takes the local CPU wheel, which uv does not look for) and uv; uv installs the rest against
+# that torch, in seconds where pip takes minutes. pip warns about every empty local index directory on these
+# machines; keep the real messages only.
 pip_install() {
   "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+}
+uv_install() {
+  [[ -x "$VENV/bin/uv" ]] || pip_install 'uv==0.13.9'
+  "$VENV/bin/uv" pip install --python "$PY" --quiet -c "$CONSTRAINTS" "$@"
 }
 
 cat > "$CONSTRAINTS" <<'PINS'
@@ -55,9 +61,9 @@ PINS
 
 if [[ ! -f "$STAMP" ]]; then
   log "installing torch==2.13.0 (CPU wheel)"
-  pip_install torch==2.13.0
+  pip_install torch==2.13.0 'uv==0.13.9'
   log "installing mosaicml-streaming==0.13.0"
-  pip_install 'mosaicml-streaming==0.13.0' 'numpy<2.2'
+  uv_install 'mosaicml-streaming==0.13.0' 'numpy<2.2'
   log "guarding torchvision nms/qnms fake registrations"
   "$PY" "$ROOT/compat/patch_torchvision.py"
   log "verifying import streaming"
@@ -67,7 +73,7 @@ fi
 
 if [[ $BENCH -eq 1 && ! -f "$BENCH_STAMP" ]]; then
   log "installing litdata==0.2.76 (with zstd, pyarrow) and webdataset==1.0.2"
-  pip_install 'litdata==0.2.76' 'webdataset==1.0.2' 'zstd' 'pyarrow'
+  uv_install 'litdata==0.2.76' 'webdataset==1.0.2' 'zstd' 'pyarrow'
   # A new install may have replaced torchvision; re-apply (idempotent) and re-verify everything.
   "$PY" "$ROOT/compat/patch_torchvision.py"
   "$PY" -c 'import streaming, litdata, webdataset, zstd, pyarrow, torch; assert torch.__version__.startswith("2.13.0")'
