@@ -50,7 +50,7 @@ pip_install() {
 }
 uv_install() {
   [[ -x "$VENV/bin/uv" ]] || pip_install 'uv==0.13.9'
-  "$VENV/bin/uv" pip install --python "$PY" --quiet -c "$CONSTRAINTS" "$@"
+  "$VENV/bin/uv" pip install --python "$PY" --quiet --compile-bytecode -c "$CONSTRAINTS" "$@"
 }
 
 cat > "$CONSTRAINTS" <<'PINS'

@@ -110,12 +110,12 @@ entry = json.dumps({'column_encodings': ['bytes', 'int'], 'column_names': ['data
                     'raw_data': {'basename': 'shard.NAME.mds', 'bytes': 600,
                                  'hashes': {'sha1': 'SHA1' * 10, 'xxh64': 'XXH64' * 4}},
                     'samples': 8, 'size_limit': 600, 'version': 2, 'zip_data': None}, sort_keys=True)
+template = entry.replace('%', '%%').replace('NAME', '%09d').replace('SHA1' * 10, '%040x').replace('XXH64' * 4, '%016x')
 written, i = 0, 0
 with open(path, 'w') as out:
     out.write('{"shards": [')
     while written < target:
-        batch = ','.join(entry.replace('NAME', f'{j:09}').replace('SHA1' * 10, f'{j:040x}')
-                         .replace('XXH64' * 4, f'{j:020x}'[:16]) for j in range(i, i + 10000))
+        batch = ','.join([template % (j, j, j) for j in range(i, i + 10000)])
         out.write((',' if i else '') + batch)
         written += len(batch)
         i += 10000

@@ -28,6 +28,7 @@ import json
 import logging
 import mmap
 import os
+import re
 import struct
 import tempfile
 import time
@@ -64,14 +65,22 @@ class BinaryIndexError(Exception):
     """A binary index file is absent, truncated, corrupt or of another identity (callers rebuild it)."""
 
 
-def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
-    """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors)."""
+def _check_file(obj: Any, path: str, shard: int, key: str) -> tuple[str, int, dict[str, str]]:
+    """Fast structural check of a file object; any doubt goes through :meth:`FileInfo.from_json` (its errors, which
+    name ``path``, the shard and the key)."""
     if type(obj) is dict and len(obj) == 3:
         name, size, hashes = obj.get('basename'), obj.get('bytes'), obj.get('hashes')
-        if type(name) is str and type(size) is int and 0 <= size <= _MAX_INT64 and type(hashes) is dict and all(
-                type(k) is str and type(v) is str and _HEXCHARS.issuperset(v) for k, v in hashes.items()):
-            check_basename(name, where)
-            return name, size, hashes
+        if type(name) is str and type(size) is int and 0 <= size <= _MAX_INT64 and type(hashes) is dict:
+            try:
+                ''.join(hashes)  # every algorithm name a string
+                plain = _HEXCHARS.issuperset(''.join(hashes.values()))
+            except TypeError:  # a key or value that is not a string
+                plain = False
+            if plain:
+                if not _SAFE_NAME.match(name):
+                    check_basename(name, f'{path} shard {shard} {key}')
+                return name, size, hashes
+    where = f'{path} shard {shard} {key}'
     info = FileInfo.from_json(obj, where)
     if info.bytes > _MAX_INT64:
         raise IndexFormatError(f'{where}: "bytes" {info.bytes} is larger than any file can be.')
@@ -80,6 +89,9 @@ def _check_file(obj: Any, where: str) -> tuple[str, int, dict[str, str]]:
 
 _HEXCHARS = frozenset('0123456789abcdef')
 _MAX_INT64 = (1 << 63) - 1
+#: Names that :func:`check_basename` accepts without a look: ASCII components of letters, digits, ``_``, ``-`` and
+#: ``.``, none empty, none starting with a dot (so no ``.`` or ``..``); anything else gets the full check.
+_SAFE_NAME = re.compile(r'[A-Za-z0-9_-][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*\Z')
 
 
 def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: str, identity: str,
@@ -110,6 +122,7 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
     layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}  # entry keys -> (other keys, file slots)
     last: tuple[Any, Any, int] | None = None
     stats: list[list[int]] = []  # per template: [shard of least raw bytes per sample, its raw, its count, max file]
+    files = strings = hash_count = blob_size = 0  # len(file_bytes), len(str_off) - 1, len(hash_str), len(blob)
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise IndexFormatError(f'Index file at {path}: "shards" must be a list of objects (shard {i} is '
@@ -127,27 +140,35 @@ def build_binary(index: Mapping[str, Any] | Iterable[Mapping[str, Any]], path: s
                                       [k for k in ordered if k.startswith(('raw_', 'zip_'))])
         rest = {key: entry[key] for key in layout[0]}
         slots: list[list[Any]] = []
-        file_start.append(len(file_bytes))
+        file_start.append(files)
         raw_total = zip_total = biggest = 0
         for key in layout[1]:
             value = entry[key]
             if value is None:
                 slots.append([key, None])
                 continue
-            name, size, hashes = _check_file(value, f'{path} shard {i} {key}')
+            name, size, hashes = _check_file(value, path, i, key)
             algos = sorted(hashes)
             slots.append([key, algos])
             file_bytes.append(size)
+            files += 1
             if size > biggest:
                 biggest = size
-            file_name.append(len(str_off) - 1)
-            blob.extend(name.encode('utf-8'))
-            str_off.append(len(blob))
+            file_name.append(strings)
+            encoded = name.encode('utf-8')
+            blob.extend(encoded)
+            blob_size += len(encoded)
+            strings += 1
+            str_off.append(blob_size)
             for algo in algos:
-                hash_str.append(len(str_off) - 1)
-                blob.extend(hashes[algo].encode('ascii'))
-                str_off.append(len(blob))
-            hash_start.append(len(hash_str))
+                hash_str.append(strings)
+                encoded = hashes[algo].encode('ascii')
+                blob.extend(encoded)
+                blob_size += len(encoded)
+                strings += 1
+                str_off.append(blob_size)
+            hash_count += len(algos)
+            hash_start.append(hash_count)
             if key[0] == 'r':
                 raw_total += size
             else:
