@@ -8,13 +8,15 @@
 # The full layer is a superset, so `make demo` after `make test` installs nothing, and `make test` after `make demo`
 # only adds the dev set. Every install goes through constraints.txt (it pins torch==2.13.0). pip installs torch (it
 # takes the local CPU wheel, which uv does not look for) and uv; uv installs the rest (the same packages, resolved
-# against the torch already installed, and compiles their modules as pip does (where PYTHONDONTWRITEBYTECODE is set,
-# a module without its .pyc would be compiled again in every process), in a minute where pip takes three.
+# against the torch already installed, in a minute where pip takes three). uv does not compile the modules it
+# installs (that would take most of that minute): the first process that imports one writes its .pyc, so the targets
+# here never pass PYTHONDONTWRITEBYTECODE on (where it is set, every process would compile those modules again).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-UV := $(VENV)/bin/uv pip install --python $(PY) --quiet --compile-bytecode
+UV := $(VENV)/bin/uv pip install --python $(PY) --quiet
+unexport PYTHONDONTWRITEBYTECODE
 PLUGINS := $(sort $(wildcard plugins/streaming-*))
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
@@ -24,6 +26,9 @@ NODE_STAMP := node_modules/.installed
 # they get a serial pass of their own (its two-worker DataLoader hangs inside an xdist worker).
 TEST_WORKERS ?= 2
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# That serial pass runs compat/tests/ (`make compat`'s tests) and the files under tests/ and plugins/ that mark tests
+# `compat`, in one session: collecting the whole suite only to deselect all but a few tests took 16 s of it.
+COMPAT_FILES = $(shell grep -rl --include='*.py' 'mark\.compat' tests plugins)
 
 .PHONY: setup reference test-setup runtime demo test test-fast lint docs compat bench clean
 
@@ -63,11 +68,11 @@ test: test-setup
 	$(PY) -m ruff check .
 ifeq ($(TEST_WORKERS),0)
 	CI=$${CI:-true} $(PY) -m pytest -q
+	$(MAKE) compat
 else
 	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"
-	CI=$${CI:-true} $(PY) -m pytest -q -m compat
+	CI=$${CI:-true} $(PY) -m pytest -q -m compat compat/tests $(COMPAT_FILES)
 endif
-	$(MAKE) compat
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not compat" $(PYTEST_WORKERS)

@@ -42,15 +42,16 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys' 2>/dev/
 fi
 PY="$VENV/bin/python"
 # pip installs torch (it takes the local CPU wheel, which uv does not look for) and uv; uv installs the rest against
-# that torch, in seconds where pip takes minutes. pip warns about every empty local index directory on these
-# machines; keep the real messages only.
+# that torch, in seconds where pip takes minutes (without compiling its modules: the first process to import one
+# writes its .pyc; the Makefile does not pass PYTHONDONTWRITEBYTECODE on). pip warns about every empty local index
+# directory on these machines; keep the real messages only.
 pip_install() {
   "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 }
 uv_install() {
   [[ -x "$VENV/bin/uv" ]] || pip_install 'uv==0.13.9'
-  "$VENV/bin/uv" pip install --python "$PY" --quiet --compile-bytecode -c "$CONSTRAINTS" "$@"
+  "$VENV/bin/uv" pip install --python "$PY" --quiet -c "$CONSTRAINTS" "$@"
 }
 
 cat > "$CONSTRAINTS" <<'PINS'

@@ -10,6 +10,8 @@ import pytest
 from compat.reference_guard import NotTheReferenceError, assert_reference_streaming
 from compat.tests.conftest import ROOT
 
+pytestmark = pytest.mark.compat  # the compat suite: its serial pass (Makefile)
+
 
 def test_reference_venv_passes(ref_python: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV')}

@@ -9,6 +9,8 @@ import pytest
 
 from compat import tagged
 
+pytestmark = pytest.mark.compat  # the compat suite: its serial pass (Makefile)
+
 
 def _same(a: object, b: object) -> bool:
     return tagged.canonical(tagged.encode(a)) == tagged.canonical(tagged.encode(b))

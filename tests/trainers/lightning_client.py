@@ -1,8 +1,9 @@
 """A Lightning training run that logs every sample id per rank: ``python -m tests.trainers.lightning_client CONFIG``.
 
 CONFIG (JSON): ``data`` (the MDS directory), ``run`` (where logs and checkpoints go), ``strategy``, ``devices``,
-``epochs``, ``batch`` (per device), ``workers``, ``ckpt`` (a checkpoint to resume from, or null) and ``save`` (save a
-checkpoint every 5 steps and at every epoch end). The DataModule is the one of ``docs/guide/lightning.md``.
+``epochs``, ``batch`` (per device), ``workers``, ``ckpt`` (a checkpoint to resume from, or null), ``save`` (save a
+checkpoint every 5 steps and at every epoch end) and ``val`` (validate on split ``val`` at every epoch end; default
+true). The DataModule is the one of ``docs/guide/lightning.md``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def main(config: dict) -> None:
     """Train (or resume) as CONFIG says."""
     run = config['run']
     os.makedirs(run, exist_ok=True)
-    data = StreamingDataModule(local=config['data'], split='train', val_split='val',  # noqa: F821 (from the page)
+    val_split = 'val' if config.get('val', True) else None
+    data = StreamingDataModule(local=config['data'], split='train', val_split=val_split,  # noqa: F821 (from the page)
                                batch_size=config['batch'], num_workers=config['workers'], num_canonical_nodes=2,
                                persistent_workers=bool(config.get('persistent')))
     callbacks = []

@@ -37,7 +37,8 @@ def _fit(config: dict) -> None:
 def _baseline(strategy: str, root: str) -> tuple[dict, dict]:
     """The strategy's uninterrupted 2-epoch run (checkpoints every 5 steps and at epoch ends) and its sample log."""
     config = dict(data=harness.make_dataset(root), run=os.path.join(root, 'baseline'), strategy=strategy, devices=2,
-                  epochs=EPOCHS, batch=harness.PER_DEVICE, workers=1, save=True, persistent=strategy == 'ddp_spawn')
+                  epochs=EPOCHS, batch=harness.PER_DEVICE, workers=1, save=True, persistent=strategy == 'ddp_spawn',
+                  val=strategy != 'ddp_spawn')
     _fit(config)
     log = harness.read_log(config['run'])
     harness.assert_full_epochs(log, EPOCHS)
@@ -74,10 +75,11 @@ def _assert_torchrun_order(config: dict, log: dict) -> None:
 
 
 #: For the time budget (each resume starts a 2-process Lightning job): ddp at the moments only Lightning decides
-#: (mid-epoch, its last step, its epoch-end checkpoint) and on one process, with DataLoader workers started per
-#: epoch; ddp_spawn (3 processes to start per run) at its epoch-end checkpoint, with persistent workers (each
-#: worker it spawns imports the client again). A later epoch is covered by the torch loop and Hugging Face tests;
-#: spawned ranks with workers started per epoch by tests/test_rank_state.py.
+#: (mid-epoch, its last step, its epoch-end checkpoint, each with a validation loop) and on one process, with
+#: DataLoader workers started per epoch; ddp_spawn (3 processes to start per run) at its epoch-end checkpoint, with
+#: persistent workers and no validation loop (each worker it spawns imports the client, and with it Lightning,
+#: again: about 5 s of CPU each). A later epoch is covered by the torch loop and Hugging Face tests; spawned ranks
+#: with workers started per epoch by tests/test_rank_state.py.
 CASES = ([('ddp', moment) for moment in ('mid-epoch', 'last-step-of-epoch', 'epoch-end')] + [('ddp', 'one-process')]
          + [('ddp_spawn', 'epoch-end')])
 
