@@ -70,8 +70,8 @@ ifeq ($(TEST_WORKERS),0)
 	CI=$${CI:-true} $(PY) -m pytest -q
 	$(MAKE) compat
 else
-	CI=$${CI:-true} $(PY) -m pytest -q $(PYTEST_WORKERS) -m "not compat"
-	CI=$${CI:-true} $(PY) -m pytest -q -m compat compat/tests $(COMPAT_FILES)
+	CI=$${CI:-true} $(PY) -m pytest -q --durations=25 $(PYTEST_WORKERS) -m "not compat"
+	CI=$${CI:-true} $(PY) -m pytest -q --durations=10 -m compat compat/tests $(COMPAT_FILES)
 endif
 
 test-fast: setup
