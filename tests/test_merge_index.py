@@ -167,17 +167,51 @@ def test_keep_local_false_removes_only_files_with_a_remote_copy(dirfs: dict[str,
     assert os.listdir(os.path.join(local, '0'))  # kept locally by the partition writer
     os.makedirs(os.path.join(local, 'notes'))
     (tmp_path / 'local' / 'notes' / 'mine.txt').write_text('only copy')
-    write_partition((os.path.join(local, '3'), '3', 900))  # a local-only partition: never deleted
     listings.clear()
     merge_index((local, 'dirfs://ds'), keep_local=False)
     assert listings == ['dirfs://ds/', 'dirfs://ds/']
     assert os.path.exists(os.path.join(local, 'notes', 'mine.txt'))
-    assert os.path.exists(os.path.join(local, '3', 'index.json'))
     assert not os.path.exists(os.path.join(local, 'index.json'))
     assert not any(os.path.exists(os.path.join(local, name)) for name in PARTITIONS)  # uploaded: removed
     names = [s['raw_data']['basename'].split('/')[0] for s in
              json.loads(open(os.path.join(dirfs['root'], 'ds', 'index.json')).read())['shards']]
-    assert sorted(set(names)) == ['0', '1', '10', '2']  # the remote listing decides (the local-only one is absent)
+    assert sorted(set(names)) == ['0', '1', '10', '2']
+
+
+def test_a_partition_written_only_locally_is_refused_not_dropped(dirfs: dict[str, Any], tmp_path: Any) -> None:  # noqa: F811
+    """A local and remote root where one partition has its index.json only locally (written without its remote, or
+    its upload failed): the merge used the remote's partitions alone, and the merged dataset, local and remote, lacked
+    that partition's samples with no word. It is refused, naming it; nothing is uploaded or deleted."""
+    local = str(tmp_path / 'local')
+    for k, name in enumerate(['0', '1']):
+        write_partition(((os.path.join(local, name), f'dirfs://ds/{name}'), name, 100 * k, True))
+    write_partition((os.path.join(local, '2'), '2', 200))  # never uploaded
+    with pytest.raises(IndexFormatError, match=r"partition\(s\) \['2'\] of .*local have an index.json locally but "
+                                               r'not on dirfs://ds'):
+        merge_index((local, 'dirfs://ds'), keep_local=False)
+    assert not os.path.exists(os.path.join(dirfs['root'], 'ds', 'index.json'))
+    assert not os.path.exists(os.path.join(local, 'index.json'))
+    assert all(os.path.exists(os.path.join(local, name, 'index.json')) for name in ('0', '1', '2'))
+
+
+@pytest.mark.parametrize('where', ['local', 'remote'])
+def test_a_partition_one_level_too_deep_is_refused_not_dropped(dirfs: dict[str, Any], tmp_path: Any,  # noqa: F811
+                                                               where: str) -> None:
+    """``out/0`` and ``out/1/sub`` (a partition one level deeper, as ``partitionBy`` layouts are): the root merge
+    took ``0`` alone and the merged dataset lacked ``1/sub``'s samples with no word. It is refused, naming ``1``."""
+    if where == 'local':
+        root = str(tmp_path / 'out')
+        write_partition((os.path.join(root, '0'), '0', 0))
+        write_partition((os.path.join(root, '1', 'sub'), 'sub', 100))
+        target, shown = root, r'.*/out'
+    else:
+        write_partition(((str(tmp_path / 'staging-0'), 'dirfs://ds/0'), '0', 0))
+        write_partition(((str(tmp_path / 'staging-1'), 'dirfs://ds/1/sub'), 'sub', 100))
+        target, shown = 'dirfs://ds', 'dirfs://ds'
+    with pytest.raises(IndexFormatError, match=rf"partition\(s\) \['1'\] of {shown} hold shard files \(or a "
+                                               r'partition index.json in a subdirectory\) but no index.json of their '
+                                               r'own.*one level too deep'):
+        merge_index(target)
 
 
 def test_keep_local_false_keeps_a_file_whose_remote_namesake_differs(dirfs: dict[str, Any],  # noqa: F811
@@ -243,7 +277,7 @@ def test_a_partition_without_its_index_is_refused_not_dropped(dirfs: dict[str, A
     local = str(tmp_path / 'local')
     write_all(local, remote='dirfs://ds')
     os.remove(os.path.join(dirfs['root'], 'ds', '10', 'index.json'))
-    with pytest.raises(IndexFormatError, match=r"partition\(s\) \['10'\] of dirfs://ds hold shard files but no "
+    with pytest.raises(IndexFormatError, match=r"partition\(s\) \['10'\] of dirfs://ds hold shard files .*but no "
                                                r'index.json'):
         merge_index('dirfs://ds')
     only_local = str(tmp_path / 'only-local')

@@ -188,16 +188,22 @@ def _entries(path: str, shown: str) -> Iterator[dict[str, Any]]:
 
 def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60, *,
                           storage_options: Mapping[str, Any] | None = None, retries: int = 2) -> str:
-    """Merge every ``<out>/<partition>/index.json``, in lexicographic path order."""
+    """Merge every ``<out>/<partition>/index.json``, in lexicographic path order.
+
+    Refused, so that no partition's samples are left out silently: a direct subdirectory without an ``index.json``
+    that holds shard files or a partition index anywhere below it (a writer that failed or still runs, or a
+    partition one level too deep), and, with a remote, a partition whose ``index.json`` is only local.
+    """
     local, remote = _split_out(out)
     local_found = []
-    with_shards: set[str] = set()  # partition directories holding shard files
+    with_shards: set[str] = set()  # partition directories holding shard files, or an index below them
     if local and os.path.isdir(local):
         local_found = sorted(os.path.join(local, entry.name, INDEX_BASENAME) for entry in os.scandir(local)
                              if entry.is_dir() and os.path.isfile(os.path.join(entry.path, INDEX_BASENAME)))
         if not remote:
             with_shards = {entry.name for entry in os.scandir(local) if entry.is_dir()
-                           and any(name.startswith('shard.') for name in os.listdir(entry.path))}
+                           and not os.path.isfile(os.path.join(entry.path, INDEX_BASENAME))
+                           and _holds_partition_files(entry.path)}
     remote_found: list[str] = []
     if remote:
         root = remote.rstrip('/') + '/'
@@ -206,17 +212,27 @@ def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, d
             parts = rest.split('/')
             if len(parts) == 2 and parts[1] == INDEX_BASENAME and parts[0]:
                 remote_found.append(url)
-            elif len(parts) == 2 and parts[1].startswith('shard.') and parts[0]:
+            elif len(parts) >= 2 and parts[0] and (parts[-1].startswith('shard.') or parts[-1] == INDEX_BASENAME):
                 with_shards.add(parts[0])
         remote_found.sort()
     indexed = {os.path.basename(_parent(p)) for p in (remote_found or local_found)}
     unfinished = sorted(with_shards - indexed)
     if unfinished:
         where = redact_url(remote) if remote else local
-        raise IndexFormatError(f'merge_index: the partition(s) {unfinished} of {where} hold shard files but no '
-                               f'index.json: their writers failed or are still running, and merging without them '
-                               f'would lose their samples. Write them again (or remove those directories), then '
-                               f'merge.')
+        raise IndexFormatError(f'merge_index: the partition(s) {unfinished} of {where} hold shard files (or a '
+                               f'partition index.json in a subdirectory) but no index.json of their own: their '
+                               f'writers failed or are still running, or the partitions sit one level too deep '
+                               f'(merge_index(out) merges the direct subdirectories of out), and merging without '
+                               f'them would lose their samples. Write them again, move them up a level, or remove '
+                               f'those directories, then merge.')
+    if remote_found:
+        uploaded = {os.path.basename(_parent(u)) for u in remote_found}
+        local_only = sorted({os.path.basename(_parent(p)) for p in local_found} - uploaded)
+        if local_only:
+            raise IndexFormatError(f'merge_index: the partition(s) {local_only} of {local} have an index.json '
+                                   f'locally but not on {redact_url(remote)} (written only locally, or their upload '
+                                   f'failed): merging without them would lose their samples. Upload them (write '
+                                   f'them again with out=(local, remote)), or remove them locally, then merge.')
     sources: list[Source]
     if remote_found and [_parent(p) for p in local_found] == [_parent(u) for u in remote_found]:
         sources = list(zip(local_found, remote_found, strict=True))
@@ -230,6 +246,14 @@ def merge_index_from_root(out: str | tuple[str, str], keep_local: bool = True, d
                                 f'{where}.')
     return merge_index_from_list(sources, out, keep_local, download_timeout, storage_options=storage_options,
                                  retries=retries)
+
+
+def _holds_partition_files(directory: str) -> bool:
+    """True when ``directory`` or any directory below it holds a shard file (``shard.*``) or an ``index.json``."""
+    for _, _, names in os.walk(directory):
+        if any(name.startswith('shard.') or name == INDEX_BASENAME for name in names):
+            return True
+    return False
 
 
 def merged_index_text(shards: Sequence[Mapping[str, Any]]) -> str:
