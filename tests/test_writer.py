@@ -386,6 +386,38 @@ def test_a_second_process_writing_the_same_output_is_refused(tmp_path):
             writer.write({'id': 2})
 
 
+def test_a_directory_named_as_one_writer_s_output_and_another_s_remote_is_one_output(tmp_path):
+    """A process writing ``out=D`` and another writing ``out=(staging, D)`` (or ``file://D``: an NFS mount used as the
+    remote) were not told apart: both finished, and D's index mixed their shards (half of one writer's samples lost).
+    The second is refused, naming the first; and the other way round."""
+    import json
+    import subprocess
+    import sys
+
+    from streaming_core.errors import OutputBusyError
+    holder = ('import json, sys\n'
+              'from streaming_mds import MDSWriter\n'
+              'out = json.loads(sys.argv[1])\n'
+              'writer = MDSWriter(out=tuple(out) if isinstance(out, list) else out, columns={"id": "int"})\n'
+              'writer.write({"id": 1})\n'
+              'print("holding", flush=True)\n'
+              'sys.stdin.readline()\n'
+              'writer.finish()\n')
+    for k in range(3):
+        shared, staging = str(tmp_path / f'shared-{k}'), str(tmp_path / f'staging-{k}')
+        held, given = [(shared, (staging, shared)), (shared, (staging, f'file://{shared}')),
+                       ([staging, shared], shared)][k]
+        first = subprocess.Popen([sys.executable, '-c', holder, json.dumps(held)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, cwd=str(tmp_path))
+        try:
+            assert first.stdout.readline().strip() == 'holding'
+            with pytest.raises(OutputBusyError, match=rf'Another writer is writing to .*\(process {first.pid}\)'):
+                MDSWriter(out=given, columns={'id': 'int'}, exist_ok=True)
+        finally:
+            first.communicate('\n', timeout=60)
+        assert first.returncode == 0
+
+
 def test_the_output_lock_stays_while_any_writer_of_the_process_holds_it(tmp_path):
     """Record locks belong to the process: a second writer of the same output in the process, finished first, must
     not drop the lock the first still needs (closing its descriptor did, and another process then cleared the first

@@ -2,7 +2,9 @@
 of the same names over each other and each commit an index naming the other's files, both reporting success.
 
 A writer holds a kernel-released record lock (``fcntl.lockf``) on a small file under the cache root
-(``state/writers/``) for its local directory's real path and, with a remote, one for the remote's comparison key,
+(``state/writers/``) for its local directory and, with a remote, one for the remote, both by their comparison key
+(:func:`~streaming_core.reading.cache_record.remote_key`: a directory named as a local output and as a ``file://`` or
+local-path remote is one output),
 from construction to ``finish``; a second process that opens a writer of one of them is refused, naming the process
 that holds it. A crash releases the lock. Record locks belong to a process, so writers of one process share it (it
 is counted, and dropped with the last); they, and writers on different machines of one remote, are not told apart.
@@ -41,7 +43,7 @@ class OutputLock:
     """The locks of one writer's output, taken at construction (see the module docstring).
 
     Args:
-        keys: What names the output (a real local path, and a remote's comparison key).
+        keys: What names the output (the comparison keys of its local directory and of its remote).
         shown: The output as messages show it.
 
     Raises:

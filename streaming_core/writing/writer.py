@@ -217,7 +217,9 @@ class ShardWriter:
         self._max_size = MAX_SHARD_BYTES - self._uncounted  # the most a shard may count against the 4 GiB limit
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._emptied_remote = False  # exist_ok replaced a remote dataset by an empty index
-        keys = [os.path.realpath(self.local)] + ([remote_key(self.remote)] if self.remote else [])
+        # One key formula for both: a directory is one output whether it is named as the local directory of one
+        # writer or as the (local-path or file://) remote of another.
+        keys = [remote_key(self.local)] + ([remote_key(self.remote)] if self.remote else [])
         self._output_lock: OutputLock | None = OutputLock(keys, redact_url(self.remote) if self.remote else self.local)
         try:
             self._prepare_output()
