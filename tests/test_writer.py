@@ -445,3 +445,52 @@ def test_the_output_lock_stays_while_any_writer_of_the_process_holds_it(tmp_path
     assert other_process() == 'busy'
     first.finish()
     assert other_process() == 'written'
+
+
+def test_finish_after_a_failed_finish_raises_again(tmp_path: Any) -> None:
+    """``try: writer.finish() except UploadError: writer.finish()``: the second call returned normally with nothing
+    committed, so a retry loop took the dataset for written. It raises again, saying the dataset was not committed
+    and must be written again; a second call after a commit still does nothing."""
+    from streaming_core.errors import UploadError
+    local, remote = str(tmp_path / 'local'), str(tmp_path / 'remote')
+    writer = MDSWriter(columns={'id': 'int'}, out=(local, remote), size_limit=100, retry=1)
+    for i in range(5):
+        writer.write({'id': i})
+    last = os.path.join(remote, f'shard.{len(writer.shards):05}.mds')  # the shard finish() flushes
+    os.makedirs(os.path.join(last, 'in-the-way'))  # its upload cannot succeed
+    with pytest.raises(UploadError, match='upload'):
+        writer.finish()
+    with pytest.raises(UploadError, match=r"finish\(\) failed, so the dataset was not committed.*write the dataset "
+                                          r'again'):
+        writer.finish()
+    assert not os.path.exists(os.path.join(remote, 'index.json'))
+    done = MDSWriter(columns={'id': 'int'}, out=str(tmp_path / 'ok'))
+    done.write({'id': 1})
+    done.finish()
+    done.finish()
+
+
+def test_a_writer_dropped_without_finish_says_its_samples_were_not_committed(tmp_path: Any,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A writer never finished (no ``with``, ``finish()`` forgotten) lost its samples with no word. Dropping it logs
+    a warning naming the output and the number of samples; a finished or empty writer logs nothing."""
+    import gc
+
+    def convert(count: int, finish: bool) -> None:
+        writer = MDSWriter(columns={'id': 'int'}, out=str(tmp_path / f'{count}-{finish}'))
+        for i in range(count):
+            writer.write({'id': i})
+        if finish:
+            writer.finish()
+
+    with caplog.at_level('WARNING', logger='streaming_core.writing.writer'):
+        convert(100, finish=False)
+        gc.collect()
+        assert [r.getMessage() for r in caplog.records] == [
+            f'The mds writer of {tmp_path / "100-False"} was dropped without finish(): its 100 sample(s) were not '
+            'committed (no index.json). Use it as a context manager (with ... as writer:) or call writer.finish().']
+        caplog.clear()
+        convert(100, finish=True)
+        convert(0, finish=False)
+        gc.collect()
+        assert not caplog.records

@@ -238,6 +238,7 @@ class ShardWriter:
         self._samples: list[bytes] = []
         self._shard_size = self.extra_bytes_per_shard
         self._finished = False
+        self._finish_error: BaseException | None = None  # why finish() failed, told again by a second call
         self._bar = None
         if self.progress_bar:
             from tqdm.auto import tqdm
@@ -511,12 +512,20 @@ class ShardWriter:
     def finish(self) -> None:
         """Flush the last shard, wait for every upload, then commit ``index.json`` (uploaded strictly last).
 
+        A second call does nothing after a commit; after a failed one it raises again (the dataset was not committed,
+        and a writer cannot finish twice: write the dataset again).
+
         Raises:
             UploadError: when any upload failed; ``index.json`` is then neither uploaded nor left locally naming
                 files that are gone.
         """
         with self._write_lock:
             if self._finished:
+                if self._finish_error is not None:
+                    kind = UploadError if isinstance(self._finish_error, UploadError) else RuntimeError
+                    raise kind(f'This {self.format} writer\'s finish() failed, so the dataset was not committed, and a '
+                               f'writer cannot finish twice: write the dataset again. The failure: '
+                               f'{self._finish_error}') from self._finish_error
                 return
             self._finished = True
         try:
@@ -525,6 +534,9 @@ class ShardWriter:
                     self.flush_shard()
             self._wait_uploads()
             self._commit_index()
+        except BaseException as err:
+            self._finish_error = err
+            raise
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=True, cancel_futures=True)
@@ -593,6 +605,15 @@ class ShardWriter:
                 exc.add_note(f'The writer did not commit index.json: {err}')
 
     def __del__(self) -> None:
+        if not getattr(self, '_finished', True):
+            written = len(getattr(self, '_samples', ())) + sum(s.get('samples', 0) for s in getattr(self, 'shards', ()))
+            if written:
+                try:
+                    logger.warning('The %s writer of %s was dropped without finish(): its %d sample(s) were not '
+                                   'committed (no index.json). Use it as a context manager (with ... as writer:) or '
+                                   'call writer.finish().', self.format, getattr(self, 'local', '?'), written)
+                except Exception:  # noqa: BLE001 (interpreter shutdown: logging may be gone)
+                    pass
         lock = getattr(self, '_output_lock', None)
         if lock is not None:
             lock.release()
