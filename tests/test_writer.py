@@ -494,3 +494,23 @@ def test_a_writer_dropped_without_finish_says_its_samples_were_not_committed(tmp
         convert(0, finish=False)
         gc.collect()
         assert not caplog.records
+
+
+def test_exist_ok_on_a_link_to_a_directory_replaces_what_the_directory_holds(tmp_path: Any) -> None:
+    """``out`` a symbolic link to a non-empty directory with ``exist_ok=True``: the writer logged that it removed the
+    contents, then failed with a bare ``OSError: Cannot call rmtree on a symbolic link`` naming no path. It empties
+    the target (links inside are removed, never followed) and writes there; the link stays."""
+    from streaming_core import StreamingDataset
+    target, link, elsewhere = tmp_path / 'target', tmp_path / 'link', tmp_path / 'elsewhere'
+    (target / 'old').mkdir(parents=True)
+    (target / 'old' / 'shard.00000.mds').write_bytes(b'old')
+    elsewhere.mkdir()
+    (elsewhere / 'keep.txt').write_text('not ours')
+    (target / 'to-elsewhere').symlink_to(elsewhere)
+    link.symlink_to(target)
+    with MDSWriter(columns={'id': 'int'}, out=str(link), exist_ok=True) as writer:
+        for i in range(3):
+            writer.write({'id': i})
+    assert link.is_symlink() and sorted(os.listdir(target)) == ['index.json', 'shard.00000.mds']
+    assert (elsewhere / 'keep.txt').read_text() == 'not ours'
+    assert [int(s['id']) for s in StreamingDataset(local=str(link), batch_size=1)] == [0, 1, 2]

@@ -61,6 +61,17 @@ T = TypeVar('T')
 WRITER_KWARGS = frozenset({'progress_bar', 'max_workers', 'retry', 'exist_ok', 'storage_options', 'upload_timeout'})
 
 
+
+def _clear_directory(path: str) -> None:
+    """Remove what ``path`` holds, keeping the directory itself (a symbolic link to a directory stays a link, its
+    target is emptied; links inside it are removed, never followed)."""
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
 class ShardTooLargeError(StreamingError, ValueError):
     """A sample, or a shard with no ``size_limit``, would pass the 4 GiB that 32-bit offsets can address."""
 
@@ -329,7 +340,7 @@ class ShardWriter:
                 raise DirectoryNotEmptyError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
                                              f'contents, or choose an empty directory.')
             logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
-            shutil.rmtree(self.local)
+            _clear_directory(self.local)
         os.makedirs(self.local, exist_ok=True)
         if self.remote:
             remote_index = join(self.remote, INDEX_BASENAME)
