@@ -280,6 +280,27 @@ def test_symlink_inside_the_dataset_is_allowed(reader: ReadServer, pristine: dic
     assert reader.read(directory)['ok']
 
 
+def test_a_directory_with_a_link_out_read_as_a_remote_is_copied_with_the_link_followed(pristine: dict, scratch: Any,
+                                                                                       tmp_path: Any) -> None:
+    """The refusal above is for a directory read in place (the cache would decompress, evict or delete beside the
+    link's target); its message offers reading the directory as a remote with a ``local=`` cache. That copies the
+    files, the link followed as ``cp -L`` does: every sample reads, and evicting the copy leaves the target alone."""
+    from streaming_core import StreamingDataset
+    directory = copy_dataset(pristine[('mds', None)], scratch())
+    outside = tmp_path / 'outside'
+    outside.mkdir()
+    name = 'shard.00000.mds'
+    os.replace(os.path.join(directory, name), outside / name)
+    os.symlink(outside / name, os.path.join(directory, name))
+    target = (outside / name).read_bytes()
+    local = str(tmp_path / 'cache')
+    dataset = StreamingDataset(remote=directory, local=local, batch_size=1)
+    assert len(list(dataset)) == dataset.num_samples > 0
+    assert not os.path.islink(os.path.join(local, name))
+    dataset.evict_shard(0)
+    assert not os.path.exists(os.path.join(local, name)) and (outside / name).read_bytes() == target
+
+
 @pytest.mark.parametrize('kind', ['mds', 'json', 'csv'])
 @pytest.mark.parametrize('where', ['last', 'middle', 'first'])
 def test_offsets_past_the_end_or_out_of_order_are_refused(reader: ReadServer, pristine: dict, scratch: Any,
