@@ -122,6 +122,28 @@ def test_verify_reports_each_bad_shard(tmp_path, capsys):
     assert code == 1 and report['bad'] == 3 and [r['shard'] for r in report['results'] if r['problems']] == [1, 2, 3]
 
 
+def test_verify_names_shard_files_the_index_does_not_name(tmp_path, capsys):
+    """A shard file copied into a dataset (or left by an earlier write) that the index does not name: verify said
+    "OK" with no word, though readers never read it (a merge that left a partition out looked sound). It is named
+    in a note (the exit status stays 0: the indexed shards are sound); a split with its own index is its own, and
+    a temporary file is not a shard."""
+    import shutil
+    out = _dataset(tmp_path)
+    files = _shard_files(out)
+    shutil.copy(os.path.join(out, files[0]), os.path.join(out, 'shard.09999.mds'))
+    write_mds(os.path.join(out, 'val'), 5, size_limit=200)  # a split of its own, in a subdirectory
+    open(os.path.join(out, 'shard.00000.mds.123-abc.tmp'), 'wb').close()
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 0 and 'OK' in text
+    assert (f'NOTE: 1 shard file is under {out} but not named by the index (readers never read them; left by an '
+            'earlier write, or copied in?): shard.09999.mds') in text
+    code, text, _ = run(capsys, 'verify', out, '--json')
+    assert code == 0 and json.loads(text)['unindexed'] == ['shard.09999.mds']
+    os.remove(os.path.join(out, 'shard.09999.mds'))
+    code, text, _ = run(capsys, 'verify', out, '--quiet')
+    assert code == 0 and 'NOTE' not in text
+
+
 def test_verify_decodes_samples_without_hashes(tmp_path, capsys):
     out = write_mds(str(tmp_path / 'nohash'), 30, size_limit=700)
     path = os.path.join(out, _shard_files(out)[0])

@@ -33,7 +33,7 @@ from typing import Any
 
 from streaming_core.errors import RemoteNotFoundError, StreamingError
 from streaming_core.reading.cache_record import FileIdentity, stat_identity
-from streaming_core.reading.index_file import resolve_inside
+from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.storage.facade import download_file, join
 from streaming_core.tools.commands._common import (
     DatasetIndex,
@@ -83,7 +83,8 @@ def add_parser(subparsers: Any) -> None:
         description='Verify a dataset: every shard file against the sizes and hashes in index.json (every recorded '
                     'hash, or only --hash), decompression, the shard headers, and the decoding of every sample. '
                     'Remote datasets are downloaded one file at a time into a temporary directory (once for all the '
-                    'units that share it). Exits with status 1 when any shard is bad, listing each with the reason.')
+                    'units that share it). Exits with status 1 when any shard is bad, listing each with the reason. '
+                    'A local dataset\'s shard files that the index does not name are listed in a note.')
     parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
     parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
     parser.add_argument('--hash', action='append', default=None, metavar='NAME',
@@ -385,6 +386,33 @@ def verify_dataset(found: DatasetIndex, *, hashes: Sequence[str] | None = None, 
     return results
 
 
+def unindexed_files(found: DatasetIndex) -> list[str]:
+    """Shard files (``shard.*``) under a local dataset's directory that its index does not name: a reader never
+    reads them (left by an earlier write, or copied in). Subdirectories with an ``index.json`` of their own (splits,
+    partitions of a hierarchy) are theirs; temporary files (``*.tmp``) are skipped. Empty for a remote dataset."""
+    if found.remote or not os.path.isdir(found.root):
+        return []
+    named = set()
+    for entry in found.index.get('shards', ()):
+        if isinstance(entry, dict):
+            for key, info in entry.items():
+                name = info.get('basename') if key.startswith(('raw_', 'zip_')) and isinstance(info, dict) else None
+                if isinstance(name, str):
+                    named.add(name)
+    extra = []
+    for directory, subdirs, names in os.walk(found.root):
+        if directory != found.root and os.path.isfile(os.path.join(directory, INDEX_BASENAME)):
+            subdirs[:] = []
+            continue
+        subdirs.sort()
+        relative = os.path.relpath(directory, found.root).replace(os.sep, '/')
+        for name in sorted(names):
+            path = name if relative == '.' else f'{relative}/{name}'
+            if name.startswith('shard.') and not name.endswith('.tmp') and path not in named:
+                extra.append(path)
+    return extra
+
+
 def run(args: argparse.Namespace) -> int:
     """Verify and report; exit status 1 when any shard is bad."""
     options = storage_options(args)
@@ -403,8 +431,9 @@ def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex)
                              allow_unsafe_types=args.allow_unsafe_types, options=options, on_result=report,
                              progress=not args.quiet and not args.json)
     bad = [r for r in results if not r.ok]
+    extra = unindexed_files(found)
     if args.json:
-        print(json.dumps({'index': found.location, 'shards': len(results), 'bad': len(bad),
+        print(json.dumps({'index': found.location, 'shards': len(results), 'bad': len(bad), 'unindexed': extra,
                           'results': [asdict(r) for r in results]}, indent=2))
         return 1 if bad else 0
     checked = sorted({name for r in results for name in r.hashes})
@@ -423,6 +452,10 @@ def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex)
             else '')
     print(f'Verified {shards}, {samples} samples, {human_bytes(sum(r.checked_bytes for r in results))} '
           f'against {found.location}: {what}; {decoded}{also}.')
+    if extra:
+        print(f'NOTE: {len(extra)} shard file{" is" if len(extra) == 1 else "s are"} under {found.root} but not named '
+              f'by the index (readers never read them; left by an earlier write, or copied in?): '
+              f'{", ".join(extra[:10])}{" ..." if len(extra) > 10 else ""}')
     if bad:
         print(f'FAILED: {len(bad)} of {len(results)} shards are bad: '
               f'{", ".join(str(r.shard) for r in bad[:20])}{" ..." if len(bad) > 20 else ""}')
