@@ -195,6 +195,7 @@ def test_the_construction_s_stat_counts_as_the_first_recheck(tmp_path, monkeypat
     """The remote index was statted at construction: the downloads that follow within RECHECK_SECONDS stat it no
     more (a request saved before every process's first sample, in each forked worker too); later ones do."""
     from streaming_core.reading import index_sync, remote_watch
+    monkeypatch.setattr(remote_watch, 'is_remote', lambda url: True)  # as for an object store (a stat is a request)
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     write_mds(remote, 40, size_limit=1 << 9)
     stats = []
@@ -210,6 +211,25 @@ def test_the_construction_s_stat_counts_as_the_first_recheck(tmp_path, monkeypat
     assert again[0]['id'] == 0 and len(stats) == constructed + 1  # past RECHECK_SECONDS: the download's own
 
 
+def test_a_path_remote_rewritten_with_equal_sizes_and_no_hashes_is_seen_at_the_next_download(tmp_path):
+    """One job reads a path remote (a local or mounted directory) without hashes; the remote is rewritten in place with
+    files of the same names and sizes. Within the 10 s between two stats of its index the job served the new
+    version's samples under its old index (18 of the old, 182 of the new in a newcomer's run). A path remote's index
+    is statted before every download (a stat, not a request): the next download stops the job, naming the change."""
+    import shutil
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    write_mds(remote, 200, size_limit=1 << 9)
+    samples = iter(StreamingDataset(remote=remote, local=local, batch_size=4, predownload=4))
+    head = [int(next(samples)['id']) for _ in range(10)]
+    new = write_mds(str(tmp_path / 'new'), 200, start=1000, size_limit=1 << 9)
+    time.sleep(0.01)
+    for name in sorted(os.listdir(new)):
+        shutil.copyfile(os.path.join(new, name), os.path.join(remote, name))
+    rest, message = _read_until_error(samples)
+    assert all(i < 200 for i in head + rest), 'a sample of the new version was served under the old index'
+    assert message is not None and 'index.json is now' in message
+
+
 def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_path, monkeypatch):
     """Between two stats of the remote index (every RECHECK_SECONDS), a rewrite with the same names and sizes is
     caught by the xxh hash the index records, which every download is checked against: the remote index is statted
@@ -220,6 +240,7 @@ def test_a_download_is_checked_against_a_fast_hash_before_the_next_recheck(tmp_p
     from streaming_core.errors import HashMismatchError
     from streaming_core.reading import remote_watch
     monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 1e6)  # no periodic stat within the test
+    monkeypatch.setattr(remote_watch, 'is_remote', lambda url: True)  # as for an object store (a path: every download)
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     write_mds(remote, 200, size_limit=1 << 9, hashes=['xxh3_64'])
     a = StreamingDataset(remote=remote, local=local, batch_size=4, predownload=4)
@@ -252,6 +273,7 @@ def test_a_rewrite_met_by_a_download_stops_the_job_at_once_saying_so(tmp_path, m
 
     from streaming_core.reading import remote_watch
     monkeypatch.setattr(remote_watch, 'RECHECK_SECONDS', 1e6)  # no periodic stat: the mismatch alone triggers it
+    monkeypatch.setattr(remote_watch, 'is_remote', lambda url: True)  # as for an object store (a path: every download)
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     write_mds(remote, 200, size_limit=1 << 9, hashes=['xxh64'])
     samples = iter(StreamingDataset(remote=remote, local=local, batch_size=4, predownload=1, download_retry=2))

@@ -4,8 +4,9 @@ A job alone on its local directory downloads each shard when it first needs it (
 the remote its index came from. When that remote is rewritten meanwhile, with the same file names and sizes (fixed-size
 samples, tokenized sequences of one length), the size check passes and the new version's samples would be served
 under the old index. Before a shard download, a stream whose index version is named by the remote ``index.json``'s
-stat (``stat:``, an object store or a local path) stats it again, at most every :data:`RECHECK_SECONDS` per stream and
-process (one request); a remote with no ``index.json`` (deleted, or a writer rewriting it) counts as changed. Once
+stat (``stat:``, an object store or a local path) stats it again: an object store at most every :data:`RECHECK_SECONDS`
+per stream and process (one request), a path remote (a local or mounted directory) before every download; a remote
+with no ``index.json`` (deleted, or a writer rewriting it) counts as changed. Once
 it has changed, every later download of the stream is checked against the hash this
 job's index records for the file (the file may be unchanged: a dataset extended in place), and a file without a
 recorded hash stops the job, since nothing can tell which version it holds.
@@ -30,6 +31,7 @@ from typing import Any
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import same_version
 from streaming_core.storage.redact import redact_url
+from streaming_core.storage.url import is_remote
 
 __all__ = ['RECHECK_SECONDS', 'HASH_PREFERENCE', 'FAST_HASHES', 'expected_hash_after_change', 'fast_hash',
            'changed_now']
@@ -54,8 +56,8 @@ def _remote_changed(stream: Any) -> str | None:
     if not identity or not identity.startswith('stat:') or not stream.remote_dir:
         return None
     now = time.time()  # not monotonic: the stream may be pickled to another machine (a Ray or Spark executor)
-    if 0 <= now - getattr(stream, '_remote_confirmed_at', 0.0) < RECHECK_SECONDS:
-        return None
+    if 0 <= now - getattr(stream, '_remote_confirmed_at', 0.0) < RECHECK_SECONDS and is_remote(stream.remote_dir):
+        return None  # a path remote (a local or mounted directory) is statted before every download: it costs a stat
     from streaming_core.reading.index_sync import probe_remote_index
     found = probe_remote_index(stream)
     stream._remote_confirmed_at = time.time()
