@@ -124,9 +124,8 @@ def test_verify_reports_each_bad_shard(tmp_path, capsys):
 
 def test_verify_names_shard_files_the_index_does_not_name(tmp_path, capsys):
     """A shard file copied into a dataset (or left by an earlier write) that the index does not name: verify said
-    "OK" with no word, though readers never read it (a merge that left a partition out looked sound). It is named
-    in a note (the exit status stays 0: the indexed shards are sound); a split with its own index is its own, and
-    a temporary file is not a shard."""
+    "OK" with no word, though readers never read it. It is named in a note (the exit status stays 0: the indexed
+    shards are sound); a split with its own index is its own, and a temporary file is not a shard."""
     import shutil
     out = _dataset(tmp_path)
     files = _shard_files(out)

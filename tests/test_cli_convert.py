@@ -53,6 +53,28 @@ def test_convert_jsonl_command_line(tmp_path, capsys):
         assert sorted(int(data[i]['id']) for i in range(len(data))) == list(range(300))
 
 
+def test_a_failed_conversion_commits_nothing_and_says_only_what_failed(tmp_path, capsys, caplog):
+    """A record that does not fit its column stops the conversion with an error naming it, and nothing is committed.
+    The writer, abandoned on purpose, also logged that it was "dropped without finish()" and advised a `with` block,
+    which would commit a partial dataset; and it kept the output until collected. Now: no such warning, no index, and
+    the output is free at once (a second conversion of fixed data into it succeeds)."""
+    src = tmp_path / 'in.jsonl'
+    records = [{'id': i} for i in range(80)]
+    records[50] = {'id': 'notanint'}
+    src.write_text(''.join(json.dumps(r) + '\n' for r in records))
+    out = tmp_path / 'out'
+    with caplog.at_level('WARNING'):
+        code, _, err = run(capsys, 'convert', 'jsonl', str(src), str(out), '--columns', 'id:int', '--quiet')
+    assert code == 1 and "column 'id': the value 'notanint' does not fit the encoding int" in err
+    assert not any('dropped without finish' in r.getMessage() for r in caplog.records)
+    assert not (out / 'index.json').exists()
+    records[50] = {'id': 50}
+    src.write_text(''.join(json.dumps(r) + '\n' for r in records))
+    code, _, err = run(capsys, 'convert', 'jsonl', str(src), str(out), '--columns', 'id:int', '--quiet', '--exist-ok')
+    assert code == 0, err
+    assert [int(s['id']) for s in LocalDataset(str(out))] == list(range(80))
+
+
 @pytest.mark.parametrize('kind', ['jsonl', 'imagefolder'])
 def test_convert_refuses_an_output_that_holds_its_source(tmp_path, capsys, kind):
     """`streaming convert jsonl ds/raw/x.jsonl ds` says the directory is not empty and to pass --exist-ok; doing

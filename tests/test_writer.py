@@ -514,3 +514,33 @@ def test_exist_ok_on_a_link_to_a_directory_replaces_what_the_directory_holds(tmp
     assert link.is_symlink() and sorted(os.listdir(target)) == ['index.json', 'shard.00000.mds']
     assert (elsewhere / 'keep.txt').read_text() == 'not ours'
     assert [int(s['id']) for s in StreamingDataset(local=str(link), batch_size=1)] == [0, 1, 2]
+
+
+def test_abandon_commits_nothing_and_frees_the_output(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """``abandon()``: for code that must not commit a partial dataset when it fails. No index.json, no "dropped"
+    warning when collected, ``finish()`` afterwards does nothing, and the output can be written again at once."""
+    import gc
+    out = str(tmp_path / 'out')
+    writer = MDSWriter(columns={'id': 'int'}, out=out, size_limit=100)
+    for i in range(10):
+        writer.write({'id': i})
+    with caplog.at_level('WARNING', logger='streaming_core.writing.writer'):
+        writer.abandon()
+        writer.finish()
+        del writer
+        gc.collect()
+    assert not caplog.records and not os.path.exists(os.path.join(out, 'index.json'))
+    with MDSWriter(columns={'id': 'int'}, out=out, exist_ok=True) as again:
+        again.write({'id': 7})
+    assert index_of(out)['shards'][0]['samples'] == 1
+
+
+def test_the_output_key_of_a_path_is_the_path_as_the_writer_uses_it(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    """The writer does not expand ``~`` (``out='~/d'`` is ``./~/d``), so neither does its output's key: keyed as
+    ``$HOME/d``, a second writer of ``./~/d`` was not refused and emptied the first one's directory."""
+    from streaming_core.reading.cache_record import path_key, remote_key
+    monkeypatch.chdir(tmp_path)
+    assert path_key('~/d') == path_key('./~/d') == path_key(str(tmp_path / '~' / 'd'))
+    assert path_key('~/d') != path_key(os.path.expanduser('~/d'))
+    assert path_key(str(tmp_path / 'x')) == remote_key(str(tmp_path / 'x')) == remote_key(f'file://{tmp_path}/x')

@@ -34,7 +34,7 @@ from streaming_core.storage.facade import is_remote, local_path, write_file_atom
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
-           'same_version', 'file_id_text', 'write_record', 'remote_key', 'remote_keys', 'file_identity',
+           'same_version', 'file_id_text', 'write_record', 'remote_key', 'path_key', 'remote_keys', 'file_identity',
            'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of', 'coarse_mtime', 'COARSE_MARGIN',
            'DIGEST_PART']
 
@@ -63,7 +63,13 @@ def remote_key(remote_dir: str) -> str:
     :func:`~streaming_core.common.paths.without_credentials`)."""
     if is_remote(remote_dir):
         return _url_key(redact_url(without_credentials(remote_dir.rstrip('/'))))
-    norm = 'file:' + os.path.realpath(os.path.abspath(os.path.expanduser(local_path(remote_dir))))
+    return path_key(os.path.expanduser(local_path(remote_dir)))
+
+
+def path_key(path: str) -> str:
+    """The comparison key of a local directory given as a path (made absolute and resolved, ``~`` not expanded):
+    :func:`remote_key` of a local-path remote is the key of its expanded path."""
+    norm = 'file:' + os.path.realpath(os.path.abspath(path))
     return hashlib.blake2b(norm.encode('utf-8'), digest_size=16).hexdigest()
 
 

@@ -47,8 +47,8 @@ HASH_PREFERENCE = ('xxh3_64', 'xxh64', 'xxh128', 'xxh3_128', 'md5', 'sha1', 'sha
 
 
 def _remote_changed(stream: Any) -> str | None:
-    """The remote index's identity when it is no longer the stream's version (checked at most every
-    :data:`RECHECK_SECONDS`; once changed, always), else None."""
+    """The remote index's identity when it is no longer the stream's version (an object store's checked at most
+    every :data:`RECHECK_SECONDS`, a path remote's at every call; once changed, always), else None."""
     changed = getattr(stream, '_remote_index_now', None)
     if changed is not None:
         return changed

@@ -119,23 +119,28 @@ def _task(local: str, remote: str | None, width: int, columns: dict[str, str], w
         plan = [(column, value_converter(encoding, column)) for column, encoding in columns.items()]
         writer = None
         count = 0
-        for pdf in batches:
-            samples = iter(udf(pdf, **udf_kwargs) if udf is not None else _records(pdf, plan))
-            while True:
-                try:
-                    sample = next(samples)
-                except StopIteration:
-                    break
-                except (TypeError, ValueError) as err:  # a value _records could not convert (a null...)
-                    raise ValueError(f'dataframe_to_mds: partition {partition}, row {count}: {err}') from err
-                if writer is None:
-                    writer_cls = get_registry('format').get('mds').writer
-                    writer = writer_cls(out=out, columns=columns, **writer_kwargs)
-                try:
-                    writer.write(sample)
-                except (TypeError, ValueError) as err:
-                    raise ValueError(f'dataframe_to_mds: partition {partition}, row {count}: {err}') from err
-                count += 1
+        try:
+            for pdf in batches:
+                samples = iter(udf(pdf, **udf_kwargs) if udf is not None else _records(pdf, plan))
+                while True:
+                    try:
+                        sample = next(samples)
+                    except StopIteration:
+                        break
+                    except (TypeError, ValueError) as err:  # a value _records could not convert (a null...)
+                        raise ValueError(f'dataframe_to_mds: partition {partition}, row {count}: {err}') from err
+                    if writer is None:
+                        writer_cls = get_registry('format').get('mds').writer
+                        writer = writer_cls(out=out, columns=columns, **writer_kwargs)
+                    try:
+                        writer.write(sample)
+                    except (TypeError, ValueError) as err:
+                        raise ValueError(f'dataframe_to_mds: partition {partition}, row {count}: {err}') from err
+                    count += 1
+        except BaseException:  # commit nothing of a partial write; release the output
+            if writer is not None:
+                writer.abandon()
+            raise
         if writer is not None:
             writer.finish()
             yield pd.DataFrame({'partition': [partition], 'name': [name], 'samples': [count],

@@ -32,7 +32,7 @@ from streaming_core.errors import (
     UnknownNameError,
     UploadError,
 )
-from streaming_core.reading.cache_record import is_in_place, remote_key
+from streaming_core.reading.cache_record import is_in_place, path_key, remote_key
 from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
@@ -229,8 +229,9 @@ class ShardWriter:
         self.local, self.remote, self._local_is_temp = parse_out(out)
         self._emptied_remote = False  # exist_ok replaced a remote dataset by an empty index
         # One key formula for both: a directory is one output whether it is named as the local directory of one
-        # writer or as the (local-path or file://) remote of another.
-        keys = [remote_key(self.local)] + ([remote_key(self.remote)] if self.remote else [])
+        # writer or as the (local-path or file://) remote of another. The local directory is keyed as written (the
+        # writer does not expand '~', so neither does its key).
+        keys = [path_key(self.local)] + ([remote_key(self.remote)] if self.remote else [])
         self._output_lock: OutputLock | None = OutputLock(keys, redact_url(self.remote) if self.remote else self.local)
         try:
             self._prepare_output()
@@ -555,6 +556,23 @@ class ShardWriter:
                 self._bar.close()
             if self._output_lock is not None:
                 self._output_lock.release()
+
+    def abandon(self) -> None:
+        """Stop without committing: no ``index.json`` is written (the shard files already written stay, as after a
+        crash; a later writer of the output needs ``exist_ok=True``), pending uploads are cancelled, and the output
+        is released for another writer. For code that must not commit a partial dataset when it fails (leaving a
+        ``with`` block by an exception commits the samples written so far). Does nothing after :meth:`finish` or
+        another :meth:`abandon`."""
+        with self._write_lock:
+            if self._finished:
+                return
+            self._finished = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._bar is not None:
+            self._bar.close()
+        if self._output_lock is not None:
+            self._output_lock.release()
 
     def _commit_index(self) -> None:
         text = index_text(self.shards)

@@ -320,18 +320,22 @@ def _write(items: Sequence[Any], produce: Callable[[Sequence[Any]], Iterable[Any
     reasons: list[str] = []
     writer = MDSWriter(out=out, columns=dict(columns), exist_ok=exist_ok, **writer_kwargs)
     # Not a `with` block: on an error the writer must not commit index.json for a partial conversion.
-    for sample in produce(_Tracked(items, lambda n: report(0, 0, n))):
-        if isinstance(sample, Skip):
-            skipped += 1
-            if len(reasons) < _MAX_REASONS:
-                reasons.append(sample.reason)
-            report(0, 1, 0)
-            continue
-        writer.write(sample)
-        samples += 1
-        report(1, 0, 0)
-    if not samples and not allow_empty:
-        raise _no_samples(desc, skipped, reasons)
+    try:
+        for sample in produce(_Tracked(items, lambda n: report(0, 0, n))):
+            if isinstance(sample, Skip):
+                skipped += 1
+                if len(reasons) < _MAX_REASONS:
+                    reasons.append(sample.reason)
+                report(0, 1, 0)
+                continue
+            writer.write(sample)
+            samples += 1
+            report(1, 0, 0)
+        if not samples and not allow_empty:
+            raise _no_samples(desc, skipped, reasons)
+    except BaseException:  # commit nothing of a partial write; release the output
+        writer.abandon()
+        raise
     writer.finish()
     return samples, skipped, reasons
 

@@ -84,7 +84,8 @@ def add_parser(subparsers: Any) -> None:
                     'hash, or only --hash), decompression, the shard headers, and the decoding of every sample. '
                     'Remote datasets are downloaded one file at a time into a temporary directory (once for all the '
                     'units that share it). Exits with status 1 when any shard is bad, listing each with the reason. '
-                    'A local dataset\'s shard files that the index does not name are listed in a note.')
+                    'A local dataset\'s shard files that the index does not name (outside subdirectories with an '
+                    'index.json of their own) are listed in a note.')
     parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
     parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
     parser.add_argument('--hash', action='append', default=None, metavar='NAME',
@@ -433,7 +434,8 @@ def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex)
     bad = [r for r in results if not r.ok]
     extra = unindexed_files(found)
     if args.json:
-        print(json.dumps({'index': found.location, 'shards': len(results), 'bad': len(bad), 'unindexed': extra,
+        print(json.dumps({'index': found.location, 'shards': len(results), 'bad': len(bad),
+                          'unindexed': None if found.remote else extra,  # not looked for on a remote
                           'results': [asdict(r) for r in results]}, indent=2))
         return 1 if bad else 0
     checked = sorted({name for r in results for name in r.hashes})

@@ -192,41 +192,45 @@ def _write_part(task: _Task, progress: Any) -> tuple[int, int]:
     names = set(task.columns)
     writer = writer_cls(columns=task.columns, out=task.out, **task.writer_kwargs)
     count = 0
-    for record in source.read(task.part, progress):
-        if task.inferred and not record.keys() <= names:
-            key = next(key for key in record if key not in names)
-            example = ','.join([*task.columns, f'{key}:json'])
-            raise ConversionError(f'{source.locate(task.part, count)} has the key {key!r}, which is not one of the '
-                                  f'columns inferred from the first {INFER_RECORDS} records '
-                                  f'({", ".join(task.columns)}). Pass --columns (columns= in Python) to name every '
-                                  f'column to write, such as --columns {_short(example, quote=False)}.')
-        sample = {}
-        for name, coerce, encoding in plan:
-            try:
-                value = record[name]
-            except KeyError:
-                if encoding != 'json':
-                    raise ConversionError(f'{source.locate(task.part, count)} has no column {name!r} '
-                                          f'(columns: {", ".join(task.columns)}).') from None
-                value = None
-            if value is None and coerce is not None and encoding != 'json':
-                raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value is null, '
-                                      f'which the encoding {encoding} cannot store. Fill or drop the nulls before '
-                                      f'converting, or give the column the json encoding with --columns.')
-            if coerce is not None:
+    try:
+        for record in source.read(task.part, progress):
+            if task.inferred and not record.keys() <= names:
+                key = next(key for key in record if key not in names)
+                example = ','.join([*task.columns, f'{key}:json'])
+                raise ConversionError(f'{source.locate(task.part, count)} has the key {key!r}, which is not one of the '
+                                      f'columns inferred from the first {INFER_RECORDS} records '
+                                      f'({", ".join(task.columns)}). Pass --columns (columns= in Python) to name every '
+                                      f'column to write, such as --columns {_short(example, quote=False)}.')
+            sample = {}
+            for name, coerce, encoding in plan:
                 try:
-                    value = coerce(value)
-                except (TypeError, ValueError, ArithmeticError) as err:
-                    raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value '
-                                          f'{_short(value)} does not fit the encoding {encoding} ({err}). Give the '
-                                          f'column another encoding with --columns.') from err
-            sample[name] = value
-        try:
-            writer.write(sample)
-        except (TypeError, ValueError) as err:
-            raise ConversionError(f'{source.locate(task.part, count)} cannot be written as {task.format} '
-                                  f'with columns {task.columns}: {err}') from err
-        count += 1
+                    value = record[name]
+                except KeyError:
+                    if encoding != 'json':
+                        raise ConversionError(f'{source.locate(task.part, count)} has no column {name!r} '
+                                              f'(columns: {", ".join(task.columns)}).') from None
+                    value = None
+                if value is None and coerce is not None and encoding != 'json':
+                    raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value is null, '
+                                          f'which the encoding {encoding} cannot store. Fill or drop the nulls before '
+                                          f'converting, or give the column the json encoding with --columns.')
+                if coerce is not None:
+                    try:
+                        value = coerce(value)
+                    except (TypeError, ValueError, ArithmeticError) as err:
+                        raise ConversionError(f'{source.locate(task.part, count)}, column {name!r}: the value '
+                                              f'{_short(value)} does not fit the encoding {encoding} ({err}). Give the '
+                                              f'column another encoding with --columns.') from err
+                sample[name] = value
+            try:
+                writer.write(sample)
+            except (TypeError, ValueError) as err:
+                raise ConversionError(f'{source.locate(task.part, count)} cannot be written as {task.format} '
+                                      f'with columns {task.columns}: {err}') from err
+            count += 1
+    except BaseException:  # commit nothing of a partial write; release the output
+        writer.abandon()
+        raise
     writer.finish()
     return count, len(writer.shards)
 
