@@ -550,12 +550,7 @@ class ShardWriter:
             self._finish_error = err
             raise
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True, cancel_futures=True)
-            if self._bar is not None:
-                self._bar.close()
-            if self._output_lock is not None:
-                self._output_lock.release()
+            self._close()
 
     def abandon(self) -> None:
         """Stop without committing: no ``index.json`` is written (the shard files already written stay, as after a
@@ -567,6 +562,10 @@ class ShardWriter:
             if self._finished:
                 return
             self._finished = True
+        self._close()
+
+    def _close(self) -> None:
+        """Stop the upload threads (cancelling what has not started), close the progress bar, release the output."""
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
         if self._bar is not None:
