@@ -18,6 +18,7 @@ import io
 import itertools
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -39,6 +40,11 @@ __all__ = ['ParquetReader', 'ParquetView', 'ParquetFormat', 'SLICE_ROWS', 'DECOD
 
 #: Rows decoded at once: a row group larger than this is decoded in slices of this many rows (bounded memory).
 SLICE_ROWS = 32768
+#: Nanoseconds after a file's modification time during which a write of the same size may leave its size and
+#: modification time as they were (the kernel stamps writes with a coarse clock; some filesystems keep seconds).
+RACY_NS = 2_000_000_000
+#: Bytes at the end of a file (its footer and the last pages) compared while its stat cannot tell a rewrite.
+TAIL_BYTES = 1 << 16
 
 
 def decoded_budget(value: str | None) -> int:
@@ -339,7 +345,12 @@ class ParquetView:
                                     f'(truncated or replaced); delete it so it is fetched again.')
         key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         self._opened_as = (stat.st_size, stat.st_mtime_ns)
-        parsed = footers.get(key)
+        self._ctime_ns = stat.st_ctime_ns
+        self._opened_tail = self._tail()
+        # Modified moments ago: a rewrite of the same size now could keep this stat, so the file's tail is compared
+        # too, until a check after that window (and a footer parsed for the same stat is not reused).
+        self._racy = time.time_ns() - stat.st_mtime_ns < RACY_NS
+        parsed = None if self._racy else footers.get(key)
         try:
             # Pages written with a checksum are checked: a damaged page fails instead of giving a wrong value.
             self._file = pq.ParquetFile(self._source, metadata=None if parsed is None else parsed[0],
@@ -423,12 +434,30 @@ class ParquetView:
             now = os.fstat(self._source.fileno())
         except (OSError, ValueError):
             return  # closed: pyarrow's read reports it
-        if (now.st_size, now.st_mtime_ns) != self._opened_as:
+        rewritten = (now.st_size, now.st_mtime_ns) != self._opened_as
+        how = (f'size and modification time {self._opened_as[0]}, {self._opened_as[1]} when opened; now '
+               f'{now.st_size}, {now.st_mtime_ns}')
+        if not rewritten and (self._racy or now.st_ctime_ns != self._ctime_ns):
+            # The stat cannot tell: a write within the coarse clock's tick of the last one, or one whose
+            # modification time was put back (cp -p, touch -r; a chmod too, which changes nothing read).
+            checked_at = time.time_ns()  # before the read: a write that keeps the stat came before it
+            rewritten = self._tail() != self._opened_tail
+            how = (f'the same size and modification time, but other bytes at its end (written again within '
+                   f'{RACY_NS // 10**9} s of the last write, or its modification time put back)')
+            if not rewritten:
+                self._ctime_ns = now.st_ctime_ns
+                if checked_at - now.st_mtime_ns >= RACY_NS:
+                    self._racy = False  # from now on, a write moves the modification time
+        if rewritten:
             raise DatasetVersionError(
-                f'{self.path} was rewritten in place while this job read it (size and modification time '
-                f'{self._opened_as[0]}, {self._opened_as[1]} when opened; now {now.st_size}, {now.st_mtime_ns}). '
-                f'Reading on would serve the new bytes under the old index. Restart the job to read the new version; '
-                f'write new versions of a dataset to new files or directories.')
+                f'{self.path} was rewritten in place while this job read it ({how}). Reading on would serve the new '
+                f'bytes under the old index. Restart the job to read the new version; write new versions of a '
+                f'dataset to new files or directories.')
+
+    def _tail(self) -> bytes:
+        """The last :data:`TAIL_BYTES` of the open file (its footer, where the row groups' statistics are)."""
+        size = self._opened_as[0]
+        return os.pread(self._source.fileno(), min(size, TAIL_BYTES), max(size - TAIL_BYTES, 0))
 
     def _rows(self, start: int, stop: int) -> Any:
         """Rows ``[start, stop)`` of the row group as a table. pyarrow's batches hold *at most* the rows asked for

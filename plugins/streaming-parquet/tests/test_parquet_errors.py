@@ -360,3 +360,34 @@ def test_an_upper_case_extension_is_not_read_and_a_warning_says_so(tmp_path: Any
         dataset = StreamingDataset(local=str(data), batch_size=1)
     assert sorted(sample['id'] for sample in dataset) == list(range(5))
     assert f'{second.upper()} is not read as parquet' in caplog.text
+
+
+@pytest.mark.parametrize('how', ['within-the-clock-tick', 'modification-time-put-back'])
+def test_a_rewrite_the_stat_cannot_show_is_never_mixed_in(tmp_path: Any, how: str) -> None:
+    """A file of a directory read in place, overwritten in place with bytes of the same size while the job reads it,
+    keeping its size and modification time: within the coarse clock's tick of its last write (a fresh-clone run read
+    rows 0, 1, 702, 703: two of them from the new bytes under the old footer), or with its modification time put back
+    (``cp -p``, ``touch -r``) later. The file's tail is compared when the stat cannot tell, and the job stops."""
+    import time
+
+    from streaming_core.errors import DatasetVersionError
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    if how == 'modification-time-put-back':  # an old file: outside the racy window
+        old = time.time_ns() - 3_600 * 10**9
+        os.utime(target, ns=(old, old))
+    before = os.stat(target)
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    read = []
+    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place while this job read it'):
+        for sample in dataset:
+            read.append(sample['id'])
+            if len(read) == 1:
+                _ten_rows(str(tmp_path / 'new.parquet'), 700)
+                with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old_file:
+                    old_file.write(new.read())
+                os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # the stat as it was
+                assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert read == list(range(len(read))) and read  # only the old file's rows, in order
