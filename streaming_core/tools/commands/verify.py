@@ -43,7 +43,7 @@ from streaming_core.tools.commands._common import (
     open_located_index,
     storage_options,
 )
-from streaming_core.tools.commands.inspect import units_word
+from streaming_core.tools.commands.inspect import entry_files, units_word
 
 __all__ = ['add_parser', 'run', 'verify_dataset', 'ShardResult', 'StreamedShards', 'open_streamed']
 
@@ -393,13 +393,8 @@ def unindexed_files(found: DatasetIndex) -> list[str]:
     partitions of a hierarchy) are theirs; temporary files (``*.tmp``) are skipped. Empty for a remote dataset."""
     if found.remote or not os.path.isdir(found.root):
         return []
-    named = set()
-    for entry in found.index.get('shards', ()):
-        if isinstance(entry, dict):
-            for key, info in entry.items():
-                name = info.get('basename') if key.startswith(('raw_', 'zip_')) and isinstance(info, dict) else None
-                if isinstance(name, str):
-                    named.add(name)
+    named = {name for entry in found.index.get('shards', ()) if isinstance(entry, dict)
+             for name in entry_files(entry) if isinstance(name, str)}
     extra = []
     for directory, subdirs, names in os.walk(found.root):
         if directory != found.root and os.path.isfile(os.path.join(directory, INDEX_BASENAME)):
