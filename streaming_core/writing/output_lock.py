@@ -2,9 +2,10 @@
 of the same names over each other and each commit an index naming the other's files, both reporting success.
 
 A writer holds a kernel-released record lock (``fcntl.lockf``) on a small file under the cache root
-(``state/writers/``) for its local directory and, with a remote, one for the remote, both by their comparison key
-(:func:`~streaming_core.reading.cache_record.remote_key`: a directory named as a local output and as a ``file://`` or
-local-path remote is one output),
+(``state/writers/``) for its local directory and, with a remote, one for the remote, both by their comparison keys
+(:func:`~streaming_core.reading.cache_record.path_key` for the local directory, as the writer names it;
+:func:`~streaming_core.reading.cache_record.remote_key` for the remote, whose key for a local path or ``file://`` URL
+is the ``path_key`` of that path: a directory named as a local output and as such a remote is one output),
 from construction to ``finish``; a second process that opens a writer of one of them is refused, naming the process
 that holds it. A crash releases the lock. Record locks belong to a process, so writers of one process share it (it
 is counted, and dropped with the last); they, and writers on different machines of one remote, are not told apart.
