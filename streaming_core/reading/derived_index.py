@@ -45,6 +45,7 @@ from streaming_core.reading.index_file import (
     parse_index_text,
 )
 from streaming_core.reading.listing_entries import changed_data, stale_copies, write_version_entries
+from streaming_core.reading.tail_prints import read_prints, take_prints, write_prints
 from streaming_core.storage.facade import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
 from streaming_core.storage.redact import redact_url
 
@@ -543,7 +544,10 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
     kept = kept_index(path, old, identity)
+    local_root = None if is_remote(source) else local_path(source)
     if kept is not None:
+        if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
+            write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected]))
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
             write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
@@ -565,6 +569,8 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         if purged or changed_data(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
+    if local_root is not None:  # before the listing that names this version: a reader finds them with it
+        write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected]))
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
                   extra={'detected': detected} if detected is not None else None)
     return path, data, identity

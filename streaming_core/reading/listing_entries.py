@@ -111,13 +111,14 @@ def write_version_entries(sdir: str, identity: str, entries: list[list[Any]]) ->
 
     from streaming_core.storage.facade import write_file_atomic
     write_file_atomic(version_entries_path(sdir, identity), json.dumps(entries).encode('utf-8'))
-    kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith('derived-files-')),
-                  key=lambda entry: entry.stat().st_mtime_ns)
-    for old in kept[:-KEPT_VERSIONS]:
-        try:
-            os.remove(old.path)
-        except FileNotFoundError:
-            pass
+    for prefix in ('derived-files-', 'derived-tails-'):  # the prints of a version's files (tail_prints) too
+        kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith(prefix)),
+                      key=lambda entry: entry.stat().st_mtime_ns)
+        for old in kept[:-KEPT_VERSIONS]:
+            try:
+                os.remove(old.path)
+            except FileNotFoundError:
+                pass
 
 
 def read_version_entries(sdir: str, identity: str) -> dict[str, list[Any]] | None:

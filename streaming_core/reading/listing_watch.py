@@ -36,15 +36,18 @@ from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, source_file
 from streaming_core.reading.listing_entries import entries_by_name, read_version_entries, same_data_entry
+from streaming_core.reading.tail_prints import RACY_NS, read_prints, unchanged_tail
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['listing_check', 'agrees', 'check_in_place']
+__all__ = ['listing_check', 'agrees', 'check_in_place', 'local_entry']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
 _records: dict[str, tuple[Any, str | None, dict[str, list[Any]]]] = {}
 #: Per (state directory, listing identity): that version's entries by name, or None when they were not kept.
 _versions: dict[tuple[str, str], dict[str, list[Any]] | None] = {}
+#: Per (state directory, listing identity): the prints of its files' tails, or None when none were kept.
+_prints: dict[tuple[str, str], dict[str, Any] | None] = {}
 _KIND = re.compile(r'([a-z]+):')
 
 
@@ -75,7 +78,7 @@ def _latest(sdir: str) -> tuple[str | None, dict[str, list[Any]]]:
     return identity, entries
 
 
-def _local_key(name: str, path: str, root: str) -> list[Any] | None:
+def local_entry(name: str, path: str, root: str) -> list[Any] | None:
     """The listing entry of the local file ``name`` at ``path`` as it is now (None: it does not exist)."""
     try:
         info = os.stat(path)
@@ -132,14 +135,31 @@ def agrees(entry: list[Any], stat: ObjectStat) -> bool:
     return True
 
 
-def _verdict(stream: Any, name: str, entry: list[Any]) -> str | None:
+def _local_verdict(sdir: str, identity: str, name: str, path: str, root: str, entry: list[Any]) -> str | None:
+    """None when the local file ``name`` at ``path`` is still the version ``entry`` describes, else what it is now:
+    its size and modification time, then the print of its tail when its stat cannot tell
+    (:mod:`streaming_core.reading.tail_prints`)."""
+    now = local_entry(name, path, root)
+    if now is None:
+        return 'removed'
+    if not same_data_entry(entry, now):
+        return f'replaced (listed as {entry[1:]}, now {now[1:]})'
+    key = (sdir, identity)
+    if key not in _prints:
+        _prints[key] = read_prints(sdir, identity)
+    if not unchanged_tail(_prints[key], entry, now, path):
+        then, ctime = entry[3].split('/', 1)[-1], now[3].split('/', 1)[-1]
+        why = (f'its change time moved from {then} to {ctime}' if then != ctime else
+               f'written again within {RACY_NS // 10**9} s of its listing, which its stat cannot show')
+        return f'rewritten in place with the same size and modification time but other bytes at its end ({why})'
+    return None
+
+
+def _verdict(stream: Any, name: str, entry: list[Any], sdir: str, identity: str) -> str | None:
     """None when the remote file ``name`` is still the version ``entry`` describes, else what it is now."""
     root = stream.remote_dir
     if not is_remote(root):
-        now = _local_key(name, os.path.join(local_path(root), *name.split('/')), root)
-        if now is None:
-            return 'removed'
-        return None if same_data_entry(entry, now) else f'replaced (listed as {entry[1:]}, now {now[1:]})'
+        return _local_verdict(sdir, identity, name, os.path.join(local_path(root), *name.split('/')), root, entry)
     url = join(root, name)
     timeout, retries = float(stream.download_timeout or 60.0), int(stream.download_retry or 0)
     try:
@@ -172,7 +192,7 @@ def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
         return None
 
     def check(_: str) -> None:
-        verdict = _verdict(stream, name, entry)
+        verdict = _verdict(stream, name, entry, sdir, identity)
         if verdict is not None:
             raise DatasetVersionError(
                 f'The data of {stream!r} changed while this job read it: {redact_url(join(stream.remote_dir, name))} '
@@ -200,14 +220,13 @@ def check_in_place(stream: Any, name: str, path: str) -> None:
     identity = str(getattr(stream, 'index_identity', None) or '')
     if not identity.startswith('derived:') or identity.endswith(COPY_SUFFIX):
         return
-    entry = _own_entries(getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False),
-                         identity).get(name)
+    sdir = getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)
+    entry = _own_entries(sdir, identity).get(name)
     if entry is None:
         return
-    now = _local_key(name, path, stream.local_dir)
-    if now is None or not same_data_entry(entry, now):
+    verdict = _local_verdict(sdir, identity, name, path, stream.local_dir, entry)
+    if verdict is not None:
         raise DatasetVersionError(
-            f'The data of {stream!r} changed while this job read it: {path} was '
-            f'{"removed" if now is None else f"replaced (listed as {entry[1:]}, now {now[1:]})"} after this job\'s '
+            f'The data of {stream!r} changed while this job read it: {path} was {verdict} after this job\'s '
             f'index was derived from the listing of its directory. Reading on would serve the new file under the old '
             f'index. Restart the job to read the new version; write new versions of a dataset to new directories.')

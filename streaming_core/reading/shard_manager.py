@@ -454,20 +454,29 @@ class ShardManager:
             try:
                 if self.file_of(shard) not in self._checked:
                     self.check_files(shard, paths)
-                return reader.open(paths)
+                view = reader.open(paths)
             except FileNotFoundError as err:  # deleted by hand between the check and the open
                 last = err
+                continue
+            try:  # again: a file rewritten between the check and the open must not be read under this index
+                self._check_current(shard, in_place_only=True)
+            except BaseException:
+                view.close()
+                raise
+            return view
         raise ShardPrepareError(f'Shard {shard} ({reader.parts[0][0].basename}) kept disappearing from '
                                 f'{stream.local_dir} while being opened: {last}') from last
 
-    def _check_current(self, shard: int) -> None:
-        """Before reading a shard's files: its directory still holds this dataset's index version (one ``stat``)."""
+    def _check_current(self, shard: int, in_place_only: bool = False) -> None:
+        """Before reading a shard's files: its directory still holds this dataset's index version (one ``stat``);
+        ``in_place_only``: only the check of a file read in place against its listing."""
         index = int(self.stream_per_shard[shard])
         source = self.catalogue.sources[index]
         if isinstance(source, ShardTable):
             stream = self.streams[index]
-            check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0), stream,
-                                getattr(stream, 'purge_dir', None))
+            if not in_place_only:
+                check_still_current(stream.local_dir, source.identity, getattr(stream, 'purges_at_load', 0),
+                                    stream, getattr(stream, 'purge_dir', None))
             if not stream.has_remote_copy:  # a derived index read in place: its files against its listing
                 raw, zipped = self.readers[shard].parts[0]
                 listed = (zipped or raw).basename  # the listed file (a .tar.gz, not its decompressed copy)
@@ -510,6 +519,7 @@ class ShardManager:
                     if self.file_of(shard) not in self._checked:
                         self.check_files(shard, paths)
                     sample = read_one(paths, index)
+                    self._check_current(shard, in_place_only=True)  # not rewritten between the check and the read
                     break
                 except FileNotFoundError:  # deleted by hand between the check and the read
                     continue

@@ -4,6 +4,7 @@ builder hook for a third-party format, and the reader's bounded decoding of huge
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import types
 from typing import Any
@@ -367,7 +368,9 @@ def test_a_rewrite_the_stat_cannot_show_is_never_mixed_in(tmp_path: Any, how: st
     """A file of a directory read in place, overwritten in place with bytes of the same size while the job reads it,
     keeping its size and modification time: within the coarse clock's tick of its last write (a fresh-clone run read
     rows 0, 1, 702, 703: two of them from the new bytes under the old footer), or with its modification time put back
-    (``cp -p``, ``touch -r``) later. The file's tail is compared when the stat cannot tell, and the job stops."""
+    (``cp -p``, ``touch -r``) later. The file's tail is compared when the stat cannot tell, and the job stops: by the
+    open view (against the tail it opened), or before a later row group's view opens (against the print of the tail
+    taken with the listing; a later fresh-clone run read 0, 1, 702... with only the first check)."""
     import time
 
     from streaming_core.errors import DatasetVersionError
@@ -392,8 +395,86 @@ def test_a_rewrite_the_stat_cannot_show_is_never_mixed_in(tmp_path: Any, how: st
                     old_file.write(new.read())
                 os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # the stat as it was
                 assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-    except DatasetVersionError as err:
-        assert 'a.parquet was rewritten in place while this job read it' in str(err), err
+    except DatasetVersionError as err:  # by the open view's check, or by the check before a view opens
+        assert re.search('a.parquet was rewritten in place (while this job read it|with the same size)', str(err)), err
     else:
         assert read == list(range(10)), read  # all decoded before the overwrite
     assert read == list(range(len(read))) and read  # only the old file's rows, in order
+
+
+def _overwrite_keeping_the_stat(target: str, new: str) -> None:
+    """Overwrite ``target`` in place with the bytes of ``new`` (same size), then put its modification time back."""
+    before = os.stat(target)
+    with open(new, 'rb') as source, open(target, 'r+b') as old_file:
+        old_file.write(source.read())
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize('racy', [False, True], ids=['old-file', 'written-moments-before'])
+def test_a_row_group_first_opened_after_a_rewrite_the_stat_cannot_show_is_refused(tmp_path: Any, racy: bool) -> None:
+    """The case the view's own check cannot see (a fresh-clone run read rows 0, 1, 702, 703...): the view of a later
+    row group opened only after the file was overwritten with its size and modification time put back, so it parsed
+    the new footer and compared the new bytes with themselves. Random access, after the first row group was read:
+    the print of the file's tail taken when the index was derived tells the versions apart, in this process and in a
+    fresh one (a DataLoader worker, another rank)."""
+    import subprocess
+    import sys
+    import time
+
+    from streaming_core.errors import DatasetVersionError
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    if not racy:
+        old = time.time_ns() - 3_600 * 10**9
+        os.utime(target, ns=(old, old))
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    assert [dataset[0]['id'], dataset[1]['id']] == [0, 1]
+    _ten_rows(str(tmp_path / 'new.parquet'), 700)
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place with the same size and modif'):
+        dataset[2]
+    with pytest.raises(DatasetVersionError, match='rewritten in place'):
+        list(dataset)
+    fresh = subprocess.run(
+        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
+        input=pickle.dumps(dataset), capture_output=True, timeout=120)
+    assert fresh.returncode != 0 and b'DatasetVersionError' in fresh.stderr, (fresh.stdout, fresh.stderr[-2000:])
+
+
+def test_a_chmod_alone_stops_nothing(tmp_path: Any) -> None:
+    """The change time moves with a ``chmod`` too: the tail's print is compared and the job reads on."""
+    import time
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    assert dataset[0]['id'] == 0
+    os.chmod(target, 0o600)
+    assert [sample['id'] for sample in dataset] == list(range(10))
+
+
+def test_a_path_remote_rewritten_keeping_its_stat_is_not_copied_under_the_old_index(tmp_path: Any) -> None:
+    """The same rewrite of a file of a path remote (a mounted directory) before its first download: the copy is
+    refused by the download's check, never served under the index derived from the old bytes."""
+    import time
+
+    from streaming_core.errors import DatasetVersionError
+    remote = tmp_path / 'remote'
+    remote.mkdir()
+    target = str(remote / 'a.parquet')
+    _ten_rows(target, 0)
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    dataset = StreamingDataset(remote=str(remote), local=str(tmp_path / 'cache'), batch_size=1, shuffle=False)
+    assert len(dataset) == 10
+    _ten_rows(str(tmp_path / 'new.parquet'), 700)
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+    with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
+        dataset[0]
+    assert not os.path.exists(tmp_path / 'cache' / 'a.parquet')

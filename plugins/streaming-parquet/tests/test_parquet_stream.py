@@ -115,12 +115,12 @@ def test_a_file_replaced_on_the_remote_while_a_job_reads_it_stops_the_job(tmp_pa
     replace('b.parquet')
     checked, verdict = [], listing_watch._verdict
 
-    def failing_at_first(stream: Any, name: str, entry: Any) -> Any:
+    def failing_at_first(stream: Any, name: str, entry: Any, *where: Any) -> Any:
         assert not os.path.exists(str(tmp_path / 'local' / name))  # nothing unchecked is in place meanwhile
         checked.append(name)
         if len(checked) <= 3:  # every attempt of the first read (a download and 2 retries)
             raise StorageError('the store cannot tell now (injected)')
-        return verdict(stream, name, entry)
+        return verdict(stream, name, entry, *where)
 
     request.getfixturevalue('monkeypatch').setattr(listing_watch, '_verdict', failing_at_first)
     with pytest.raises(Exception, match='injected'):
