@@ -46,7 +46,15 @@ from streaming_core.reading.index_file import (
 )
 from streaming_core.reading.listing_entries import changed_data, stale_copies, write_version_entries
 from streaming_core.reading.tail_prints import read_prints, take_prints, write_prints
-from streaming_core.storage.facade import is_remote, join, list_with_stats, local_path, read_range, write_file_atomic
+from streaming_core.storage.facade import (
+    ObjectStat,
+    is_remote,
+    join,
+    list_with_stats,
+    local_path,
+    read_range,
+    write_file_atomic,
+)
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError', 'ListingUnavailableError',
@@ -197,6 +205,17 @@ def source_file(name: str, stat: Any, root: str) -> SourceFile:
                                 f'cannot describe files for a derived index. Write an index.json instead.')
     mtime = stat.mtime if stat.ctime is None else f'{stat.mtime}/{stat.ctime}'
     return SourceFile(name, int(stat.size), stat.etag, mtime)
+
+
+def local_entry(name: str, path: str, root: str) -> list[Any] | None:
+    """The listing entry of the local file ``name`` at ``path`` (of the directory ``root``) as it is now (None: it
+    does not exist)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return source_file(name, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
+                                        ctime=str(info.st_ctime_ns)), root).key()
 
 
 def builder_matches(builder: Any, files: Sequence[SourceFile], *, ignore_case: bool = False) -> list[SourceFile]:
@@ -547,7 +566,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     local_root = None if is_remote(source) else local_path(source)
     if kept is not None:
         if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
-            write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected]))
+            write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected], local_entry))
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
             write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
@@ -570,7 +589,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
     if local_root is not None:  # before the listing that names this version: a reader finds them with it
-        write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected]))
+        write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected], local_entry))
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
                   extra={'detected': detected} if detected is not None else None)
     return path, data, identity

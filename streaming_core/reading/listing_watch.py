@@ -34,13 +34,13 @@ from typing import Any
 from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
-from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, read_listing, source_file
+from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, local_entry, read_listing
 from streaming_core.reading.listing_entries import entries_by_name, read_version_entries, same_data_entry
 from streaming_core.reading.tail_prints import RACY_NS, read_prints, unchanged_tail
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['listing_check', 'agrees', 'check_in_place', 'local_entry']
+__all__ = ['listing_check', 'agrees', 'check_in_place']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
 _records: dict[str, tuple[Any, str | None, dict[str, list[Any]]]] = {}
@@ -76,16 +76,6 @@ def _latest(sdir: str) -> tuple[str | None, dict[str, list[Any]]]:
     entries = entries_by_name(record['files'] if record is not None else [])
     _records[sdir] = (stamp, identity, entries)
     return identity, entries
-
-
-def local_entry(name: str, path: str, root: str) -> list[Any] | None:
-    """The listing entry of the local file ``name`` at ``path`` as it is now (None: it does not exist)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return source_file(name, ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
-                                        ctime=str(info.st_ctime_ns)), root).key()
 
 
 def _seconds(value: Any) -> float | None:

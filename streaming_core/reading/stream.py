@@ -428,8 +428,10 @@ class Stream:
                 self.local_dir, raw.basename, raw_path, os.path.join(self.local_dir, *zipped.basename.split('/')))):
             if zipped is not None and not self.safe_keep_zip:
                 zip_path = os.path.join(self.local_dir, *zipped.basename.split('/'))
-                if os.path.exists(zip_path):
+                try:  # another process of the node may remove it at the same moment
                     os.remove(zip_path)
+                except FileNotFoundError:
+                    pass
             return
         os.makedirs(os.path.dirname(raw_path), exist_ok=True)
         if zipped is None:

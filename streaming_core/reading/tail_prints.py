@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ['TAIL_BYTES', 'RACY_NS', 'tail_print', 'take_prints', 'write_prints', 'read_prints', 'unchanged_tail']
@@ -50,16 +50,17 @@ def _ctime(entry: list[Any]) -> int | None:
         return None
 
 
-def take_prints(root: str, entries: Iterable[list[Any]]) -> dict[str, Any]:
+def take_prints(root: str, entries: Iterable[list[Any]],
+                entry_now: Callable[[str, str, str], list[Any] | None]) -> dict[str, Any]:
     """The prints of the files of the local directory ``root`` that ``entries`` list, taken now. A file that changed
-    between its listing and its print (its entry no longer describes it) gets None: it cannot be vouched for."""
-    from streaming_core.reading.listing_watch import local_entry
+    between its listing and its print (``entry_now(name, path, root)``, its entry as it is now, no longer the listed
+    one) gets None: it cannot be vouched for."""
     prints: dict[str, str | None] = {}
     for entry in entries:
         name = entry[0]
         path = os.path.join(root, *name.split('/'))
         found = tail_print(path)
-        prints[name] = found if found is not None and local_entry(name, path, root) == entry else None
+        prints[name] = found if found is not None and entry_now(name, path, root) == entry else None
     return {'taken_ns': time.time_ns(), 'prints': prints}
 
 

@@ -318,8 +318,10 @@ def download_file(url: str, path: str, *, timeout: float = 60.0, retries: int = 
             with guard() if guard is not None else nullcontext():  # held for the rename alone
                 os.replace(tmp, path)
         finally:
-            if os.path.exists(tmp):
+            try:  # an attempt given up by _within: its thread may remove it at the same moment
                 os.remove(tmp)
+            except FileNotFoundError:
+                pass
 
     try:
         with_retries(attempt, what=f'Download of {shown}', attempts=retries + 1, initial_backoff=initial_backoff,
