@@ -44,7 +44,7 @@ from streaming_core.reading.index_file import (
     index_text,
     parse_index_text,
 )
-from streaming_core.reading.listing_entries import changed_data, stale_copies, write_version_entries
+from streaming_core.reading.listing_entries import changed_data, same_data_entry, stale_copies, write_version_entries
 from streaming_core.reading.tail_prints import read_prints, take_prints, write_prints
 from streaming_core.storage.facade import (
     ObjectStat,
@@ -566,12 +566,14 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     local_root = None if is_remote(source) else local_path(source)
     if kept is not None:
         if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
-            write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected], local_entry))
+            write_prints(sdir, identity, _prints(builder, local_root, selected))
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
             write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
+    if local_root is not None:  # before the files are read: a rewrite meanwhile then stops the job, never passes
+        write_prints(sdir, identity, _prints(builder, local_root, selected))
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         purged = False
@@ -588,11 +590,16 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         if purged or changed_data(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
-    if local_root is not None:  # before the listing that names this version: a reader finds them with it
-        write_prints(sdir, identity, take_prints(local_root, [item.key() for item in selected], local_entry))
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
                   extra={'detected': detected} if detected is not None else None)
     return path, data, identity
+
+
+def _prints(builder: Any, root: str, files: Sequence[SourceFile]) -> dict[str, Any]:
+    """The prints of the listed local files (:mod:`streaming_core.reading.tail_prints`), over the byte range the
+    builder's optional ``print_span(path, size)`` names for each."""
+    span = getattr(builder, 'print_span', None)
+    return take_prints(root, [item.key() for item in files], span, local_entry, same_data_entry)
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -35,12 +36,12 @@ from streaming_core.common.paths import state_dir
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import file_identity
 from streaming_core.reading.derived_index import DERIVED_LISTING_NAME, local_entry, read_listing
-from streaming_core.reading.listing_entries import entries_by_name, read_version_entries, same_data_entry
-from streaming_core.reading.tail_prints import RACY_NS, read_prints, unchanged_tail
+from streaming_core.reading.listing_entries import KEPT_VERSIONS, entries_by_name, read_version_entries, same_data_entry
+from streaming_core.reading.tail_prints import RACY_NS, print_verdict, read_prints
 from streaming_core.storage.facade import ObjectStat, is_remote, join, list_with_stats, local_path, stat_object
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['listing_check', 'agrees', 'check_in_place']
+__all__ = ['listing_check', 'agrees', 'check_in_place', 'remember_version']
 
 #: Per state directory: the listing record's file identity, and its entries by name (read once per version).
 _records: dict[str, tuple[Any, str | None, dict[str, list[Any]]]] = {}
@@ -48,20 +49,49 @@ _records: dict[str, tuple[Any, str | None, dict[str, list[Any]]]] = {}
 _versions: dict[tuple[str, str], dict[str, list[Any]] | None] = {}
 #: Per (state directory, listing identity): the prints of its files' tails, or None when none were kept.
 _prints: dict[tuple[str, str], dict[str, Any] | None] = {}
+#: Per (state directory, listing identity, name): the entry of a file read in place whose print was last found
+#: right, when that check came after its change time could still stay put (no print taken again for that stat).
+_passed: dict[tuple[str, str, str], list[Any]] = {}
 _KIND = re.compile(r'([a-z]+):')
 
 
-def _own_entries(sdir: str, identity: str) -> dict[str, list[Any]]:
+def _own_entries(sdir: str, identity: str) -> dict[str, list[Any]] | None:
     """The entries of the listing version ``identity`` by name: kept by identity, else the latest listing's when it is
-    that version (empty when neither: nothing to compare)."""
+    that version (then remembered as this version's); None when neither (removed after newer versions were built)."""
     key = (sdir, identity)
-    if key not in _versions:
-        _versions[key] = read_version_entries(sdir, identity)
-    found = _versions[key]
-    if found is not None:
-        return found
-    latest, entries = _latest(sdir)
-    return entries if latest == identity else {}
+    found = _versions.get(key)
+    if found is None:
+        found = read_version_entries(sdir, identity)
+        if found is None:
+            latest, entries = _latest(sdir)
+            found = entries if latest == identity else None
+        if found is not None:
+            _versions[key] = found
+    return found
+
+
+def remember_version(stream: Any) -> None:
+    """Read the entries and prints of the listing version a stream's derived index was built from, when it is loaded:
+    forked DataLoader workers inherit them, even after newer versions of the directory's index replaced them."""
+    identity = str(getattr(stream, 'index_identity', None) or '')
+    if identity.startswith('derived:'):
+        sdir = getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)
+        if _own_entries(sdir, identity) is not None and not is_remote(stream.remote_dir or stream.local_dir):
+            _prints_of(sdir, identity)
+
+
+def _prints_of(sdir: str, identity: str) -> dict[str, Any] | None:
+    key = (sdir, identity)
+    if key not in _prints:
+        _prints[key] = read_prints(sdir, identity)
+    return _prints[key]
+
+
+def _gone(stream: Any, name: str) -> DatasetVersionError:
+    return DatasetVersionError(
+        f'The record of the listing {stream!r}\'s index was derived from is gone (more than {KEPT_VERSIONS} newer '
+        f'versions of the directory\'s index were built since this job started), so {name} cannot be checked '
+        f'against it; it is not read unchecked. Restart the job to read the current version.')
 
 
 def _latest(sdir: str) -> tuple[str | None, dict[str, list[Any]]]:
@@ -125,31 +155,34 @@ def agrees(entry: list[Any], stat: ObjectStat) -> bool:
     return True
 
 
-def _local_verdict(sdir: str, identity: str, name: str, path: str, root: str, entry: list[Any]) -> str | None:
+def _local_verdict(sdir: str, identity: str, name: str, path: str, root: str, entry: list[Any],
+                   copy: str | None = None) -> str | None:
     """None when the local file ``name`` at ``path`` is still the version ``entry`` describes, else what it is now:
-    its size and modification time, then the print of its tail when its stat cannot tell
-    (:mod:`streaming_core.reading.tail_prints`)."""
+    its size and modification time, then its print where its stat cannot tell, or where ``copy`` (a copy of it about
+    to be put in place) is what will be read (:mod:`streaming_core.reading.tail_prints`)."""
     now = local_entry(name, path, root)
     if now is None:
         return 'removed'
     if not same_data_entry(entry, now):
         return f'replaced (listed as {entry[1:]}, now {now[1:]})'
-    key = (sdir, identity)
-    if key not in _prints:
-        _prints[key] = read_prints(sdir, identity)
-    if not unchanged_tail(_prints[key], entry, now, path):
-        then, ctime = entry[3].split('/', 1)[-1], now[3].split('/', 1)[-1]
-        why = (f'its change time moved from {then} to {ctime}' if then != ctime else
-               f'written again within {RACY_NS // 10**9} s of its listing, which its stat cannot show')
-        return f'rewritten in place with the same size and modification time but other bytes at its end ({why})'
-    return None
+    key = (sdir, identity, name)
+    if copy is None and _passed.get(key) == now:
+        return None
+    checked_at = time.time_ns()  # before the print: a write that keeps the stat came before it
+    verdict = print_verdict(_prints_of(sdir, identity), entry, now, copy or path, copy=copy is not None)
+    ctime = str(now[3]).split('/', 1)[-1]
+    if verdict is None and copy is None and ctime.isdigit() and checked_at - int(ctime) >= RACY_NS:
+        _passed[key] = now  # from now on, a write moves the change time
+    return verdict
 
 
-def _verdict(stream: Any, name: str, entry: list[Any], sdir: str, identity: str) -> str | None:
-    """None when the remote file ``name`` is still the version ``entry`` describes, else what it is now."""
+def _verdict(stream: Any, name: str, entry: list[Any], sdir: str, identity: str, copy: str) -> str | None:
+    """None when the remote file ``name`` is still the version ``entry`` describes (and ``copy``, its download, holds
+    its bytes as far as a local remote's print tells), else what it is now."""
     root = stream.remote_dir
     if not is_remote(root):
-        return _local_verdict(sdir, identity, name, os.path.join(local_path(root), *name.split('/')), root, entry)
+        return _local_verdict(sdir, identity, name, os.path.join(local_path(root), *name.split('/')), root, entry,
+                              copy)
     url = join(root, name)
     timeout, retries = float(stream.download_timeout or 60.0), int(stream.download_retry or 0)
     try:
@@ -177,12 +210,15 @@ def listing_check(stream: Any, name: str) -> Callable[[str], None] | None:
     if not identity.startswith('derived:') or not stream.remote_dir:
         return None
     sdir = getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)
-    entry = _own_entries(sdir, identity).get(name)
-    if entry is None:  # not a file of the listing (a foreign index's shards), or no record: nothing to compare
+    entries = _own_entries(sdir, identity)
+    if entries is None:
+        raise _gone(stream, name)
+    entry = entries.get(name)
+    if entry is None:  # not a file of the listing (a foreign index's shards): nothing to compare
         return None
 
-    def check(_: str) -> None:
-        verdict = _verdict(stream, name, entry, sdir, identity)
+    def check(copy: str) -> None:
+        verdict = _verdict(stream, name, entry, sdir, identity, copy)
         if verdict is not None:
             raise DatasetVersionError(
                 f'The data of {stream!r} changed while this job read it: {redact_url(join(stream.remote_dir, name))} '
@@ -211,7 +247,10 @@ def check_in_place(stream: Any, name: str, path: str) -> None:
     if not identity.startswith('derived:') or identity.endswith(COPY_SUFFIX):
         return
     sdir = getattr(stream, 'purge_dir', None) or state_dir(stream.local_dir, create=False)
-    entry = _own_entries(sdir, identity).get(name)
+    entries = _own_entries(sdir, identity)
+    if entries is None:
+        raise _gone(stream, path)
+    entry = entries.get(name)
     if entry is None:
         return
     verdict = _local_verdict(sdir, identity, name, path, stream.local_dir, entry)

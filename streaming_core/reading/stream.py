@@ -34,7 +34,7 @@ from streaming_core.reading.format_options import apply_format_options, merge_fo
 from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.reading.index_sync import MissingIndexError, sync_index
 from streaming_core.reading.inplace_copies import copies_current, copy_is_current, decompress_beside
-from streaming_core.reading.listing_watch import listing_check
+from streaming_core.reading.listing_watch import listing_check, remember_version
 from streaming_core.reading.local_only import sync_local_only
 from streaming_core.reading.remote_watch import changed_now, expected_hash_after_change, fast_hash
 from streaming_core.reading.shard_table import ShardTable
@@ -337,6 +337,7 @@ class Stream:
         self._check_validate_hash(table)
         table = apply_format_options(self, table)  # a streaming index.json's formats take them (a projection...)
         self.index_identity = synced.identity
+        remember_version(self)  # its listing's entries and prints, for this process and its forks
         if self.has_remote_copy:  # files are read at the version of the index, in any process (a branch's commit)
             try:
                 self.read_root = pinned_location(self.remote_dir, timeout=float(self.download_timeout),

@@ -1,16 +1,21 @@
-"""Prints of the ends of a local directory's files, taken when an index is derived from its listing, for the
-rewrites its stat cannot show.
+"""Prints of the bytes that identify a local directory's files, taken when an index is derived from its listing, for
+the rewrites their stat cannot show.
 
 A derived index (Parquet, WebDataset) of a local directory names each file by its size and modification time
 (:mod:`streaming_core.reading.listing_watch`). A file overwritten in place with bytes of the same size keeps both
 when its modification time is put back (``cp -p``, ``rsync -t --inplace``, ``touch -r``), or when the write falls
 within the coarse clock's tick of the previous one; only its change time moves (in the second case, not even that).
-The change time alone cannot decide, since a ``chmod`` or a hard link moves it without touching the data. So when a
-derived index of a local directory is built, the last :data:`TAIL_BYTES` of each file are hashed (a Parquet file's
-footer is there) and kept beside the listing version (:func:`write_prints`). A file whose change time moved since
-the listing, or whose listing fell within :data:`RACY_NS` of its last change, has its tail hashed again before it is
-opened or copied (:func:`unchanged_tail`), and another print stops the job. A rewrite that keeps the size, the
-modification time and the last :data:`TAIL_BYTES` bytes is not seen.
+The change time alone cannot decide, since a ``chmod`` or a hard link moves it without touching the data.
+
+So when a derived index of a local directory is built, each file's *print* is taken first (before the builder reads
+the files: a rewrite between the two then stops the job instead of passing): a hash of the byte range its index
+builder names with ``print_span`` (a Parquet file's whole footer, where its row groups' sizes and statistics are),
+kept beside the listing version (:func:`write_prints`). Before a file read in place is opened (and just after), when
+its change time moved since the listing or the listing fell within :data:`RACY_NS` of that change, its print is taken
+again and compared (:func:`print_verdict`); a copy of a local remote's file is compared with the print before it is
+put in place. A format without ``print_span`` (WebDataset's tars, whose ends are zero padding) has no print: a file of
+it whose change time moved stops the job (a ``chmod`` too). A rewrite that keeps the size, the modification time and
+the printed bytes is not seen, nor a rewrite of a file already open (a mapped tar).
 """
 
 from __future__ import annotations
@@ -22,46 +27,50 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['TAIL_BYTES', 'RACY_NS', 'tail_print', 'take_prints', 'write_prints', 'read_prints', 'unchanged_tail']
+__all__ = ['RACY_NS', 'take_prints', 'write_prints', 'read_prints', 'print_verdict', 'prints_path']
 
-#: Bytes at the end of each file that are hashed.
-TAIL_BYTES = 4096
 #: A file changed this close (ns) to the moment it was listed may be changed again without its stat moving.
 RACY_NS = 2_000_000_000
+#: The most bytes of one file that are hashed (a span beyond it is cut to its last bytes).
+MAX_SPAN = 64 << 20
+
+Span = Callable[[str, int], 'tuple[int, int] | None']
 
 
-def tail_print(path: str) -> str | None:
-    """The hash of the last :data:`TAIL_BYTES` of the file at ``path`` and its size (None when it does not exist)."""
+def _print(path: str, start: int, length: int) -> str | None:
+    """The hash of ``length`` bytes from ``start`` of the file at ``path`` (None when it does not exist)."""
     try:
         with open(path, 'rb') as handle:
-            size = os.fstat(handle.fileno()).st_size
-            tail = os.pread(handle.fileno(), min(size, TAIL_BYTES), max(size - TAIL_BYTES, 0))
+            data = os.pread(handle.fileno(), length, start)
     except FileNotFoundError:
         return None
-    return hashlib.blake2b(tail, digest_size=16, person=str(size).encode()[:16]).hexdigest()
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _ctime(entry: list[Any]) -> int | None:
-    """The change time (ns) a local listing entry (``[name, size, etag, 'mtime_ns/ctime_ns']``) records."""
+def _ctime(entry: list[Any]) -> str:
+    """The change time a local listing entry (``[name, size, etag, 'mtime_ns/ctime_ns']``) records ('' if none)."""
     parts = str(entry[3] or '').split('/', 1)
-    try:
-        return int(parts[1]) if len(parts) == 2 else None
-    except ValueError:
-        return None
+    return parts[1] if len(parts) == 2 else ''
 
 
-def take_prints(root: str, entries: Iterable[list[Any]],
-                entry_now: Callable[[str, str, str], list[Any] | None]) -> dict[str, Any]:
-    """The prints of the files of the local directory ``root`` that ``entries`` list, taken now. A file that changed
-    between its listing and its print (``entry_now(name, path, root)``, its entry as it is now, no longer the listed
-    one) gets None: it cannot be vouched for."""
-    prints: dict[str, str | None] = {}
-    for entry in entries:
-        name = entry[0]
+def take_prints(root: str, entries: Iterable[list[Any]], span: Span | None,
+                entry_now: Callable[[str, str, str], list[Any] | None],
+                same_data: Callable[[list[Any], list[Any]], bool]) -> dict[str, Any]:
+    """The prints of the files of the local directory ``root`` that ``entries`` list, taken now: ``span(path, size)``
+    (the index builder's ``print_span``; None: the format has no print) names each file's bytes. A file whose data
+    changed since its listing (``entry_now(name, path, root)``, compared by ``same_data``) gets None: it cannot be
+    vouched for."""
+    prints: dict[str, Any] = {}
+    for entry in entries if span is not None else ():
+        name, size = entry[0], int(entry[1])
         path = os.path.join(root, *name.split('/'))
-        found = tail_print(path)
-        prints[name] = found if found is not None and entry_now(name, path, root) == entry else None
-    return {'taken_ns': time.time_ns(), 'prints': prints}
+        start, length = span(path, size) or (max(size - 4096, 0), min(size, 4096))
+        if length > MAX_SPAN:
+            start, length = start + length - MAX_SPAN, MAX_SPAN
+        found = _print(path, start, length)
+        now = entry_now(name, path, root)
+        prints[name] = [found, start, length] if found is not None and now and same_data(entry, now) else None
+    return {'taken_ns': time.time_ns(), 'kind': 'spans' if span is not None else 'stat', 'prints': prints}
 
 
 def prints_path(sdir: str, identity: str) -> str:
@@ -83,21 +92,36 @@ def read_prints(sdir: str, identity: str) -> dict[str, Any] | None:
             found = json.loads(handle.read())
     except (OSError, ValueError):
         return None
-    ok = isinstance(found, dict) and isinstance(found.get('prints'), dict) and isinstance(found.get('taken_ns'), int)
+    ok = (isinstance(found, dict) and isinstance(found.get('prints'), dict) and isinstance(found.get('taken_ns'), int)
+          and found.get('kind') in ('spans', 'stat'))
     return found if ok else None
 
 
-def unchanged_tail(prints: dict[str, Any] | None, entry: list[Any], now: list[Any], path: str) -> bool:
-    """Whether the local file at ``path``, whose entry ``now`` has the size and modification time of its listed
-    ``entry``, still holds the listed bytes as far as can be told: its change time has not moved since the listing
-    (and the listing was not within :data:`RACY_NS` of that change), or its tail's print is the listed one. Without
-    prints (an index built before they were taken) the size and modification time decide, as before."""
+def print_verdict(prints: dict[str, Any] | None, entry: list[Any], now: list[Any], served: str,
+                  copy: bool = False) -> str | None:
+    """None when the bytes at ``served`` are still those the listed ``entry`` described as far as can be told, else
+    why not. ``now`` is the file's entry as it is now, with the listed size and modification time; ``served`` is the
+    file read in place, or (``copy``) the copy of a local remote's file about to be put in place, whose print is
+    always compared. Without prints (an index built before they were taken) the size and modification time decide."""
     if prints is None:
-        return True
-    listed_ctime, ctime = _ctime(entry), _ctime(now)
-    if listed_ctime is not None and ctime == listed_ctime and prints['taken_ns'] - listed_ctime >= RACY_NS:
-        return True
-    expected = prints['prints'].get(entry[0], '')
-    if expected == '':  # not a file of this listing's prints
-        return True
-    return expected is not None and tail_print(path) == expected
+        return None
+    listed, changed = _ctime(entry), _ctime(now)
+    moved = changed != listed
+    try:
+        racy = prints['taken_ns'] - int(listed) < RACY_NS
+    except ValueError:
+        racy = True
+    if prints['kind'] == 'stat':
+        return (f'changed: its change time moved from {listed} to {changed} with its size and modification time kept '
+                f'(a rewrite with its modification time put back, or a chmod or a hard link), and its format keeps no '
+                f'print of its bytes to tell which') if moved else None
+    if not copy and not moved and not racy:
+        return None
+    if entry[0] not in prints['prints'] or prints['prints'][entry[0]] is None:
+        return 'changed while its index was derived (its bytes could not be vouched for then)'
+    expected, start, length = prints['prints'][entry[0]]
+    if _print(served, start, length) == expected:
+        return None
+    why = (f'its change time moved from {listed} to {changed}' if moved else
+           f'listed within {RACY_NS // 10**9} s of its last change, when its stat cannot show a rewrite')
+    return f'rewritten in place with the same size and modification time but other bytes ({why})'

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +224,25 @@ class ParquetIndexBuilder:
         if self.decode_images:
             parts.append('decode_images')
         return f'parquet[{";".join(parts)}]' if parts else 'parquet'
+
+    @staticmethod
+    def print_span(path: str, size: int) -> tuple[int, int] | None:
+        """The byte range that identifies a local Parquet file's contents, hashed by the core to tell a rewrite its
+        stat cannot show: its whole footer (the row groups' sizes, offsets and statistics; a file written without
+        statistics may have the same footer as another of the same layout) and the 4 KiB of data before it (None
+        when the file has no valid footer: the core then hashes its last bytes)."""
+        try:
+            with open(path, 'rb') as handle:
+                end = os.pread(handle.fileno(), 8, max(size - 8, 0))
+        except OSError:
+            return None
+        if len(end) != 8 or end[4:] != MAGIC:
+            return None
+        footer = int.from_bytes(end[:4], 'little') + 8
+        if footer > size:
+            return None
+        start = max(size - footer - 4096, 0)
+        return start, size - start
 
     def _project(self, first: Any, first_columns: list[list[str]], where: str) -> list[list[str]]:
         if self.columns is None:

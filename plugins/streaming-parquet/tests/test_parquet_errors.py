@@ -478,3 +478,107 @@ def test_a_path_remote_rewritten_keeping_its_stat_is_not_copied_under_the_old_in
     with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
         dataset[0]
     assert not os.path.exists(tmp_path / 'cache' / 'a.parquet')
+
+
+def test_a_wide_file_rewritten_keeping_its_stat_is_refused(tmp_path: Any) -> None:
+    """A table of 121 columns (with statistics, pyarrow's default): its footer passes 4 KiB, so its last 4 KiB are
+    schema metadata alone, equal in both versions (a review read rows 0, 1, 702... under the old index when the last
+    4 KiB were printed). The print covers the whole footer, where the row groups' statistics differ."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_core.errors import DatasetVersionError
+
+    def write(path: str, base: int) -> None:
+        columns = {'id': pa.array(range(base, base + 10), pa.int64())}
+        columns.update({f'feature_{j:03d}': pa.array([float(base + i + j) for i in range(10)], pa.float64())
+                        for j in range(120)})
+        pq.write_table(pa.table(columns), path, compression='none', use_dictionary=False, row_group_size=2)
+
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    write(target, 0)
+    write(str(tmp_path / 'new.parquet'), 700)
+    old_bytes, new_bytes = open(target, 'rb').read(), open(tmp_path / 'new.parquet', 'rb').read()
+    assert len(old_bytes) == len(new_bytes) and old_bytes[-4096:] == new_bytes[-4096:] and old_bytes != new_bytes
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False, columns=['id'])
+    assert [dataset[0]['id'], dataset[1]['id']] == [0, 1]
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+    with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
+        dataset[2]
+
+
+def test_a_chmod_while_the_index_is_built_stops_nothing(tmp_path: Any, monkeypatch: Any) -> None:
+    """A file's change time moved between its listing and its print (a chmod or a hard link while the index is
+    built): its data did not change, so its print is taken, and the job reads every row (a review saw every later
+    open refused with a message about bytes that were never compared)."""
+    import time
+
+    from streaming_core.reading import derived_index
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    taking = derived_index.take_prints
+
+    def with_a_chmod_first(*args: Any) -> Any:
+        os.chmod(target, 0o600)
+        return taking(*args)
+
+    monkeypatch.setattr(derived_index, 'take_prints', with_a_chmod_first)
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    assert [sample['id'] for sample in dataset] == list(range(10))
+    assert dataset[7]['id'] == 7
+
+
+def test_a_job_whose_listing_record_was_pruned_is_still_checked(tmp_path: Any) -> None:
+    """Five newer versions of the directory's index built while a job runs (another file's metadata changed, each
+    version kept by a construction) prune the record of the job's own version. Its forked workers inherit the
+    entries and prints read when the dataset was created, and stop at the rewrite (a review's forked worker read rows
+    700... unchecked); a fresh process, which cannot read them any more, refuses to read unchecked."""
+    import multiprocessing
+    import subprocess
+    import sys
+    import time
+
+    from streaming_core.errors import DatasetVersionError
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    _ten_rows(str(data / 'b.parquet'), 100)
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    identities = {dataset.streams[0].index_identity}
+    for number in range(5):
+        os.chmod(data / 'b.parquet', 0o600 if number % 2 == 0 else 0o644)
+        identities.add(StreamingDataset(local=str(data), batch_size=1).streams[0].index_identity)
+    assert len(identities) == 6
+    _ten_rows(str(tmp_path / 'new.parquet'), 700)
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+
+    def read_in_a_fork(queue: Any) -> None:
+        try:
+            queue.put([dataset[i]['id'] for i in range(10)])
+        except DatasetVersionError as err:
+            queue.put(str(err))
+
+    queue = multiprocessing.get_context('fork').Queue()
+    child = multiprocessing.get_context('fork').Process(target=read_in_a_fork, args=(queue,))
+    child.start()
+    found = queue.get(timeout=120)
+    child.join(60)
+    assert isinstance(found, str) and 'rewritten in place' in found, found
+    fresh = subprocess.run(
+        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
+        input=pickle.dumps(dataset), capture_output=True, timeout=120)
+    assert fresh.returncode != 0, fresh.stdout
+    assert b'DatasetVersionError' in fresh.stderr and b'is gone' in fresh.stderr, fresh.stderr[-2000:]
