@@ -564,3 +564,56 @@ def test_a_body_that_trickles_in_is_abandoned_within_the_timeout_and_its_size(tm
     while os.listdir(tmp_path / 'out') and time.monotonic() < deadline:
         time.sleep(0.05)
     assert os.listdir(tmp_path / 'out') == []
+
+
+def test_an_abandoned_attempt_removing_its_file_first_leaves_the_download_retryable(tmp_path: Any,
+                                                                                  monkeypatch: Any) -> None:
+    """An attempt given up for its time and the thread still running it both remove its temporary file. When the
+    thread got there first, the attempt's own removal met FileNotFoundError, which replaced the retryable timeout:
+    the download failed without its retries (a fresh-clone run: two ranks of the fault-injection test failed, and a
+    stalled shard had 2 GETs for 3 attempts). Here the thread always wins that race."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    body = os.urandom(4000)
+    stop = threading.Event()
+    gets = []
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            gets.append(self.path)
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            for i in range(len(body)):
+                if stop.wait(0.2):
+                    return
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+
+    real_remove = os.remove
+
+    def the_thread_first(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path).endswith('.tmp') and threading.current_thread() is threading.main_thread():
+            try:
+                real_remove(path)  # the abandoned attempt's thread removes it just before
+            except FileNotFoundError:
+                pass
+        real_remove(path, *args, **kwargs)
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
+    url = f'http://127.0.0.1:{server.server_address[1]}/shard.00000.mds'
+    monkeypatch.setattr(os, 'remove', the_thread_first)
+    try:
+        with pytest.raises(StorageError, match='did not finish within .* sends too slowly'):
+            download_file(url, str(tmp_path / 'out' / 'shard.00000.mds'), timeout=0.5, retries=2,
+                          expected_size=len(body), **FAST)
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    assert len(gets) == 3, gets  # every attempt made
