@@ -234,9 +234,9 @@ class IndexBuilder(Protocol):
     (name, bytes)`` and ``sidecar_name``: a *sidecar index* that ``streaming index DIR`` writes beside the files
     and ``build`` may use instead of reading every file (include ``sidecar_name`` in ``patterns`` so ``build`` is
     given it); a directory holding only a sidecar is not detected as the format's. ``print_span(path, size) ->
-    (start, length)``: the byte range of a local file that identifies its contents (a Parquet file's footer), hashed
-    when the index of a local directory is derived and again when the file's stat cannot tell a rewrite in place
-    (:mod:`streaming_core.reading.tail_prints`); without it, a file whose change time moved stops the job.
+    (start, length)`` (or a list of them): the bytes of a local file that identify its contents (a Parquet file's
+    footer), hashed when the index of a local directory is derived and again when the file's stat cannot tell a
+    rewrite in place (:mod:`streaming_core.reading.tail_prints`); without it, blocks spread over the file are.
     """
 
     name: str

@@ -572,8 +572,8 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         return path, kept, identity
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
-    if local_root is not None:  # before the files are read: a rewrite meanwhile then stops the job, never passes
-        write_prints(sdir, identity, _prints(builder, local_root, selected))
+    # Before the files are read: a rewrite meanwhile then stops the job, never passes.
+    prints = _prints(builder, local_root, selected) if local_root is not None else None
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         purged = False
@@ -590,7 +590,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         if purged or changed_data(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
-    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected,
+    write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected, prints=prints,
                   extra={'detected': detected} if detected is not None else None)
     return path, data, identity
 
@@ -603,13 +603,16 @@ def _prints(builder: Any, root: str, files: Sequence[SourceFile]) -> dict[str, A
 
 
 def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: str, source: str,
-                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None) -> None:
+                  files: Sequence[SourceFile], extra: dict[str, Any] | None = None,
+                  prints: dict[str, Any] | None = None) -> None:
     """Install the derived index ``data`` at ``path``, then the listing it was built from (what
     :func:`kept_index` checks) with ``extra`` fields (what a later process may reuse, such as the detected format
     under its :func:`detection_key`); each written atomically. The record names the installed file by its
     :func:`~streaming_core.reading.cache_record.file_identity` (``derived_stat``), so that a reader trusting the
     record without the digest can tell the file is still the one it describes."""
     write_file_atomic(path, data)
+    if prints is not None:  # with the entries, and pruned with them
+        write_prints(sdir, identity, prints)
     write_version_entries(sdir, identity, [item.key() for item in files])
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),

@@ -111,12 +111,18 @@ def write_version_entries(sdir: str, identity: str, entries: list[list[Any]]) ->
 
     from streaming_core.storage.facade import write_file_atomic
     write_file_atomic(version_entries_path(sdir, identity), json.dumps(entries).encode('utf-8'))
-    for prefix in ('derived-files-', 'derived-tails-'):  # the prints of a version's files (tail_prints) too
-        kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith(prefix)),
-                      key=lambda entry: entry.stat().st_mtime_ns)
-        for old in kept[:-KEPT_VERSIONS]:
+    kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith('derived-files-')),
+                  key=lambda entry: entry.stat().st_mtime_ns)
+    for old in kept[:-KEPT_VERSIONS]:
+        try:
+            os.remove(old.path)
+        except FileNotFoundError:
+            pass
+    entries = {entry.name.removeprefix('derived-files-') for entry in kept[-KEPT_VERSIONS:]}
+    for prints in os.scandir(sdir):  # a version's prints (tail_prints) go with its entries
+        if prints.name.startswith('derived-tails-') and prints.name.removeprefix('derived-tails-') not in entries:
             try:
-                os.remove(old.path)
+                os.remove(prints.path)
             except FileNotFoundError:
                 pass
 

@@ -14,8 +14,9 @@ in place for another process to open.
 A stat and a listing may describe one version differently (a listing's modification time in milliseconds, a stat's
 in seconds; GCS's generation in one, its MD5 etag in the other), so only what both state in one form is compared:
 the size, etags of the same kind, else the modification times to the second (:func:`agrees`). A local remote's file
-is compared by its size and modification time in nanoseconds: its change time, which a ``chmod``, a ``chown`` or a
-hard link (a snapshot) moves, is left out.
+is compared by its size and modification time in nanoseconds (its change time, which a ``chmod``, a ``chown`` or a
+hard link moves, left out), and its copy by the print taken when the index was derived
+(:mod:`streaming_core.reading.tail_prints`); a file read in place by its print too, where its stat cannot tell.
 
 A rebuild of the derived index by another process of the node (a newer job) notes a purge when an entry it knew
 changed or disappeared, so a job on the old index stops before opening such a file, downloaded or not
@@ -168,8 +169,15 @@ def _local_verdict(sdir: str, identity: str, name: str, path: str, root: str, en
     key = (sdir, identity, name)
     if copy is None and _passed.get(key) == now:
         return None
+    prints = _prints_of(sdir, identity)
+    if prints is None:
+        raise DatasetVersionError(
+            f'The print of {path} taken with the listing this job\'s index was derived from is gone (removed with '
+            f'that listing\'s record after more than {KEPT_VERSIONS} newer versions of the directory\'s index were '
+            f'built), so a rewrite of it that kept its size and modification time could not be seen; it is not read '
+            f'unchecked. Restart the job to read the current version.')
     checked_at = time.time_ns()  # before the print: a write that keeps the stat came before it
-    verdict = print_verdict(_prints_of(sdir, identity), entry, now, copy or path, copy=copy is not None)
+    verdict = print_verdict(prints, entry, now, copy or path, copy=copy is not None)
     ctime = str(now[3]).split('/', 1)[-1]
     if verdict is None and copy is None and ctime.isdigit() and checked_at - int(ctime) >= RACY_NS:
         _passed[key] = now  # from now on, a write moves the change time

@@ -7,15 +7,15 @@ when its modification time is put back (``cp -p``, ``rsync -t --inplace``, ``tou
 within the coarse clock's tick of the previous one; only its change time moves (in the second case, not even that).
 The change time alone cannot decide, since a ``chmod`` or a hard link moves it without touching the data.
 
-So when a derived index of a local directory is built, each file's *print* is taken first (before the builder reads
-the files: a rewrite between the two then stops the job instead of passing): a hash of the byte range its index
-builder names with ``print_span`` (a Parquet file's whole footer, where its row groups' sizes and statistics are),
-kept beside the listing version (:func:`write_prints`). Before a file read in place is opened (and just after), when
-its change time moved since the listing or the listing fell within :data:`RACY_NS` of that change, its print is taken
-again and compared (:func:`print_verdict`); a copy of a local remote's file is compared with the print before it is
-put in place. A format without ``print_span`` (WebDataset's tars, whose ends are zero padding) has no print: a file of
-it whose change time moved stops the job (a ``chmod`` too). A rewrite that keeps the size, the modification time and
-the printed bytes is not seen, nor a rewrite of a file already open (a mapped tar).
+So when a derived index of a local directory is built, each file's *print* is taken before the builder reads the
+files (a rewrite between the two then stops the job instead of passing) and kept with the listing version's entries
+(:func:`write_prints`, pruned with them): a hash of the byte ranges its index builder names with ``print_span`` (a
+Parquet file's whole footer, where its row groups' sizes and statistics are, and the 4 KiB before it), else of
+:data:`SAMPLES` blocks of 4 KiB spread over the file, its first and last included (WebDataset's tars end in zero
+padding). Before a file read in place is opened (and just after), when its change time moved since the listing or the
+listing fell within :data:`RACY_NS` of that change, its print is taken again and compared (:func:`print_verdict`); a
+copy of a local remote's file is compared with the print before it is put in place. A rewrite that keeps the size,
+the modification time and the printed bytes is not seen, nor a rewrite of a file already open.
 """
 
 from __future__ import annotations
@@ -27,24 +27,49 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['RACY_NS', 'take_prints', 'write_prints', 'read_prints', 'print_verdict', 'prints_path']
+__all__ = ['RACY_NS', 'take_prints', 'write_prints', 'read_prints', 'print_verdict', 'prints_path', 'spread_ranges']
 
 #: A file changed this close (ns) to the moment it was listed may be changed again without its stat moving.
 RACY_NS = 2_000_000_000
 #: The most bytes of one file that are hashed (a span beyond it is cut to its last bytes).
 MAX_SPAN = 64 << 20
+#: Blocks of :data:`BLOCK` bytes spread over a file whose builder names no span.
+SAMPLES = 16
+BLOCK = 4096
 
-Span = Callable[[str, int], 'tuple[int, int] | None']
+Ranges = list[list[int]]
+Span = Callable[[str, int], Any]
 
 
-def _print(path: str, start: int, length: int) -> str | None:
-    """The hash of ``length`` bytes from ``start`` of the file at ``path`` (None when it does not exist)."""
+def spread_ranges(size: int) -> Ranges:
+    """:data:`SAMPLES` blocks spread evenly over a file of ``size`` bytes, the first and the last included (the whole
+    file when it is smaller)."""
+    if size <= SAMPLES * BLOCK:
+        return [[0, size]]
+    step = (size - BLOCK) / (SAMPLES - 1)
+    return [[int(i * step), BLOCK] for i in range(SAMPLES)]
+
+
+def _ranges(span: Span | None, path: str, size: int) -> Ranges:
+    """The ranges to hash: the builder's ``span(path, size)`` (one ``(start, length)`` or a list of them, each cut to
+    :data:`MAX_SPAN`), else :func:`spread_ranges`."""
+    found = span(path, size) if span is not None else None
+    if not found:
+        return spread_ranges(size)
+    pairs = [found] if isinstance(found[0], int) else list(found)
+    return [[start + max(length - MAX_SPAN, 0), min(length, MAX_SPAN)] for start, length in pairs]
+
+
+def _print(path: str, ranges: Ranges) -> str | None:
+    """The hash of the byte ``ranges`` of the file at ``path`` (None when it does not exist)."""
+    digest = hashlib.blake2b(digest_size=16)
     try:
         with open(path, 'rb') as handle:
-            data = os.pread(handle.fileno(), length, start)
+            for start, length in ranges:
+                digest.update(os.pread(handle.fileno(), length, start))
     except FileNotFoundError:
         return None
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return digest.hexdigest()
 
 
 def _ctime(entry: list[Any]) -> str:
@@ -56,21 +81,18 @@ def _ctime(entry: list[Any]) -> str:
 def take_prints(root: str, entries: Iterable[list[Any]], span: Span | None,
                 entry_now: Callable[[str, str, str], list[Any] | None],
                 same_data: Callable[[list[Any], list[Any]], bool]) -> dict[str, Any]:
-    """The prints of the files of the local directory ``root`` that ``entries`` list, taken now: ``span(path, size)``
-    (the index builder's ``print_span``; None: the format has no print) names each file's bytes. A file whose data
-    changed since its listing (``entry_now(name, path, root)``, compared by ``same_data``) gets None: it cannot be
-    vouched for."""
+    """The prints of the files of the local directory ``root`` that ``entries`` list, taken now, over the ranges of
+    :func:`_ranges` (``span``: the index builder's ``print_span``). A file whose data changed since its listing
+    (``entry_now(name, path, root)``, compared by ``same_data``) gets None: it cannot be vouched for."""
     prints: dict[str, Any] = {}
-    for entry in entries if span is not None else ():
+    for entry in entries:
         name, size = entry[0], int(entry[1])
         path = os.path.join(root, *name.split('/'))
-        start, length = span(path, size) or (max(size - 4096, 0), min(size, 4096))
-        if length > MAX_SPAN:
-            start, length = start + length - MAX_SPAN, MAX_SPAN
-        found = _print(path, start, length)
+        ranges = _ranges(span, path, size)
+        found = _print(path, ranges)
         now = entry_now(name, path, root)
-        prints[name] = [found, start, length] if found is not None and now and same_data(entry, now) else None
-    return {'taken_ns': time.time_ns(), 'kind': 'spans' if span is not None else 'stat', 'prints': prints}
+        prints[name] = [found, ranges] if found is not None and now and same_data(entry, now) else None
+    return {'taken_ns': time.time_ns(), 'prints': prints}
 
 
 def prints_path(sdir: str, identity: str) -> str:
@@ -92,35 +114,29 @@ def read_prints(sdir: str, identity: str) -> dict[str, Any] | None:
             found = json.loads(handle.read())
     except (OSError, ValueError):
         return None
-    ok = (isinstance(found, dict) and isinstance(found.get('prints'), dict) and isinstance(found.get('taken_ns'), int)
-          and found.get('kind') in ('spans', 'stat'))
+    ok = isinstance(found, dict) and isinstance(found.get('prints'), dict) and isinstance(found.get('taken_ns'), int)
     return found if ok else None
 
 
-def print_verdict(prints: dict[str, Any] | None, entry: list[Any], now: list[Any], served: str,
+def print_verdict(prints: dict[str, Any], entry: list[Any], now: list[Any], served: str,
                   copy: bool = False) -> str | None:
     """None when the bytes at ``served`` are still those the listed ``entry`` described as far as can be told, else
     why not. ``now`` is the file's entry as it is now, with the listed size and modification time; ``served`` is the
     file read in place, or (``copy``) the copy of a local remote's file about to be put in place, whose print is
-    always compared. Without prints (an index built before they were taken) the size and modification time decide."""
-    if prints is None:
-        return None
+    always compared."""
     listed, changed = _ctime(entry), _ctime(now)
     moved = changed != listed
     try:
         racy = prints['taken_ns'] - int(listed) < RACY_NS
     except ValueError:
         racy = True
-    if prints['kind'] == 'stat':
-        return (f'changed: its change time moved from {listed} to {changed} with its size and modification time kept '
-                f'(a rewrite with its modification time put back, or a chmod or a hard link), and its format keeps no '
-                f'print of its bytes to tell which') if moved else None
     if not copy and not moved and not racy:
         return None
-    if entry[0] not in prints['prints'] or prints['prints'][entry[0]] is None:
+    found = prints['prints'].get(entry[0])
+    if found is None:
         return 'changed while its index was derived (its bytes could not be vouched for then)'
-    expected, start, length = prints['prints'][entry[0]]
-    if _print(served, start, length) == expected:
+    expected, ranges = found
+    if _print(served, ranges) == expected:
         return None
     why = (f'its change time moved from {listed} to {changed}' if moved else
            f'listed within {RACY_NS // 10**9} s of its last change, when its stat cannot show a rewrite')

@@ -36,7 +36,7 @@ from streaming_core.plugin_api import IndexFormatError, ShardCorruptError, Unkno
 from streaming_parquet.selection import describe_selection, select_names
 from streaming_parquet.sidecar import SIDECAR, Summary, read_sidecar, sidecar_json, summary_of, usable_row
 
-__all__ = ['ParquetIndexBuilder', 'read_footer', 'entries_for', 'image_columns',
+__all__ = ['ParquetIndexBuilder', 'read_footer', 'footer_span', 'entries_for', 'image_columns',
            'require_pillow', 'FOOTER_PROBE', 'MAGIC', 'INDEX_VERSION']
 
 logger = logging.getLogger('streaming_parquet')
@@ -70,6 +70,18 @@ def require_pillow() -> Any:
                           f"'streaming-parquet[images]' (or pip install pillow), or leave decode_images out to get "
                           f"each image as its {{'bytes', 'path'}} dict.") from err
     return Image
+
+
+def footer_span(end: bytes, size: int) -> tuple[int, int] | None:
+    """``(start, length)`` of the whole footer of a Parquet file of ``size`` bytes whose last 8 bytes are ``end``,
+    with the 4 KiB before it and the footer's length and magic number (None when ``end`` is no Parquet ending)."""
+    if len(end) != 8 or end[4:] != MAGIC:
+        return None
+    footer = int.from_bytes(end[:4], 'little') + 8
+    if footer > size:
+        return None
+    start = max(size - footer - 4096, 0)
+    return start, size - start
 
 
 def read_footer(name: str, size: int, read: Callable[[str, int, int], bytes], where: str) -> Any:
@@ -233,16 +245,9 @@ class ParquetIndexBuilder:
         when the file has no valid footer: the core then hashes its last bytes)."""
         try:
             with open(path, 'rb') as handle:
-                end = os.pread(handle.fileno(), 8, max(size - 8, 0))
+                return footer_span(os.pread(handle.fileno(), 8, max(size - 8, 0)), size)
         except OSError:
             return None
-        if len(end) != 8 or end[4:] != MAGIC:
-            return None
-        footer = int.from_bytes(end[:4], 'little') + 8
-        if footer > size:
-            return None
-        start = max(size - footer - 4096, 0)
-        return start, size - start
 
     def _project(self, first: Any, first_columns: list[list[str]], where: str) -> list[list[str]]:
         if self.columns is None:

@@ -43,7 +43,7 @@ SLICE_ROWS = 32768
 #: Nanoseconds after a file's modification time during which a write of the same size may leave its size and
 #: modification time as they were (the kernel stamps writes with a coarse clock; some filesystems keep seconds).
 RACY_NS = 2_000_000_000
-#: Bytes at the end of a file (its footer and the last pages) compared while its stat cannot tell a rewrite.
+#: Bytes at the end of a file compared while its stat cannot tell a rewrite, when its footer cannot be located.
 TAIL_BYTES = 1 << 16
 
 
@@ -455,9 +455,20 @@ class ParquetView:
                 f'dataset to new files or directories.')
 
     def _tail(self) -> bytes:
-        """The last :data:`TAIL_BYTES` of the open file (its footer, where the row groups' statistics are)."""
-        size = self._opened_as[0]
-        return os.pread(self._source.fileno(), min(size, TAIL_BYTES), max(size - TAIL_BYTES, 0))
+        """A hash of the open file's whole footer (where the row groups' sizes and statistics are) and the 4 KiB
+        before it, the bytes the index builder prints (:meth:`ParquetIndexBuilder.print_span`); of its last
+        :data:`TAIL_BYTES` when the footer cannot be located. A footer can pass 64 KiB (a table of 1,200 columns):
+        its last bytes are then schema metadata alone, the same in two versions."""
+        import hashlib
+
+        from streaming_parquet.builder import footer_span
+        size, handle = self._opened_as[0], self._source.fileno()
+        span = footer_span(os.pread(handle, 8, max(size - 8, 0)), size)
+        start, length = span if span is not None else (max(size - TAIL_BYTES, 0), min(size, TAIL_BYTES))
+        digest = hashlib.blake2b(digest_size=16)
+        for offset in range(start, start + length, 1 << 22):  # in pieces of 4 MiB
+            digest.update(os.pread(handle, min(1 << 22, start + length - offset), offset))
+        return digest.digest()
 
     def _rows(self, start: int, stop: int) -> Any:
         """Rows ``[start, stop)`` of the row group as a table. pyarrow's batches hold *at most* the rows asked for

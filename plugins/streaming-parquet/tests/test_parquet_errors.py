@@ -582,3 +582,75 @@ def test_a_job_whose_listing_record_was_pruned_is_still_checked(tmp_path: Any) -
         input=pickle.dumps(dataset), capture_output=True, timeout=120)
     assert fresh.returncode != 0, fresh.stdout
     assert b'DatasetVersionError' in fresh.stderr and b'is gone' in fresh.stderr, fresh.stderr[-2000:]
+
+
+def test_an_open_view_of_a_file_whose_footer_passes_64_kib_sees_a_rewrite(tmp_path: Any) -> None:
+    """The open view's own check, on a table of 1,200 flag columns (a footer of about 370 KB, whose last 64 KiB are
+    schema metadata alone): a view opened before a rewrite that kept the size and modification time must not decode
+    its next slice from the new bytes (a review read row 733000 at row 33000 when the view compared its last 64 KiB).
+    It compares the whole footer and the 4 KiB before it."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_core.errors import DatasetVersionError
+    rows = 40_000
+
+    def write(path: str, base: int) -> None:
+        columns = {'id': pa.array(range(base, base + rows), pa.int64())}
+        flags = pa.array([False] * rows, pa.bool_())
+        columns.update({f'feature_column_with_a_rather_long_descriptive_name_{j:04d}': flags for j in range(1200)})
+        pq.write_table(pa.table(columns), path, compression='none', use_dictionary=False, row_group_size=rows)
+
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    write(target, 0)
+    write(str(tmp_path / 'new.parquet'), 700_000)
+    old_bytes, new_bytes = open(target, 'rb').read(), open(tmp_path / 'new.parquet', 'rb').read()
+    assert int.from_bytes(old_bytes[-8:-4], 'little') > 1 << 16 and old_bytes[-65536:] == new_bytes[-65536:]
+    del old_bytes, new_bytes
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False, columns=['id'])
+    assert [dataset[0]['id'], dataset[1]['id']] == [0, 1]  # the view of the row group is open now
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+    with pytest.raises(DatasetVersionError, match='a.parquet was rewritten in place while this job read it'):
+        dataset[33_000]  # in a slice not decoded yet
+
+
+def test_failed_builds_never_prune_a_running_job_s_prints(tmp_path: Any) -> None:
+    """Constructions that fail (a file being written, no footer yet) after a job started, then one that succeeds:
+    the prints of the job's version are kept with its entries (a review's spawned process read rows 700... when
+    failed builds had left prints of their own and the pruning removed the job's)."""
+    import subprocess
+    import sys
+    import time
+
+    from streaming_core.errors import DatasetVersionError
+    data = tmp_path / 'data'
+    data.mkdir()
+    target = str(data / 'a.parquet')
+    _ten_rows(target, 0)
+    _ten_rows(str(data / 'b.parquet'), 100)
+    old = time.time_ns() - 3_600 * 10**9
+    for name in ('a.parquet', 'b.parquet'):
+        os.utime(data / name, ns=(old, old))
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    for number in range(4):
+        (data / 'c.parquet').write_bytes(b'PAR1' + b'x' * (100 + number))
+        with pytest.raises(ShardCorruptError):
+            StreamingDataset(local=str(data), batch_size=1)
+    os.remove(data / 'c.parquet')
+    os.chmod(data / 'b.parquet', 0o600)
+    assert len(StreamingDataset(local=str(data), batch_size=1)) == 20
+    _ten_rows(str(tmp_path / 'new.parquet'), 700)
+    _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
+    fresh = subprocess.run(
+        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
+        input=pickle.dumps(dataset), capture_output=True, timeout=120)
+    assert fresh.returncode != 0 and b'DatasetVersionError' in fresh.stderr, (fresh.stdout, fresh.stderr[-2000:])
+    assert b'rewritten in place with the same size' in fresh.stderr, fresh.stderr[-2000:]
+    with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
+        dataset[4]
