@@ -518,23 +518,18 @@ def test_an_index_rewritten_within_the_second_of_its_last_modified_is_downloaded
     assert coarse_mtime('stat:size=5;mtime=1764287101000000000;inode=7;ctime=1') is None  # a local file's
 
 
-def test_a_body_that_trickles_in_is_abandoned_within_the_timeout_and_its_size(tmp_path: Any) -> None:
-    """A server that answers at once and then sends a byte every 0.2 s never lets a read wait for its timeout; each
-    attempt of a download whose size is known still ends within ``timeout + size / 64 KiB/s``, and fails as a
-    retryable StorageError naming the URL (it ran for ever). What the abandoned attempt wrote is removed."""
+def _trickle_server(body: bytes, stop: Any, gets: list[str]) -> tuple[Any, str]:
+    """A server that answers at once, then sends ``body`` a byte every 0.2 s until ``stop`` is set (each GET's path
+    appended to ``gets``): ``(server, url of a shard on it)``."""
     import threading
-    import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from streaming_core.storage.facade import MIN_DOWNLOAD_RATE
-    body = os.urandom(4000)
-    stop = threading.Event()
 
     class Trickle(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
         def do_GET(self) -> None:
+            gets.append(self.path)
             self.send_response(200)
             self.send_header('Content-Length', str(len(body)))
             self.end_headers()
@@ -547,7 +542,20 @@ def test_a_body_that_trickles_in_is_abandoned_within_the_timeout_and_its_size(tm
     server = ThreadingHTTPServer(('127.0.0.1', 0), Trickle)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
-    url = f'http://127.0.0.1:{server.server_address[1]}/shard.00000.mds'
+    return server, f'http://127.0.0.1:{server.server_address[1]}/shard.00000.mds'
+
+
+def test_a_body_that_trickles_in_is_abandoned_within_the_timeout_and_its_size(tmp_path: Any) -> None:
+    """A server that answers at once and then sends a byte every 0.2 s never lets a read wait for its timeout; each
+    attempt of a download whose size is known still ends within ``timeout + size / 64 KiB/s``, and fails as a
+    retryable StorageError naming the URL (it ran for ever). What the abandoned attempt wrote is removed."""
+    import threading
+    import time
+
+    from streaming_core.storage.facade import MIN_DOWNLOAD_RATE
+    body = os.urandom(4000)
+    stop = threading.Event()
+    server, url = _trickle_server(body, stop, [])
     target = tmp_path / 'out' / 'shard.00000.mds'
     started = time.monotonic()
     try:
@@ -573,26 +581,9 @@ def test_an_abandoned_attempt_removing_its_file_first_leaves_the_download_retrya
     the download failed without its retries (a fresh-clone run: two ranks of the fault-injection test failed, and a
     stalled shard had 2 GETs for 3 attempts). Here the thread always wins that race."""
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     body = os.urandom(4000)
     stop = threading.Event()
-    gets = []
-
-    class Trickle(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            gets.append(self.path)
-            self.send_response(200)
-            self.send_header('Content-Length', str(len(body)))
-            self.end_headers()
-            for i in range(len(body)):
-                if stop.wait(0.2):
-                    return
-                self.wfile.write(body[i:i + 1])
-                self.wfile.flush()
-
+    gets: list[str] = []
     real_remove = os.remove
 
     def the_thread_first(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -603,10 +594,7 @@ def test_an_abandoned_attempt_removing_its_file_first_leaves_the_download_retrya
                 pass
         real_remove(path, *args, **kwargs)
 
-    server = ThreadingHTTPServer(('127.0.0.1', 0), Trickle)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True).start()
-    url = f'http://127.0.0.1:{server.server_address[1]}/shard.00000.mds'
+    server, url = _trickle_server(body, stop, gets)
     monkeypatch.setattr(os, 'remove', the_thread_first)
     try:
         with pytest.raises(StorageError, match='did not finish within .* sends too slowly'):

@@ -4,7 +4,6 @@ builder hook for a third-party format, and the reader's bounded decoding of huge
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import types
 from typing import Any
@@ -411,6 +410,39 @@ def _overwrite_keeping_the_stat(target: str, new: str) -> None:
     assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
 
 
+def _aged_ten_rows(directory: Any, name: str = 'a.parquet', base: int = 0) -> str:
+    """``_ten_rows`` at ``directory/name``, its modification time an hour back (outside the racy window)."""
+    import time
+    os.makedirs(directory, exist_ok=True)
+    target = str(os.path.join(directory, name))
+    _ten_rows(target, base)
+    old = time.time_ns() - 3_600 * 10**9
+    os.utime(target, ns=(old, old))
+    return target
+
+
+def _two_versions(data: Any, write: Any, base: int) -> tuple[str, bytes, bytes]:
+    """``write(path, first id)`` of ``data/a.parquet`` from id 0 and of its next version from ``base``, beside
+    ``data`` (``data/../new.parquet``): ``(the file's path, its bytes, the next version's bytes)``."""
+    os.makedirs(data, exist_ok=True)
+    target, new = str(data / 'a.parquet'), str(data.parent / 'new.parquet')
+    write(target, 0)
+    write(new, base)
+    return target, open(target, 'rb').read(), open(new, 'rb').read()
+
+
+def _fresh_process_error(dataset: StreamingDataset) -> bytes:
+    """What a new interpreter that unpickles ``dataset`` and reads its sample 4 writes to stderr (it must fail)."""
+    import pickle
+    import subprocess
+    import sys
+    fresh = subprocess.run(
+        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
+        input=pickle.dumps(dataset), capture_output=True, timeout=120)
+    assert fresh.returncode != 0, fresh.stdout
+    return fresh.stderr
+
+
 @pytest.mark.parametrize('racy', [False, True], ids=['old-file', 'written-moments-before'])
 def test_a_row_group_first_opened_after_a_rewrite_the_stat_cannot_show_is_refused(tmp_path: Any, racy: bool) -> None:
     """The case the view's own check cannot see (a fresh-clone run read rows 0, 1, 702, 703...): the view of a later
@@ -418,8 +450,6 @@ def test_a_row_group_first_opened_after_a_rewrite_the_stat_cannot_show_is_refuse
     the new footer and compared the new bytes with themselves. Random access, after the first row group was read:
     the print of the file's tail taken when the index was derived tells the versions apart, in this process and in a
     fresh one (a DataLoader worker, another rank)."""
-    import subprocess
-    import sys
     import time
 
     from streaming_core.errors import DatasetVersionError
@@ -438,21 +468,14 @@ def test_a_row_group_first_opened_after_a_rewrite_the_stat_cannot_show_is_refuse
         dataset[2]
     with pytest.raises(DatasetVersionError, match='rewritten in place'):
         list(dataset)
-    fresh = subprocess.run(
-        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
-        input=pickle.dumps(dataset), capture_output=True, timeout=120)
-    assert fresh.returncode != 0 and b'DatasetVersionError' in fresh.stderr, (fresh.stdout, fresh.stderr[-2000:])
+    stderr = _fresh_process_error(dataset)
+    assert b'DatasetVersionError' in stderr, stderr[-2000:]
 
 
 def test_a_chmod_alone_stops_nothing(tmp_path: Any) -> None:
     """The change time moves with a ``chmod`` too: the tail's print is compared and the job reads on."""
-    import time
     data = tmp_path / 'data'
-    data.mkdir()
-    target = str(data / 'a.parquet')
-    _ten_rows(target, 0)
-    old = time.time_ns() - 3_600 * 10**9
-    os.utime(target, ns=(old, old))
+    target = _aged_ten_rows(data)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
     assert dataset[0]['id'] == 0
     os.chmod(target, 0o600)
@@ -462,15 +485,10 @@ def test_a_chmod_alone_stops_nothing(tmp_path: Any) -> None:
 def test_a_path_remote_rewritten_keeping_its_stat_is_not_copied_under_the_old_index(tmp_path: Any) -> None:
     """The same rewrite of a file of a path remote (a mounted directory) before its first download: the copy is
     refused by the download's check, never served under the index derived from the old bytes."""
-    import time
 
     from streaming_core.errors import DatasetVersionError
     remote = tmp_path / 'remote'
-    remote.mkdir()
-    target = str(remote / 'a.parquet')
-    _ten_rows(target, 0)
-    old = time.time_ns() - 3_600 * 10**9
-    os.utime(target, ns=(old, old))
+    target = _aged_ten_rows(remote)
     dataset = StreamingDataset(remote=str(remote), local=str(tmp_path / 'cache'), batch_size=1, shuffle=False)
     assert len(dataset) == 10
     _ten_rows(str(tmp_path / 'new.parquet'), 700)
@@ -498,11 +516,7 @@ def test_a_wide_file_rewritten_keeping_its_stat_is_refused(tmp_path: Any) -> Non
         pq.write_table(pa.table(columns), path, compression='none', use_dictionary=False, row_group_size=2)
 
     data = tmp_path / 'data'
-    data.mkdir()
-    target = str(data / 'a.parquet')
-    write(target, 0)
-    write(str(tmp_path / 'new.parquet'), 700)
-    old_bytes, new_bytes = open(target, 'rb').read(), open(tmp_path / 'new.parquet', 'rb').read()
+    target, old_bytes, new_bytes = _two_versions(data, write, 700)
     assert len(old_bytes) == len(new_bytes) and old_bytes[-4096:] == new_bytes[-4096:] and old_bytes != new_bytes
     old = time.time_ns() - 3_600 * 10**9
     os.utime(target, ns=(old, old))
@@ -517,15 +531,10 @@ def test_a_chmod_while_the_index_is_built_stops_nothing(tmp_path: Any, monkeypat
     """A file's change time moved between its listing and its print (a chmod or a hard link while the index is
     built): its data did not change, so its print is taken, and the job reads every row (a review saw every later
     open refused with a message about bytes that were never compared)."""
-    import time
 
     from streaming_core.reading import derived_index
     data = tmp_path / 'data'
-    data.mkdir()
-    target = str(data / 'a.parquet')
-    _ten_rows(target, 0)
-    old = time.time_ns() - 3_600 * 10**9
-    os.utime(target, ns=(old, old))
+    target = _aged_ten_rows(data)
     taking = derived_index.take_prints
 
     def with_a_chmod_first(*args: Any) -> Any:
@@ -544,17 +553,10 @@ def test_a_job_whose_listing_record_was_pruned_is_still_checked(tmp_path: Any) -
     entries and prints read when the dataset was created, and stop at the rewrite (a review's forked worker read rows
     700... unchecked); a fresh process, which cannot read them any more, refuses to read unchecked."""
     import multiprocessing
-    import subprocess
-    import sys
-    import time
 
     from streaming_core.errors import DatasetVersionError
     data = tmp_path / 'data'
-    data.mkdir()
-    target = str(data / 'a.parquet')
-    _ten_rows(target, 0)
-    old = time.time_ns() - 3_600 * 10**9
-    os.utime(target, ns=(old, old))
+    target = _aged_ten_rows(data)
     _ten_rows(str(data / 'b.parquet'), 100)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
     identities = {dataset.streams[0].index_identity}
@@ -577,11 +579,8 @@ def test_a_job_whose_listing_record_was_pruned_is_still_checked(tmp_path: Any) -
     found = queue.get(timeout=120)
     child.join(60)
     assert isinstance(found, str) and 'rewritten in place' in found, found
-    fresh = subprocess.run(
-        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
-        input=pickle.dumps(dataset), capture_output=True, timeout=120)
-    assert fresh.returncode != 0, fresh.stdout
-    assert b'DatasetVersionError' in fresh.stderr and b'is gone' in fresh.stderr, fresh.stderr[-2000:]
+    stderr = _fresh_process_error(dataset)
+    assert b'DatasetVersionError' in stderr and b'is gone' in stderr, stderr[-2000:]
 
 
 def test_an_open_view_of_a_file_whose_footer_passes_64_kib_sees_a_rewrite(tmp_path: Any) -> None:
@@ -604,11 +603,7 @@ def test_an_open_view_of_a_file_whose_footer_passes_64_kib_sees_a_rewrite(tmp_pa
         pq.write_table(pa.table(columns), path, compression='none', use_dictionary=False, row_group_size=rows)
 
     data = tmp_path / 'data'
-    data.mkdir()
-    target = str(data / 'a.parquet')
-    write(target, 0)
-    write(str(tmp_path / 'new.parquet'), 700_000)
-    old_bytes, new_bytes = open(target, 'rb').read(), open(tmp_path / 'new.parquet', 'rb').read()
+    target, old_bytes, new_bytes = _two_versions(data, write, 700_000)
     assert int.from_bytes(old_bytes[-8:-4], 'little') > 1 << 16 and old_bytes[-65536:] == new_bytes[-65536:]
     del old_bytes, new_bytes
     old = time.time_ns() - 3_600 * 10**9
@@ -624,8 +619,6 @@ def test_failed_builds_never_prune_a_running_job_s_prints(tmp_path: Any) -> None
     """Constructions that fail (a file being written, no footer yet) after a job started, then one that succeeds:
     the prints of the job's version are kept with its entries (a review's spawned process read rows 700... when
     failed builds had left prints of their own and the pruning removed the job's)."""
-    import subprocess
-    import sys
     import time
 
     from streaming_core.errors import DatasetVersionError
@@ -647,10 +640,8 @@ def test_failed_builds_never_prune_a_running_job_s_prints(tmp_path: Any) -> None
     assert len(StreamingDataset(local=str(data), batch_size=1)) == 20
     _ten_rows(str(tmp_path / 'new.parquet'), 700)
     _overwrite_keeping_the_stat(target, str(tmp_path / 'new.parquet'))
-    fresh = subprocess.run(
-        [sys.executable, '-c', 'import pickle, sys; dataset = pickle.load(sys.stdin.buffer); print(dataset[4]["id"])'],
-        input=pickle.dumps(dataset), capture_output=True, timeout=120)
-    assert fresh.returncode != 0 and b'DatasetVersionError' in fresh.stderr, (fresh.stdout, fresh.stderr[-2000:])
-    assert b'rewritten in place with the same size' in fresh.stderr, fresh.stderr[-2000:]
+    stderr = _fresh_process_error(dataset)
+    assert b'DatasetVersionError' in stderr, stderr[-2000:]
+    assert b'rewritten in place with the same size' in stderr, stderr[-2000:]
     with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
         dataset[4]
