@@ -44,7 +44,13 @@ from streaming_core.reading.index_file import (
     index_text,
     parse_index_text,
 )
-from streaming_core.reading.listing_entries import changed_data, same_data_entry, stale_copies, write_version_entries
+from streaming_core.reading.listing_entries import (
+    changed_data,
+    read_version_entries,
+    same_data_entry,
+    stale_copies,
+    write_version_entries,
+)
 from streaming_core.reading.tail_prints import read_prints, take_prints, write_prints
 from streaming_core.storage.facade import (
     ObjectStat,
@@ -566,7 +572,10 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     local_root = None if is_remote(source) else local_path(source)
     if kept is not None:
         if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
-            write_prints(sdir, identity, _prints(builder, local_root, selected))
+            entries = [item.key() for item in selected]
+            write_prints(sdir, identity, _prints(builder, local_root, selected), entries)
+            if read_version_entries(sdir, identity) is None:
+                write_version_entries(sdir, identity, entries)
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
             write_record(sdir, {**old, 'detected': detected})
         return path, kept, identity
@@ -611,9 +620,10 @@ def write_listing(sdir: str, path: str, data: bytes, *, identity: str, builder: 
     :func:`~streaming_core.reading.cache_record.file_identity` (``derived_stat``), so that a reader trusting the
     record without the digest can tell the file is still the one it describes."""
     write_file_atomic(path, data)
+    entries = [item.key() for item in files]
     if prints is not None:  # with the entries, and pruned with them
-        write_prints(sdir, identity, prints)
-    write_version_entries(sdir, identity, [item.key() for item in files])
+        write_prints(sdir, identity, prints, entries)
+    write_version_entries(sdir, identity, entries)
     listing: dict[str, Any] = {'identity': identity, 'builder': builder, 'source': source,
                                'index_sha256': hashlib.sha256(data).hexdigest(),
                                'files': [item.key() for item in files], 'derived_stat': _stat_list(path),

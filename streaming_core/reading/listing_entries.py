@@ -20,7 +20,7 @@ from streaming_core.reading.index_file import present_copy
 from streaming_core.storage.facade import is_remote, join, local_path
 
 __all__ = ['same_entry', 'same_data_entry', 'changed_data', 'stale_copies', 'same_bytes', 'write_version_entries',
-           'read_version_entries', 'entries_by_name', 'KEPT_VERSIONS']
+           'read_version_entries', 'entries_by_name', 'KEPT_VERSIONS', 'listing_key', 'version_file']
 
 
 def same_entry(before: list[Any] | None, now: list[Any]) -> bool:
@@ -94,44 +94,73 @@ def same_bytes(one: str, other: str) -> bool:
         return False
 
 
-#: How many listing versions :func:`write_version_entries` keeps per state directory (as binary indexes).
+#: How many listings :func:`write_version_entries` keeps the entries (and prints) of per state directory; every
+#: derived index of a kept listing (one per set of format options: ``columns=``...) keeps its own.
 KEPT_VERSIONS = 4
 
 
-def version_entries_path(sdir: str, identity: str) -> str:
-    """Where the entries of the listing a derived index of ``identity`` was built from are kept."""
+def listing_key(entries: list[list[Any]]) -> str:
+    """A short digest of a listing's entries: the derived indexes of one listing with other format options share
+    it, and are kept or pruned together."""
     import hashlib
-    return os.path.join(sdir, f'derived-files-{hashlib.blake2s(identity.encode(), digest_size=10).hexdigest()}.json')
+    import json
+    return hashlib.blake2s(json.dumps(entries, separators=(',', ':')).encode(), digest_size=8).hexdigest()
+
+
+def version_file(sdir: str, kind: str, identity: str, listing: str | None = None) -> str | None:
+    """The file of ``kind`` (``'files'``: a version's entries; ``'tails'``: its prints) of the derived index
+    ``identity``: where to write it for the listing key ``listing``, or, without one, the file there is (None)."""
+    import hashlib
+    prefix = f'derived-{kind}-{hashlib.blake2s(identity.encode(), digest_size=10).hexdigest()}-'
+    if listing is not None:
+        return os.path.join(sdir, f'{prefix}{listing}.json')
+    try:
+        names = [entry.name for entry in os.scandir(sdir) if entry.name.startswith(prefix)]
+    except FileNotFoundError:
+        return None
+    return os.path.join(sdir, names[0]) if names else None
+
+
+def version_entries_path(sdir: str, identity: str) -> str | None:
+    """Where the entries of the listing a derived index of ``identity`` was built from are kept (None: nowhere)."""
+    return version_file(sdir, 'files', identity)
 
 
 def write_version_entries(sdir: str, identity: str, entries: list[list[Any]]) -> None:
     """Keep the listing entries of the version ``identity`` (read by jobs on that version after a rebuild replaced
-    the latest listing), and only the last :data:`KEPT_VERSIONS` versions."""
+    the latest listing), and those (and the prints) of the last :data:`KEPT_VERSIONS` listings only."""
     import json
 
     from streaming_core.storage.facade import write_file_atomic
-    write_file_atomic(version_entries_path(sdir, identity), json.dumps(entries).encode('utf-8'))
-    kept = sorted((entry for entry in os.scandir(sdir) if entry.name.startswith('derived-files-')),
-                  key=lambda entry: entry.stat().st_mtime_ns)
-    for old in kept[:-KEPT_VERSIONS]:
-        try:
-            os.remove(old.path)
-        except FileNotFoundError:
-            pass
-    entries = {entry.name.removeprefix('derived-files-') for entry in kept[-KEPT_VERSIONS:]}
-    for prints in os.scandir(sdir):  # a version's prints (tail_prints) go with its entries
-        if prints.name.startswith('derived-tails-') and prints.name.removeprefix('derived-tails-') not in entries:
+    write_file_atomic(str(version_file(sdir, 'files', identity, listing_key(entries))),
+                      json.dumps(entries).encode('utf-8'))
+    found = [entry for entry in os.scandir(sdir) if entry.name.startswith(('derived-files-', 'derived-tails-'))]
+    newest: dict[str, int] = {}
+    for entry in found:  # derived-<kind>-<identity>-<listing>.json (before 0.2: no listing key)
+        key = _listing_of(entry.name)
+        newest[key] = max(newest.get(key, 0), entry.stat().st_mtime_ns)
+    kept = set(sorted(newest, key=newest.__getitem__)[-KEPT_VERSIONS:])
+    for entry in found:
+        if _listing_of(entry.name) not in kept:
             try:
-                os.remove(prints.path)
+                os.remove(entry.path)
             except FileNotFoundError:
                 pass
+
+
+def _listing_of(name: str) -> str:
+    parts = name.removesuffix('.json').split('-')
+    return parts[3] if len(parts) == 4 else ''
 
 
 def read_version_entries(sdir: str, identity: str) -> dict[str, list[Any]] | None:
     """The entries by name of the listing version ``identity`` (None when they were not kept)."""
     import json
+    path = version_entries_path(sdir, identity)
+    if path is None:
+        return None
     try:
-        with open(version_entries_path(sdir, identity), 'rb') as handle:
+        with open(path, 'rb') as handle:
             rows = json.loads(handle.read())
     except (OSError, ValueError):
         return None

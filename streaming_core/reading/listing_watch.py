@@ -90,9 +90,9 @@ def _prints_of(sdir: str, identity: str) -> dict[str, Any] | None:
 
 def _gone(stream: Any, name: str) -> DatasetVersionError:
     return DatasetVersionError(
-        f'The record of the listing {stream!r}\'s index was derived from is gone (more than {KEPT_VERSIONS} newer '
-        f'versions of the directory\'s index were built since this job started), so {name} cannot be checked '
-        f'against it; it is not read unchecked. Restart the job to read the current version.')
+        f'The record of the listing {stream!r}\'s index was derived from is gone (the directory was listed '
+        f'with other files or file versions more than {KEPT_VERSIONS} times since this job started), so {name} '
+        f'cannot be checked against it; it is not read unchecked. Restart the job to read the current version.')
 
 
 def _latest(sdir: str) -> tuple[str | None, dict[str, list[Any]]]:
@@ -170,12 +170,14 @@ def _local_verdict(sdir: str, identity: str, name: str, path: str, root: str, en
     if copy is None and _passed.get(key) == now:
         return None
     prints = _prints_of(sdir, identity)
-    if prints is None:
+    if prints is None and (copy is not None or str(entry[3]) != str(now[3])):  # a print is needed, and gone
         raise DatasetVersionError(
             f'The print of {path} taken with the listing this job\'s index was derived from is gone (removed with '
-            f'that listing\'s record after more than {KEPT_VERSIONS} newer versions of the directory\'s index were '
-            f'built), so a rewrite of it that kept its size and modification time could not be seen; it is not read '
-            f'unchecked. Restart the job to read the current version.')
+            f'that listing\'s record after the directory was listed with other files or file versions more than '
+            f'{KEPT_VERSIONS} times), so a rewrite of it that kept its size and modification time could not be '
+            f'seen; it is not read unchecked. Restart the job to read the current version.')
+    if prints is None:
+        return None
     checked_at = time.time_ns()  # before the print: a write that keeps the stat came before it
     verdict = print_verdict(prints, entry, now, copy or path, copy=copy is not None)
     ctime = str(now[3]).split('/', 1)[-1]

@@ -305,6 +305,7 @@ class Stream:
             path = binary_path(state_dir(self.local_dir), expect[0])
             try:
                 header, arrays, mapping = open_binary(path, expect[0])
+                remember_version(self)  # an unpickled dataset (a spawned worker): its listing's record, read at once
                 return apply_format_options(self, ShardTable(self, path, header, arrays, mapping, allow_unsafe_types))
             except BinaryIndexError:
                 pass
@@ -333,6 +334,7 @@ class Stream:
                     f'{synced.path} of {self!r} changed since this dataset was created (index {expect[0]!r}, now '
                     f'{table.identity!r}, {what}): a dataset keeps one index version for its lifetime. '
                     f'Create the dataset again to read the new version.')
+            remember_version(self)  # an unpickled dataset (a spawned worker): its listing's record, read at once
             return apply_format_options(self, table)
         self._check_validate_hash(table)
         table = apply_format_options(self, table)  # a streaming index.json's formats take them (a projection...)

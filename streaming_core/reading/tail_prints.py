@@ -52,11 +52,17 @@ def spread_ranges(size: int) -> Ranges:
 
 def _ranges(span: Span | None, path: str, size: int) -> Ranges:
     """The ranges to hash: the builder's ``span(path, size)`` (one ``(start, length)`` or a list of them, each cut to
-    :data:`MAX_SPAN`), else :func:`spread_ranges`."""
+    :data:`MAX_SPAN`), else, or when one falls outside the file or is empty, :func:`spread_ranges`."""
     found = span(path, size) if span is not None else None
-    if not found:
+    if found is None or len(found) == 0:
         return spread_ranges(size)
-    pairs = [found] if isinstance(found[0], int) else list(found)
+    try:
+        pairs = [[int(found[0]), int(found[1])]] if not hasattr(found[0], '__len__') else \
+            [[int(start), int(length)] for start, length in found]
+    except (TypeError, ValueError):
+        return spread_ranges(size)
+    if any(start < 0 or length <= 0 or start + length > size for start, length in pairs):
+        return spread_ranges(size)
     return [[start + max(length - MAX_SPAN, 0), min(length, MAX_SPAN)] for start, length in pairs]
 
 
@@ -95,27 +101,51 @@ def take_prints(root: str, entries: Iterable[list[Any]], span: Span | None,
     return {'taken_ns': time.time_ns(), 'prints': prints}
 
 
-def prints_path(sdir: str, identity: str) -> str:
-    """Where the prints of the listing version ``identity`` are kept (beside its entries)."""
-    return os.path.join(sdir, f'derived-tails-{hashlib.blake2s(identity.encode(), digest_size=10).hexdigest()}.json')
+#: The layout of a prints file (an index kept with prints of another layout has them taken again).
+PRINTS_VERSION = 2
 
 
-def write_prints(sdir: str, identity: str, prints: dict[str, Any]) -> None:
-    """Keep the prints of the listing version ``identity`` (written atomically)."""
+def prints_path(sdir: str, identity: str, listing: str | None = None) -> str | None:
+    """Where the prints of the derived index ``identity`` are kept, beside its entries
+    (:func:`~streaming_core.reading.listing_entries.version_file`)."""
+    from streaming_core.reading.listing_entries import version_file
+    return version_file(sdir, 'tails', identity, listing)
+
+
+def write_prints(sdir: str, identity: str, prints: dict[str, Any], entries: list[list[Any]]) -> None:
+    """Keep the prints of the derived index ``identity`` of the listing ``entries`` (written atomically)."""
+    from streaming_core.reading.listing_entries import listing_key
     from streaming_core.storage.facade import write_file_atomic
-    write_file_atomic(prints_path(sdir, identity), json.dumps(prints).encode('utf-8'))
+    write_file_atomic(str(prints_path(sdir, identity, listing_key(entries))),
+                      json.dumps({**prints, 'version': PRINTS_VERSION}).encode('utf-8'))
+
+
+def _valid(found: Any) -> bool:
+    if not (isinstance(found, dict) and found.get('version') == PRINTS_VERSION and isinstance(found.get('prints'), dict)
+            and isinstance(found.get('taken_ns'), int)):
+        return False
+    for value in found['prints'].values():
+        if value is None:
+            continue
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list)
+                and all(isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, int) for n in pair)
+                        for pair in value[1])):
+            return False
+    return True
 
 
 def read_prints(sdir: str, identity: str) -> dict[str, Any] | None:
-    """The prints of the listing version ``identity`` (None when none were kept: an index built by an older version,
-    or of a remote directory)."""
-    try:
-        with open(prints_path(sdir, identity), 'rb') as handle:
-            found = json.loads(handle.read())
-    except (OSError, ValueError):
+    """The prints of the derived index ``identity`` (None when none were kept, or in another layout: an index built
+    by an older version, or of a remote directory). An error other than a missing file is raised."""
+    path = prints_path(sdir, identity)
+    if path is None:
         return None
-    ok = isinstance(found, dict) and isinstance(found.get('prints'), dict) and isinstance(found.get('taken_ns'), int)
-    return found if ok else None
+    try:
+        with open(path, 'rb') as handle:
+            found = json.loads(handle.read())
+    except (FileNotFoundError, ValueError):
+        return None
+    return found if _valid(found) else None
 
 
 def print_verdict(prints: dict[str, Any], entry: list[Any], now: list[Any], served: str,

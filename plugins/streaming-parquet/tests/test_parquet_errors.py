@@ -645,3 +645,54 @@ def test_failed_builds_never_prune_a_running_job_s_prints(tmp_path: Any) -> None
     assert b'rewritten in place with the same size' in stderr, stderr[-2000:]
     with pytest.raises(DatasetVersionError, match='rewritten in place with the same size'):
         dataset[4]
+
+
+def test_six_projections_of_one_directory_never_prune_each_other_s_record(tmp_path: Any) -> None:
+    """Six datasets on one unchanged directory, each with other ``columns=`` (six identities of one listing), read
+    again in fresh processes (spawned workers): the record of the listing each was derived from is kept once for the
+    listing, so none is pruned by the others (a review's spawned workers of two of them stopped with "is gone")."""
+    import pickle
+    import subprocess
+    import sys
+    data = tmp_path / 'data'
+    write_parquet(str(data), files=2, rows=5)
+    projections = [['id'], ['id', 'text'], ['id', 'blob'], ['id', 'score'], ['id', 'vec'], ['id', 'meta']]
+    datasets = [StreamingDataset(local=str(data), batch_size=1, shuffle=False, columns=columns)
+                for columns in projections]
+    assert len({dataset.streams[0].index_identity for dataset in datasets}) == 6
+    code = ('import pickle, sys, time; dataset = pickle.load(sys.stdin.buffer); len(dataset); time.sleep(3); '
+            'print(sorted(dataset[7]))')  # loaded (its index derived again), then read while the others load
+    children = [subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in datasets]
+    for child, dataset in zip(children, datasets):
+        child.stdin.write(pickle.dumps(dataset))
+        child.stdin.close()
+        child.stdin = None  # written: communicate() only reads
+    for child, columns in zip(children, projections):
+        out, err = child.communicate(timeout=180)
+        assert child.returncode == 0, err[-2000:]
+        assert out.decode().strip() == str(sorted(columns))
+
+
+def test_prints_of_another_layout_are_taken_again_not_read(tmp_path: Any) -> None:
+    """An index kept with a prints file of an earlier layout (a development version wrote ``[hash, start, length]``
+    entries): it is taken again, never unpacked as the current layout (a review's reads failed with ValueError)."""
+    import json
+
+    from streaming_core.reading import listing_watch
+    from streaming_core.reading.tail_prints import prints_path, read_prints
+    data = tmp_path / 'data'
+    target = _aged_ten_rows(data)
+    dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
+    stream = dataset.streams[0]
+    path = prints_path(stream.purge_dir, stream.index_identity)
+    assert path is not None and read_prints(stream.purge_dir, stream.index_identity) is not None
+    with open(path, 'w') as handle:
+        json.dump({'taken_ns': 1, 'kind': 'spans', 'prints': {'a.parquet': ['00', 0, 10]}}, handle)
+    assert read_prints(stream.purge_dir, stream.index_identity) is None
+    listing_watch._prints.clear()  # as in a new process
+    again = StreamingDataset(local=str(data), batch_size=1, shuffle=False)  # the index kept, its prints taken again
+    assert again.streams[0].index_identity == stream.index_identity
+    assert read_prints(stream.purge_dir, stream.index_identity) is not None
+    os.chmod(target, 0o600)  # the print is needed
+    assert [sample['id'] for sample in again] == list(range(10))
