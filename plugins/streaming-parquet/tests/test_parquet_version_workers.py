@@ -120,3 +120,37 @@ def test_threads_reading_one_parquet_dataset_at_once_get_every_row(tmp_path: Any
         for thread in threads:
             thread.join(timeout=60)
         assert not failures and not any(thread.is_alive() for thread in threads), failures[:1]
+
+
+def _rewrite_last_keeping_its_stat(data: str, root: str) -> None:
+    """Overwrite the last file in place with later rows, then put its modification time back (``cp -p``): its size
+    and modification time are what the listing named; only its change time moved."""
+    path = os.path.join(data, f'f{FILES - 1}.parquet')
+    _write(os.path.join(root, 'new.parquet'), 'new', (FILES - 1) * ROWS)
+    before = os.stat(path)
+    with open(os.path.join(root, 'new.parquet'), 'rb') as source, open(path, 'r+b') as target:
+        target.write(source.read())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize('context, remote', [('spawn', False), ('fork', False), ('spawn', True)],
+                         ids=['spawn-in-place', 'fork-in-place', 'spawn-remote'])
+def test_a_file_rewritten_keeping_its_stat_while_dataloader_workers_read_stops_the_loop(
+        tmp_path: Any, context: str, remote: bool) -> None:
+    """The rewrite a stat cannot show, met by DataLoader workers: each worker (a spawned one unpickles the dataset,
+    a forked one inherits it) compares the file's print taken when the index was derived before it opens the file
+    or copies it, and the loop stops before any row of the new bytes is served."""
+    data = _dataset_dir(str(tmp_path))
+    where = {'remote': data, 'local': str(tmp_path / 'cache')} if remote else {'local': data}
+    dataset = StreamingDataset(**where, batch_size=4, predownload=4)
+    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context=context)
+    texts: list[str] = []
+    batches = iter(loader)
+    texts += next(batches)['text']
+    _rewrite_last_keeping_its_stat(data, str(tmp_path))
+    with pytest.raises(DatasetVersionError, match=r'f7\.parquet was rewritten in place'):
+        for batch in batches:
+            texts += batch['text']
+    assert texts and all(text.startswith('old-') for text in texts)  # nothing of the new bytes, ever
+    assert len(texts) < FILES * ROWS
