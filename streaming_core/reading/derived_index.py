@@ -573,7 +573,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     if kept is not None:
         if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
             entries = [item.key() for item in selected]
-            write_prints(sdir, identity, _prints(builder, local_root, selected), entries)
+            write_prints(sdir, identity, _file_prints(builder, local_root, selected), entries)
             if read_version_entries(sdir, identity) is None:
                 write_version_entries(sdir, identity, entries)
         if old is not None and detected is not None and remembered != name:  # remembered for the next process
@@ -582,7 +582,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
 
     logger.info('building the %s index of %s (%d files)', name, where, len(selected))
     # Before the files are read: a rewrite meanwhile then stops the job, never passes.
-    prints = _prints(builder, local_root, selected) if local_root is not None else None
+    prints = _file_prints(builder, local_root, selected) if local_root is not None else None
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
     if copies:
         purged = False
@@ -604,7 +604,7 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     return path, data, identity
 
 
-def _prints(builder: Any, root: str, files: Sequence[SourceFile]) -> dict[str, Any]:
+def _file_prints(builder: Any, root: str, files: Sequence[SourceFile]) -> dict[str, Any]:
     """The prints of the listed local files (:mod:`streaming_core.reading.tail_prints`), over the byte range the
     builder's optional ``print_span(path, size)`` names for each."""
     span = getattr(builder, 'print_span', None)
