@@ -273,29 +273,43 @@ def test_a_file_rewritten_in_place_while_read_is_never_mixed_in(tmp_path: Any) -
     """A directory read in place, its file overwritten with bytes of the same size while the job reads it (``cp``
     onto it): the row groups not yet decoded must not come from the new bytes under the old footer and index."""
 
-    from streaming_core.errors import DatasetVersionError
     data = tmp_path / 'data'
     data.mkdir()
     target = str(data / 'a.parquet')
 
     _ten_rows(target, 0)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
-    read = []
+
+    def overwrite(target: str, new: str) -> None:
+        assert os.path.getsize(new) == os.path.getsize(target)
+        with open(new, 'rb') as source, open(target, 'r+b') as old:
+            old.write(source.read())
+
     # Whichever check sees it first: the one before a row group's view opens, or the one before a slice of an open
-    # view is decoded; or none, when prefetching had decoded every row group before the overwrite. Never a mix.
+    # view is decoded.
+    _read_overwriting_after_the_first(dataset, target, str(tmp_path / 'new.parquet'), overwrite,
+                                      'a.parquet was (rewritten in place while this job read it|replaced)')
+
+
+def _read_overwriting_after_the_first(dataset: StreamingDataset, target: str, new: str, overwrite: Any,
+                                      error: str) -> None:
+    """Iterate ``dataset`` (ten rows of ``target``), the file overwritten by ``overwrite(target, new)`` with ten rows
+    from 700 after the first row: the job stops with a ``DatasetVersionError`` matching ``error``, or never reached a
+    check because prefetching had decoded every row group before the overwrite (seen in a run of the whole suite on
+    a loaded machine). Never a mix: only the old file's rows, in order."""
+    from streaming_core.errors import DatasetVersionError
+    read = []
     try:
         for sample in dataset:
             read.append(sample['id'])
             if len(read) == 1:
-                _ten_rows(str(tmp_path / 'new.parquet'), 700)
-                assert os.path.getsize(tmp_path / 'new.parquet') == os.path.getsize(target)
-                with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old:
-                    old.write(new.read())
+                _ten_rows(new, 700)
+                overwrite(target, new)
     except DatasetVersionError as err:
-        assert re.search('a.parquet was (rewritten in place while this job read it|replaced)', str(err)), err
+        assert re.search(error, str(err)), err
     else:
         assert read == list(range(10)), read  # all decoded before the overwrite
-    assert read == list(range(len(read))) and read  # only the old file's rows, in order
+    assert read == list(range(len(read))) and read
 
 
 def test_symbolic_links_in_a_directory_are_never_a_silent_gap(tmp_path: Any, caplog: Any) -> None:
@@ -372,7 +386,6 @@ def test_a_rewrite_the_stat_cannot_show_is_never_mixed_in(tmp_path: Any, how: st
     taken with the listing; a later fresh-clone run read 0, 1, 702... with only the first check)."""
     import time
 
-    from streaming_core.errors import DatasetVersionError
     data = tmp_path / 'data'
     data.mkdir()
     target = str(data / 'a.parquet')
@@ -380,25 +393,10 @@ def test_a_rewrite_the_stat_cannot_show_is_never_mixed_in(tmp_path: Any, how: st
     if how == 'modification-time-put-back':  # an old file: outside the racy window
         old = time.time_ns() - 3_600 * 10**9
         os.utime(target, ns=(old, old))
-    before = os.stat(target)
     dataset = StreamingDataset(local=str(data), batch_size=1, shuffle=False)
-    read = []
-    # As in the test above: stopped by the check, or never reached it when prefetching had decoded every row group
-    # before the overwrite (seen in a run of the whole suite on a loaded machine). Never a mix.
-    try:
-        for sample in dataset:
-            read.append(sample['id'])
-            if len(read) == 1:
-                _ten_rows(str(tmp_path / 'new.parquet'), 700)
-                with open(tmp_path / 'new.parquet', 'rb') as new, open(target, 'r+b') as old_file:
-                    old_file.write(new.read())
-                os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # the stat as it was
-                assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-    except DatasetVersionError as err:  # by the open view's check, or by the check before a view opens
-        assert re.search('a.parquet was rewritten in place (while this job read it|with the same size)', str(err)), err
-    else:
-        assert read == list(range(10)), read  # all decoded before the overwrite
-    assert read == list(range(len(read))) and read  # only the old file's rows, in order
+    # By the open view's check, or by the check before a view opens.
+    _read_overwriting_after_the_first(dataset, target, str(tmp_path / 'new.parquet'), _overwrite_keeping_the_stat,
+                                      'a.parquet was rewritten in place (while this job read it|with the same size)')
 
 
 def _overwrite_keeping_the_stat(target: str, new: str) -> None:

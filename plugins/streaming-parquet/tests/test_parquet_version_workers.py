@@ -48,6 +48,13 @@ def _replace_last(data: str, root: str) -> None:
 @pytest.mark.parametrize('context, remote', [('spawn', True), ('fork', False)], ids=['spawn-remote', 'fork-in-place'])
 def test_a_file_replaced_while_dataloader_workers_read_stops_the_loop(tmp_path: Any, context: str,
                                                                       remote: bool) -> None:
+    _stopped_loop(tmp_path, context, remote, _replace_last, r'f7\.parquet was replaced')
+
+
+def _stopped_loop(tmp_path: Any, context: str, remote: bool, change: Any, match: str) -> None:
+    """A ``StreamingDataLoader`` (2 workers of ``context``) over the files in place or from a path remote, the last
+    file changed by ``change(data, root)`` after the first batch: the loop stops with ``DatasetVersionError``
+    matching ``match``, having served only rows of the old files."""
     data = _dataset_dir(str(tmp_path))
     where = {'remote': data, 'local': str(tmp_path / 'cache')} if remote else {'local': data}
     dataset = StreamingDataset(**where, batch_size=4, predownload=4)
@@ -55,8 +62,8 @@ def test_a_file_replaced_while_dataloader_workers_read_stops_the_loop(tmp_path: 
     texts: list[str] = []
     batches = iter(loader)
     texts += next(batches)['text']
-    _replace_last(data, str(tmp_path))
-    with pytest.raises(DatasetVersionError, match=r'f7\.parquet was replaced'):
+    change(data, str(tmp_path))
+    with pytest.raises(DatasetVersionError, match=match):
         for batch in batches:
             texts += batch['text']
     assert texts and all(text.startswith('old-') for text in texts)  # nothing of the new file, ever
@@ -141,16 +148,4 @@ def test_a_file_rewritten_keeping_its_stat_while_dataloader_workers_read_stops_t
     """The rewrite a stat cannot show, met by DataLoader workers: each worker (a spawned one unpickles the dataset,
     a forked one inherits it) compares the file's print taken when the index was derived before it opens the file
     or copies it, and the loop stops before any row of the new bytes is served."""
-    data = _dataset_dir(str(tmp_path))
-    where = {'remote': data, 'local': str(tmp_path / 'cache')} if remote else {'local': data}
-    dataset = StreamingDataset(**where, batch_size=4, predownload=4)
-    loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context=context)
-    texts: list[str] = []
-    batches = iter(loader)
-    texts += next(batches)['text']
-    _rewrite_last_keeping_its_stat(data, str(tmp_path))
-    with pytest.raises(DatasetVersionError, match=r'f7\.parquet was rewritten in place'):
-        for batch in batches:
-            texts += batch['text']
-    assert texts and all(text.startswith('old-') for text in texts)  # nothing of the new bytes, ever
-    assert len(texts) < FILES * ROWS
+    _stopped_loop(tmp_path, context, remote, _rewrite_last_keeping_its_stat, r'f7\.parquet was rewritten in place')
