@@ -327,3 +327,18 @@ def test_the_checksum_is_verified_once_per_file_version_and_a_stale_record_is_ne
     with open(path, 'r+b') as handle:  # truncated under a valid record: the size tells
         handle.truncate(os.path.getsize(path) - 24)
     assert StreamingDataset(local=local, batch_size=1).catalogue.sources[0].built_here
+
+
+@pytest.mark.parametrize('length', [0, 1, 4095, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, 3 * (1 << 22) + 17])
+def test_the_checksum_covers_exactly_the_first_length_bytes_whatever_the_buffer(tmp_path, length):
+    """The read buffer is sized to the file (a small binary index no longer zeroes 4 MB on every open): the
+    checksum is still that of exactly ``length`` bytes, across buffer boundaries, and ignores what follows."""
+    import xxhash
+
+    from streaming_core.storage.verified_files import xxh3_checksum
+    data = np.random.default_rng(length).integers(0, 256, length + 9, dtype=np.uint8).tobytes()
+    path = tmp_path / 'f.bin'
+    path.write_bytes(data)
+    with open(path, 'rb') as handle:
+        handle.read(5)  # wherever the handle stands, the checksum starts at byte 0
+        assert xxh3_checksum(handle, length) == xxhash.xxh3_64_intdigest(data[:length])

@@ -37,36 +37,41 @@ _METADATA_DIRS = ('.dist-info', '.egg-info')
 _SUFFIXES = _METADATA_DIRS + ('.egg-link', '.pth')
 
 
-def _entry_stamp(directory: str, name: str) -> tuple[str, int]:
-    """``(path, mtime_ns or -1)`` of one metadata entry: a metadata directory's ``entry_points.txt`` (where its
-    plugins are declared), any other entry's own (a ``.pth`` file, an ``__editable__`` finder, an ``.egg-link``)."""
-    path = os.path.join(directory, name)
-    target = os.path.join(path, 'entry_points.txt') if name.endswith(_METADATA_DIRS) else path
+def _stamp_at(fd: int, name: str) -> int:
+    """The mtime (ns) of ``name`` relative to the directory open as ``fd``, or -1 when it cannot be statted."""
     try:
-        return path, os.stat(target).st_mtime_ns
+        return os.stat(name, dir_fd=fd).st_mtime_ns
     except OSError:
-        return path, -1
+        return -1
 
 
 def environment_key(path: list[str] | None = None) -> str:
     """A digest of the installed distributions' metadata on ``path`` (default ``sys.path``): names and mtimes.
 
-    Cheap (one directory listing per ``sys.path`` entry and one ``stat`` per metadata entry); it imports nothing.
+    Cheap (one directory listing per ``sys.path`` entry and one ``stat`` per metadata entry, relative to the open
+    directory); it imports nothing. A metadata directory counts with its ``entry_points.txt`` (where its plugins are
+    declared), any other entry with its own mtime (a ``.pth`` file, an ``__editable__`` finder, an ``.egg-link``).
     """
-    stamps: list[tuple[str, int]] = []
+    stamps: set[tuple[str, int]] = set()
     for entry in sys.path if path is None else path:
         directory = os.path.abspath(entry or os.curdir)
         try:
-            names = os.listdir(directory)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # a zip file or a missing directory: its own stamp
-            if os.path.isfile(directory):
-                stamps.append(_entry_stamp(os.path.dirname(directory), os.path.basename(directory)))
+            try:
+                stamps.add((directory, os.stat(directory).st_mtime_ns))
+            except OSError:
+                pass
             continue
-        for name in names:
-            if name.endswith(_SUFFIXES) or name.startswith('__editable__'):
-                stamps.append(_entry_stamp(directory, name))
-    stamps = sorted(set(stamps))
-    text = f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0' + ''.join(f'{p}\0{m}\n' for p, m in stamps)
+        try:
+            for name in os.listdir(fd):
+                if name.endswith(_METADATA_DIRS):
+                    stamps.add((f'{directory}{os.sep}{name}', _stamp_at(fd, f'{name}{os.sep}entry_points.txt')))
+                elif name.endswith(_SUFFIXES) or name.startswith('__editable__'):
+                    stamps.add((f'{directory}{os.sep}{name}', _stamp_at(fd, name)))
+        finally:
+            os.close(fd)
+    text = f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0' + ''.join(f'{p}\0{m}\n' for p, m in sorted(stamps))
     return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
 
 

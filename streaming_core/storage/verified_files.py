@@ -29,7 +29,7 @@ def xxh3_checksum(handle: Any, length: int) -> int:
     import xxhash  # when a checksum is computed: not on import, not on a vouched warm open
     hasher = xxhash.xxh3_64()
     handle.seek(0)
-    buf = bytearray(1 << 22)
+    buf = bytearray(max(1, min(length, 1 << 22)))  # a small file must not pay for zeroing 4 MB
     view = memoryview(buf)
     remaining = length
     while remaining:
