@@ -199,6 +199,29 @@ def test_earlier_cache_without_record_is_adopted(tmp_path, hashes):
     assert record_of(str(local)) is not None
 
 
+@pytest.mark.parametrize('how', ['index copied in by hand', 'left by another library'])
+def test_a_copy_of_unknown_provenance_keeps_a_hashed_file_only_when_its_bytes_match(tmp_path, how):
+    """The local files of a directory of unknown provenance are not described by its index.json: a v1 copy under the
+    v2 index (copied in by hand, or what another library's cache holds after it fetched the new index but kept its
+    shards) is hashed before it is kept. Here every v1 shard has v2's name and size but not its hash."""
+    remote = write_ids(str(tmp_path / 'remote'), list(range(40)), hashes=['sha1'])
+    local = str(tmp_path / 'cache')
+    if how == 'index copied in by hand':
+        assert read_fresh(remote, local)['samples'] == expected(list(range(40)))
+    else:
+        shutil.copytree(remote, local)
+    shards = sorted(n for n in os.listdir(local) if n.startswith('shard.'))
+    write_ids(remote, list(range(1000, 1040)), hashes=['sha1'], exist_ok=True)
+    assert sorted(n for n in os.listdir(remote) if n.startswith('shard.')) == shards
+    assert all(os.path.getsize(os.path.join(remote, n)) == os.path.getsize(os.path.join(local, n)) for n in shards)
+    shutil.copy(os.path.join(remote, 'index.json'), os.path.join(local, 'index.json'))
+    assert read_fresh(remote, local)['samples'] == expected(list(range(1000, 1040)))
+    kept = {n: os.stat(os.path.join(local, n)).st_ino for n in os.listdir(local) if n.startswith('shard.')}
+    os.remove(os.path.join(state_dir(local), 'record.json'))  # unknown again, now holding v2's bytes: kept
+    assert read_fresh(remote, local)['samples'] == expected(list(range(1000, 1040)))
+    assert {n: os.stat(os.path.join(local, n)).st_ino for n in os.listdir(local) if n.startswith('shard.')} == kept
+
+
 def test_a_copy_of_unknown_version_with_the_same_index_bytes_is_never_served(tmp_path, monkeypatch):
     """Fixed-size samples without hashes, rewritten with new content, give the same index.json bytes: a local copy
     of the old version whose record is gone (the cache root wiped) is not taken for the new one; nor is a local

@@ -454,10 +454,10 @@ class _Refresh:
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
                 rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
                                         and not same_version(record.source_identity, self.probe))
-                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir) if rewritten else []
+                stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir, unknown) if rewritten else []
                 changed = rewritten
             else:
-                stale, changed = compare_versions(_parse_or_none(old, path), new_obj, stream.local_dir)
+                stale, changed = compare_versions(_parse_or_none(old, path), new_obj, stream.local_dir, unknown)
             removed = _remove(stale)
             if removed or changed:
                 # A job still reading the old version must neither read what replaces the removed files nor install

@@ -48,13 +48,29 @@ def _proven_same(old: tuple[int, dict[str, str]] | None, new: tuple[int, dict[st
     return bool(common) and all(old[1][name] == new[1][name] for name in common)
 
 
-def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> list[str]:
+def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str, verify: bool = False) -> list[str]:
     """The local files of ``local_dir`` that the index version ``new`` may not share with the cached version ``old``
     (the first part of :func:`compare_versions`)."""
-    return compare_versions(old, new, local_dir)[0]
+    return compare_versions(old, new, local_dir, verify)[0]
 
 
-def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str) -> tuple[list[str], bool]:
+def _content_matches(path: str, size: Any, hashes: dict[str, str]) -> bool:
+    """Whether the local file at ``path`` has ``size`` bytes and the digest ``hashes`` records, by one of its
+    algorithms that is installed (the fastest kind first); False when none is, or the file cannot be read."""
+    from streaming_core.storage.hashing import hash_file, is_hash
+    try:
+        if os.path.getsize(path) != size:
+            return False
+        for name in sorted(hashes, key=lambda n: (not n.startswith('xxh'), n)):
+            if is_hash(name):
+                return hash_file(name, path) == hashes[name]
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str,
+                     verify: bool = False) -> tuple[list[str], bool]:
     """``(stale, changed)`` for a cached index version ``old`` and a new one ``new``, from one reading of each.
 
     ``stale``: the local files of ``local_dir`` that ``new`` may not share with ``old``. A file named by either
@@ -65,6 +81,10 @@ def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir:
     ``changed``: whether ``new`` fails to prove some file of ``old`` identical (removed, or not recorded with the
     same size and hash), present locally or not: a job still reading ``old`` must not install its copy of such a
     file where readers of ``new`` would take it for theirs. False when ``old`` is unknown.
+
+    ``verify``: the local files' provenance is unknown (``old`` says nothing about them: a directory without our
+    record, or an ``index.json`` copied in by hand), so a file the two indexes prove the same is kept only when its
+    own bytes have the recorded size and hash (hashed here, once, when the directory is adopted).
     """
     new_files = _file_map(new)
     old_files = _file_map(old) if old is not None else {}
@@ -75,6 +95,8 @@ def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir:
         if path is None:
             continue
         if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
+            stale.append(path)
+        elif verify and not _content_matches(path, *new_files[name]):  # type: ignore[misc]
             stale.append(path)
     changed = any(not _proven_same(info, new_files.get(name)) for name, info in old_files.items())
     return stale, changed
