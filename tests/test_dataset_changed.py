@@ -425,3 +425,74 @@ def test_a_cut_download_of_a_dataset_extended_in_place_is_retried(tmp_path, monk
 
     monkeypatch.setattr(local_backend.LocalBackend, 'download', cut_once)
     assert sorted(int(s['id']) for s in dataset) == list(range(40)) and len(cuts) == 1
+
+
+def _write_ids(out: str, first: int) -> None:
+    """40 samples of ids ``first``..., no hashes: every version has the same index.json bytes."""
+    from streaming_mds import MDSWriter
+    with MDSWriter(out=out, columns={'id': 'int'}, size_limit=1 << 8, exist_ok=True) as writer:
+        for i in range(first, first + 40):
+            writer.write({'id': i})
+
+
+def _listing(directory: str) -> dict[str, tuple[int, int]]:
+    return {n: (os.stat(os.path.join(directory, n)).st_ino, os.stat(os.path.join(directory, n)).st_mtime_ns)
+            for n in os.listdir(directory)}
+
+
+@pytest.mark.parametrize('writes', [1, 99])
+def test_a_remote_written_while_its_index_is_read_gets_a_version_the_job_can_watch(tmp_path, monkeypatch, writes):
+    """A writer lands between the stat and the download of the remote index (made deterministic here): the index is
+    read again under its new stat, so the job knows its version and stops when the remote changes again; a remote
+    that keeps changing is refused, touching nothing. (It was identified by the digest of its bytes, which no
+    download compared with the remote's stat: the job served v2 then v3 samples without an error.)"""
+    from streaming_core.reading import index_sync
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'cache'))
+    _write_ids(remote, 0)
+    assert [s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)] == list(range(40))
+    real, landed = index_sync.download_file, []
+
+    def racing(*args, **kwargs):
+        real(*args, **kwargs)
+        if len(landed) < writes:
+            landed.append(1)
+            time.sleep(0.01)  # a new modification time, whatever the file system's clock granularity
+            _write_ids(remote, 1000 * len(landed))
+
+    monkeypatch.setattr(index_sync, 'download_file', racing)
+    os.utime(os.path.join(remote, 'index.json'))  # the construction checks the remote again
+    if writes > 1:
+        before = _listing(local)
+        with pytest.raises(DatasetVersionError, match='changed 3 times while it was read'):
+            StreamingDataset(remote=remote, local=local, batch_size=4)
+        assert _listing(local) == before
+        return
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    monkeypatch.setattr(index_sync, 'download_file', real)
+    assert dataset.streams[0].index_identity.startswith('stat:')
+    assert [dataset[i]['id'] for i in range(20)] == list(range(1000, 1020))
+    time.sleep(0.01)
+    _write_ids(remote, 2000)
+    with pytest.raises(DatasetVersionError):
+        [dataset[i]['id'] for i in range(20, 40)]
+    assert [s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)] == list(range(2000, 2040))
+
+
+def test_a_version_known_by_its_digest_only_is_never_taken_for_the_remote_s_next_one(tmp_path, monkeypatch):
+    """A job whose remote could not be statted recorded the version by the digest of its index bytes; the remote is
+    then rewritten (same index bytes: no hashes, same sizes). The next job, which can stat it, cannot tell that the
+    local files are of the version it reads: they are fetched again, never served as the new version."""
+    from streaming_core.reading import index_sync
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'cache'))
+    _write_ids(remote, 0)
+    with monkeypatch.context() as patch:
+        patch.setattr(index_sync, '_probe', lambda *args, **kwargs: None)
+        dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+        assert dataset.streams[0].index_identity.startswith('sha256:')
+        assert [s['id'] for s in dataset] == list(range(40))
+    index = open(os.path.join(remote, 'index.json'), 'rb').read()
+    _write_ids(remote, 1000)
+    assert open(os.path.join(remote, 'index.json'), 'rb').read() == index
+    assert [s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)] == list(range(1000, 1040))

@@ -51,6 +51,7 @@ from typing import Any
 
 from streaming_core.common.paths import COORD_NAME, state_dir
 from streaming_core.errors import (
+    DatasetVersionError,
     IndexFormatError,
     IndexNotFoundError,
     RemoteNotFoundError,
@@ -96,6 +97,8 @@ __all__ = ['SyncedIndex', 'IndexChangedError', 'MissingIndexError', 'sync_index'
 logger = logging.getLogger('streaming_core.reading.index_sync')
 
 _REMOTE_COPY = 'remote-index.json'
+#: How many times a remote index written while it was read is read again (see ``_Refresh._check``).
+_SETTLE_ATTEMPTS = 3
 
 
 class MissingIndexError(IndexNotFoundError):
@@ -426,15 +429,27 @@ class _Refresh:
         started = time.time()
         tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
         try:
-            try:
-                download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
-                              retries=int(stream.download_retry), options=stream.storage_options)
-            except (StorageError, FileNotFoundError) as err:
-                if local_now is None:
-                    raise
-                return self._offline(record, local_now, err)
-            with open(tmp, 'rb') as handle:
-                new = handle.read()
+            for attempt in range(_SETTLE_ATTEMPTS):
+                try:
+                    download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
+                                  retries=int(stream.download_retry), options=stream.storage_options)
+                except (StorageError, FileNotFoundError) as err:
+                    if local_now is None:
+                        raise
+                    return self._offline(record, local_now, err)
+                with open(tmp, 'rb') as handle:
+                    new = handle.read()
+                identity = self._identity_of(new)
+                if self.probe is None or not identity.startswith('sha256:'):
+                    break
+                if attempt + 1 == _SETTLE_ATTEMPTS:
+                    raise DatasetVersionError(
+                        f'The remote index {self.shown} changed {_SETTLE_ATTEMPTS} times while it was read: a writer '
+                        f'is rewriting the dataset. Nothing was changed in {stream.local_dir}; construct again once '
+                        f'the writer has finished.')
+                # Written while it was read: read it again under its new stat, so that the version has an identity
+                # the stream can watch while it downloads (a digest cannot be compared with the remote's stat).
+                self.probe = _probe(stream, self.remote_index)
             foreign = foreign_obj(new)
             if foreign is not None:
                 return self._foreign(new, foreign, record, local_now, started)
@@ -445,15 +460,16 @@ class _Refresh:
                 raise IndexFormatError(f'The remote index {self.shown} is not a valid index: {err} The local copy '
                                        f'{path} {state}. Fix the remote index (or point `remote` at the right '
                                        f'location) and construct again.') from err
-            identity = self._identity_of(new)
             old = None
             if local_now is not None:
                 with open(path, 'rb') as handle:
                     old = handle.read()
             unknown = _unknown_provenance(record, local_now)
             if old == new:  # rewritten with the same bytes? the remote's stat says so (whatever names the bytes read)
-                rewritten = unknown or (self.probe is not None and record.source_identity.startswith('stat:')
-                                        and not same_version(record.source_identity, self.probe))
+                rewritten = unknown or (self.probe is not None and (  # a digest names bytes, not a version
+                    record.source_identity.startswith('sha256:')
+                    or record.source_identity.startswith('stat:')
+                    and not same_version(record.source_identity, self.probe)))
                 stale = stale_files(_parse_or_none(old, path), new_obj, stream.local_dir, unknown) if rewritten else []
                 changed = rewritten
             else:
