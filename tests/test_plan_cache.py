@@ -74,7 +74,8 @@ def test_every_input_changes_the_key(change, tmp_path):
     assert plan_cache.plan_key(**args) != base
 
 
-@pytest.mark.parametrize('damage', ['truncated', 'empty', 'one value changed', 'a byte flipped'])
+@pytest.mark.parametrize('damage', ['truncated', 'empty', 'one value changed', 'a byte flipped',
+                                    "another key's plan, same shape", "another key's plan, another shape"])
 def test_a_damaged_plan_file_is_computed_again(cache_root, tmp_path, damage):
     """A plan file is trusted only with its checksum (a valid ``.npy`` with another value gave a wrong epoch; an empty
     file a bare ``EOFError``); the checksum is verified once per file version, as for a binary index."""
@@ -91,6 +92,12 @@ def test_a_damaged_plan_file_is_computed_again(cache_root, tmp_path, damage):
         changed = expected.copy()
         changed.reshape(-1)[1] = changed.reshape(-1)[0]
         np.save(str(path), changed)  # a valid .npy of the right shape
+    elif damage.startswith("another key's plan"):  # a whole valid plan file, copied over this key's name
+        other_world = world if damage.endswith('same shape') else World(world_size=2, local_world_size=2)
+        other = CountingPlanner(seed=4, log=str(tmp_path / 'other-log'))
+        assert not np.array_equal(plan_cache.node_plan(other, other_world, 0, 0, 0), expected)
+        path.write_bytes((cache_root / 'plans' / f'{plan_cache.plan_key(other, other_world, 0, 0, 0)}.npy')
+                         .read_bytes())
     else:
         path.write_bytes(data[:-20] + bytes([data[-20] ^ 1]) + data[-19:])  # in the last value, checksum kept
     assert np.array_equal(plan_cache.node_plan(planner, world, 0, 0, 0), expected)

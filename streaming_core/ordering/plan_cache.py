@@ -52,7 +52,7 @@ PLANS_HELD_PER_PROCESS = 16
 _LOCK_BYTES = 1 << 20  # bytes [0, _LOCK_BYTES): "computing" locks; [_LOCK_BYTES, 2 * _LOCK_BYTES): "in use" locks
 _HOLD_TIMEOUT = 10.0
 #: The plan file format, in the key: files of another format (before the checksum trailer) are never looked up.
-PLAN_FORMAT = 2
+PLAN_FORMAT = 3
 _corrupt_seen: set[str] = set()
 
 _held: 'OrderedDict[tuple[str, int], RangeLocks]' = OrderedDict()
@@ -105,7 +105,7 @@ def node_plan(planner: Any, world: Any, epoch: int, sample_in_epoch: int, node: 
             plan = np.ascontiguousarray(planner.plan_node(world, epoch, sample_in_epoch, node), dtype=np.int64)
             tmp = temp_name(path)
             try:
-                _save(plan, tmp)
+                _save(plan, tmp, path)
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
@@ -197,17 +197,25 @@ def _remove_unless_held(locks: RangeLocks, path: str, key: str) -> bool:
         locks.release(byte)
 
 
-def _save(plan: NDArray[np.int64], tmp: str) -> None:
-    """Write ``plan`` as ``.npy`` followed by the checksum of those bytes (8 bytes, little-endian)."""
+def _key_mix(path: str) -> int:
+    """What a plan's stored checksum is combined with: a digest of its key (its file name), so that a plan copied or
+    renamed under another key fails its checksum like a corrupt one, never served as that key's plan."""
+    key = os.path.basename(path)
+    return int.from_bytes(hashlib.blake2b(key.encode('utf-8'), digest_size=8).digest(), 'little')
+
+
+def _save(plan: NDArray[np.int64], tmp: str, path: str) -> None:
+    """Write ``plan`` as ``.npy`` followed by the checksum of those bytes combined with :func:`_key_mix` of ``path``
+    (8 bytes, little-endian)."""
     with open(tmp, 'w+b') as handle:
         np.save(handle, plan)
         length = handle.tell()
-        handle.write(struct.pack('<Q', xxh3_checksum(handle, length)))
+        handle.write(struct.pack('<Q', xxh3_checksum(handle, length) ^ _key_mix(path)))
 
 
 def _load(path: str) -> NDArray[np.int64] | None:
-    """The plan at ``path``, memory-mapped; None when it is absent, truncated or corrupt (it is then computed again).
-    Its checksum is verified once per file version and node."""
+    """The plan at ``path``, memory-mapped; None when it is absent, truncated, corrupt or of another key (it is then
+    computed again). Its checksum is verified once per file version and node."""
     try:
         with open(path, 'rb') as handle:
             stat = os.fstat(handle.fileno())
@@ -215,11 +223,13 @@ def _load(path: str) -> NDArray[np.int64] | None:
                 return None
             handle.seek(stat.st_size - 8)
             (stored,) = struct.unpack('<Q', handle.read(8))
+            stored ^= _key_mix(path)
             # Plans are only ever replaced by a rename (a new inode); their times mark use (see prune_plans).
             if not checksum_vouched(handle, path, stat, stat.st_size - 8, stored, times=False):
                 if path not in _corrupt_seen:  # looked up twice per computation: said once
                     _corrupt_seen.add(path)
-                    logger.warning('Epoch plan %s is corrupt (checksum mismatch): computing it again.', path)
+                    logger.warning('Epoch plan %s is corrupt, or another key\'s plan copied there (checksum '
+                                   'mismatch): computing it again.', path)
                 return None
         try:
             plan = np.load(path, mmap_mode='r')
