@@ -9,6 +9,7 @@ import pytest
 
 from streaming_core import Stream, StreamingDataset
 from streaming_core.errors import UnknownNameError
+from streaming_core.reading.cache_record import CacheRemoteMismatchError
 from tests.fixtures.data import ids_of, sample, write_mds
 
 
@@ -65,6 +66,32 @@ def test_default_local_leaves_credentials_out_of_its_name(tmp_path, monkeypatch)
     assert default_local('s3://bucket/a@b') != default_local('s3://bucket/b')  # an '@' in the path is the path's
     assert default_local('azure-dl://fs1@acct.dfs.core.windows.net/train') != \
         default_local('azure-dl://fs2@acct.dfs.core.windows.net/train')
+
+
+def test_the_default_local_of_a_path_remote_is_that_of_the_directory_it_resolves_to(tmp_path, monkeypatch):
+    """``remote='ds'`` from two working directories, or a ``latest`` link moved from v1 to v2, are two datasets, so
+    two default caches: each reads its own samples (the name was the text as written, so the second construction
+    failed with "holds a copy of ds, not of ds"); the same directory by path, ``file://`` URL or link is one cache."""
+    from streaming_core.common.paths import default_local
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'root'))
+    write_mds(str(tmp_path / 'a' / 'ds'), 20)
+    write_mds(str(tmp_path / 'b' / 'ds'), 20, start=500)
+    for where, first in (('a', 0), ('b', 500), ('a', 0)):
+        monkeypatch.chdir(tmp_path / where)
+        assert ids_of(StreamingDataset(remote='ds', batch_size=1)) == list(range(first, first + 20))
+    latest = tmp_path / 'latest'
+    for version, first in ((tmp_path / 'a' / 'ds', 0), (tmp_path / 'b' / 'ds', 500)):
+        if latest.is_symlink():
+            latest.unlink()
+        latest.symlink_to(version)
+        assert ids_of(StreamingDataset(remote=str(latest), batch_size=1)) == list(range(first, first + 20))
+        assert default_local(str(latest)) == default_local(str(version)) == default_local(f'file://{version}')
+    shared = str(tmp_path / 'shared')  # one explicit `local` for both: refused, and the message says why
+    monkeypatch.chdir(tmp_path / 'a')
+    assert ids_of(StreamingDataset(remote='ds', local=shared, batch_size=1)) == list(range(20))
+    monkeypatch.chdir(tmp_path / 'b')
+    with pytest.raises(CacheRemoteMismatchError, match=f'now names the directory {tmp_path / "b" / "ds"}'):
+        StreamingDataset(remote='ds', local=shared, batch_size=1)
 
 
 def test_train_and_val_share_one_cache_directory(tmp_path):

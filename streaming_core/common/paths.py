@@ -58,15 +58,21 @@ def without_credentials(remote: str) -> str:
 def default_local(remote: str) -> str:
     """The default local directory of a remote: ``<cache root>/datasets/<hash of the remote URL>``.
 
-    Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks. A ``file://``
-    URL names the same directory as its path (the same remote, so the same cache); a login in a URL
+    Any number of jobs may share it: downloads are atomic and coordinated by kernel-released locks. A path remote
+    is named by the directory it resolves to (so ``ds`` from two working directories, or a ``latest`` link moved to
+    another version, are two caches); a ``file://`` URL names the same directory as its path; a login in a URL
     (``https://user:password@host/...``) is not part of the name (:func:`without_credentials`), so a rotated
     password keeps the cache.
     """
     if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
         from urllib.parse import unquote, urlparse
         remote = unquote(urlparse(remote).path)
-        return _dataset_dir(remote)
+    if '://' not in remote:  # a path: the directory it resolves to (a relative path, a symbolic link moved)
+        path = _dataset_dir(os.path.realpath(os.path.abspath(os.path.expanduser(remote))))
+        earlier = _dataset_dir(remote)  # where earlier versions put an absolute path: as written
+        if os.path.isabs(remote) and earlier != path and not os.path.exists(path) and os.path.isdir(earlier):
+            return earlier
+        return path
     path = _dataset_dir(without_credentials(remote))
     earlier = _dataset_dir(_without_password(remote))  # where versions before 0.2 put a URL with a login
     if earlier != path and not os.path.exists(path) and os.path.isdir(earlier):

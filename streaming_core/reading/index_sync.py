@@ -418,8 +418,11 @@ class _Refresh:
                 f'{os.path.join(self.sdir, RECORD_NAME)} (our record that it is read in place, not your data) and '
                 f'construct again: it is then adopted as the cache of {here}, and its files that the remote\'s index '
                 f'does not vouch for by a hash are downloaded again.')
+        note = ''
+        if record.remote_dir == stream.remote_dir:  # one text, two directories: a relative path, a link moved
+            note = f' (the same text, which now names the directory {os.path.realpath(local_path(here))})'
         return CacheRemoteMismatchError(
-            f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}: one local '
+            f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}{note}: one local '
             f'directory caches one remote. Use another `local` for {here}, or, if the copy of {record.remote_dir} '
             f'is no longer needed, delete {stream.local_dir} (for a default local directory: `streaming cache clear '
             f'--dataset URL`) and construct again.')
