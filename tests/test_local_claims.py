@@ -131,3 +131,21 @@ def test_a_former_cache_refilled_with_the_users_own_files_is_read_in_place(tmp_p
     shutil.rmtree(local)
     _parquet_dir(local, 1, 7)
     assert sorted(ids_of(StreamingDataset(local=local, batch_size=1))) == list(range(7))
+
+
+def test_a_dataset_the_writer_committed_in_place_is_refused_as_another_remote_s_cache(tmp_path):
+    """``MDSWriter(out=X)`` and then, by mistake, ``StreamingDataset(remote=Y, local=X)``: X was adopted as Y's cache
+    (nothing recorded it as a dataset) and its files of the same names replaced by Y's, silently. The writer now
+    records its output as a dataset of its own: refused, nothing touched, and X still reads as written. A staging
+    directory of an upload (``out=(local, remote)``) is a copy of that remote, read through it as before."""
+    mine, theirs = str(tmp_path / 'mine'), str(tmp_path / 'theirs')
+    write_mds(mine, 40)
+    write_mds(theirs, 40, start=500)
+    before = _digests(mine)
+    with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own'):
+        StreamingDataset(remote=theirs, local=mine, batch_size=4)
+    assert _digests(mine) == before
+    assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(40))
+    staged, uploaded = str(tmp_path / 'staged'), str(tmp_path / 'uploaded')
+    write_mds((staged, uploaded), 40, start=900, keep_local=True)
+    assert ids_of(StreamingDataset(remote=uploaded, local=staged, batch_size=4)) == list(range(900, 940))

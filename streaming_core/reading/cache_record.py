@@ -164,6 +164,24 @@ class CacheRecord:
             return None
 
 
+def record_written_in_place(local_dir: str, text: bytes) -> None:
+    """Record the directory a writer just committed (``index.json``, whose bytes are ``text``) with no remote as a
+    dataset of its own, as reading it in place would: passed by mistake as the ``local`` of another remote, it is
+    refused (naming this record), never adopted as that remote's cache with its files replaced. A cache root that
+    cannot be written only loses this protection."""
+    index = os.path.join(local_dir, 'index.json')
+    try:
+        ident = file_identity(index)
+        if ident is None:
+            return
+        write_record(state_dir(local_dir), CacheRecord(
+            local_dir=os.path.realpath(local_dir), remote=local_dir, remote_dir=local_dir,
+            remote_key=remote_key(local_dir), split=None, source_identity=file_id_text(ident),
+            index_sha256=sha256_hex(text), index_stat=None, checked_at=time.time()))
+    except OSError:
+        pass
+
+
 def read_record(directory: str) -> CacheRecord | None:
     """The record in the state directory ``directory``; ``None`` when there is none or it is unreadable (a record
     this version cannot read is treated as absent: the directory is then adopted again by comparing with the

@@ -412,11 +412,12 @@ class _Refresh:
         here = redact_url(stream.remote_dir)
         if is_in_place(record.remote_dir, stream.local_dir):
             return CacheRemoteMismatchError(
-                f'Local directory {stream.local_dir} was read in place as a dataset of its own (with no `remote`): '
-                f'one local directory holds one dataset, and using it as the cache of {here} would replace its files. '
-                f'Use another `local` for {here}. If it is in fact a copy of {here} made by hand, remove '
-                f'{os.path.join(self.sdir, RECORD_NAME)} (our record that it is read in place, not your data) and '
-                f'construct again: it is then adopted as the cache of {here}, and its files that the remote\'s index '
+                f'Local directory {stream.local_dir} was written or read in place as a dataset of its own (with no '
+                f'`remote`): one local directory holds one dataset, and using it as the cache of {here} would replace '
+                f'its files. Use another `local` for {here}. If it is in fact a copy of {here} (made by hand, or '
+                f'uploaded there), remove {os.path.join(self.sdir, RECORD_NAME)} (our record that it is a dataset of '
+                f'its own, not your data) and construct again: it is then adopted as the cache of {here}, and its '
+                f'files that the remote\'s index '
                 f'does not vouch for by a hash are downloaded again.')
         note = ''
         if record.remote_dir == stream.remote_dir:  # one text, two directories: a relative path, a link moved

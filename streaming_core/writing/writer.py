@@ -32,7 +32,7 @@ from streaming_core.errors import (
     UnknownNameError,
     UploadError,
 )
-from streaming_core.reading.cache_record import is_in_place, path_key, remote_key
+from streaming_core.reading.cache_record import is_in_place, path_key, record_written_in_place, remote_key
 from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
@@ -578,6 +578,7 @@ class ShardWriter:
         index_path = os.path.join(self.local, INDEX_BASENAME)
         write_index(index_path, self.shards, text)
         if self.remote is None:
+            record_written_in_place(self.local, text.encode('utf-8'))
             return
         try:
             url = join(self.remote, INDEX_BASENAME)
