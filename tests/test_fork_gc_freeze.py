@@ -52,3 +52,44 @@ def test_a_programs_own_freeze_is_left_alone_and_the_switch_disables_it():
     assert user['user'] > 50_000 and user['parent'] == user['user'] and user['child'] > 50_000
     off = _run('plain', STREAMING_CORE_GC_FREEZE_AT_FORK='0')
     assert off['child'] == 0 and off['parent'] == 0
+
+
+_IMPORTING = '''
+import json, os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from streaming_core import StreamingDataLoader, StreamingDataset
+from streaming_mds import MDSWriter
+with open(os.path.join(sys.argv[1], 'slow_module.py'), 'w') as f:  # what a lazily imported module or plugin is
+    f.write('import time\\nimport threading\\nSTARTED.set()\\ntime.sleep(1.5)\\nVALUE = 7\\n')
+import builtins
+builtins.STARTED = started = threading.Event()
+local = os.path.join(sys.argv[1], 'data')
+with MDSWriter(out=local, columns={'id': 'int'}, size_limit=200) as writer:
+    for i in range(16):
+        writer.write({'id': i})
+
+class Dataset(StreamingDataset):
+    def __iter__(self):
+        import slow_module  # the child's first import of a module the other thread was importing at the fork
+        for sample in super().__iter__():
+            yield {'id': sample['id'] + 0 * slow_module.VALUE}
+
+dataset = Dataset(local=local, batch_size=4)
+importer = threading.Thread(target=lambda: __import__('slow_module'))
+importer.start()
+started.wait()
+loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context='fork', timeout=60)
+ids = sorted(int(i) for batch in loader for i in batch['id'])
+importer.join()
+print(json.dumps(ids))
+'''
+
+
+def test_a_fork_while_another_thread_imports_waits_for_the_import_not_a_hang_in_the_worker(tmp_path):
+    """One thread imports a module (here one that takes 1.5 s) while another forks DataLoader workers that import
+    it too: the module's lock, held at the fork, stayed held in each worker, whose import then blocked for ever (a
+    review saw 7 of 8 runs of two threads iterating mixed datasets hang). The fork now waits for the import."""
+    result = subprocess.run([sys.executable, '-c', _IMPORTING, str(tmp_path)], capture_output=True, text=True,
+                            env={**os.environ, 'PYTHONPATH': ROOT}, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == list(range(16))

@@ -12,21 +12,64 @@ servers) and back again in the parent right after (:func:`gc.unfreeze`), so the 
 child, the parent's objects stay frozen: the child's collections walk only the objects it creates (cyclic garbage
 among the inherited objects is not collected there). A freeze the program made itself is left alone: the handlers do
 nothing while :func:`gc.get_freeze_count` is non-zero. ``STREAMING_CORE_GC_FREEZE_AT_FORK=0`` disables them.
+
+The same handler also waits, before the fork, for imports other threads are running to finish (at most
+:data:`IMPORT_WAIT_SECONDS`): a module lock held by another thread at ``os.fork()`` stays held in the child, where no
+thread will release it, and the child's first import of that module (a lazily imported part of the library, or a
+plugin loaded on first use) then blocks for ever. Two threads of one process, one iterating a DataLoader with forked
+workers while the other imports, hung that way.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
 import os
+import threading
+import time
 
-__all__ = ['ENV', 'install', 'installed']
+__all__ = ['ENV', 'IMPORT_WAIT_SECONDS', 'install', 'installed', 'imports_in_other_threads']
 
 #: Set to 0 to keep the collector's default behaviour at fork.
 ENV = 'STREAMING_CORE_GC_FREEZE_AT_FORK'
+#: The longest a fork waits for other threads' imports (then it goes ahead, with a warning).
+IMPORT_WAIT_SECONDS = 30.0
 _state = {'installed': False, 'froze': False}
+logger = logging.getLogger('streaming_core.machinery.forking')
+
+
+def imports_in_other_threads() -> list[str]:
+    """The modules other threads of this process are importing now (holding their module locks); empty where the
+    interpreter's import machinery does not expose them."""
+    try:
+        from importlib import _bootstrap
+        refs = list(_bootstrap._module_locks.values())  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, RuntimeError):
+        return []
+    me, busy = threading.get_ident(), []
+    for ref in refs:
+        lock = ref() if callable(ref) else ref
+        owner, count = getattr(lock, 'owner', None), getattr(lock, 'count', 0)
+        if owner is not None and owner != me and (count if isinstance(count, int) else len(count)):
+            busy.append(str(getattr(lock, 'name', '?')))
+    return busy
+
+
+def _wait_for_imports() -> None:
+    if threading.active_count() < 2:
+        return
+    deadline = time.monotonic() + IMPORT_WAIT_SECONDS
+    busy = imports_in_other_threads()
+    while busy and time.monotonic() < deadline:
+        time.sleep(0.001)
+        busy = imports_in_other_threads()
+    if busy:
+        logger.warning('Forking while other threads still import %s (after %.0f s): a forked process that imports '
+                       'one of them will hang.', ', '.join(sorted(busy)), IMPORT_WAIT_SECONDS)
 
 
 def _before() -> None:
+    _wait_for_imports()
     if gc.get_freeze_count() == 0 and os.environ.get(ENV, '1').strip().lower() not in ('0', 'false', 'no', 'off'):
         gc.freeze()
         _state['froze'] = True
