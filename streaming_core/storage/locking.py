@@ -34,7 +34,8 @@ class RangeLocks:
         os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         self._held: dict[int, list] = {}  # byte -> [exclusive, count, thread that took it]
-        self._mutex = threading.Lock()
+        # Reentrant: a collected shard manager's finalizer releases its pins, maybe while this thread is in here.
+        self._mutex = threading.RLock()
 
     @classmethod
     def for_path(cls, path: str) -> 'RangeLocks':

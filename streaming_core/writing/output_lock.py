@@ -28,13 +28,13 @@ __all__ = ['OutputBusyError', 'OutputLock']
 
 logger = logging.getLogger('streaming_core.writing.output_lock')
 _held: dict[str, list[int]] = {}  # lock file -> [descriptor, writers of this process holding it]
-_guard = threading.Lock()
+_guard = threading.RLock()  # reentrant: a dropped writer's __del__ may release while this thread takes a lock
 
 
 def _after_fork() -> None:
     global _guard
     _held.clear()  # a child holds no record lock (the descriptors stay open for the parent's sake)
-    _guard = threading.Lock()
+    _guard = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
