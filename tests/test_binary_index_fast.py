@@ -62,7 +62,8 @@ def test_the_fast_build_equals_the_general_one(tmp_path, compression, hashes):
 
 @pytest.mark.parametrize('damage', ['two templates', '../escape', 'leading /', 'dot', 'drive', 'bool samples',
                                     'negative bytes', 'upper hex', 'missing hashes', 'two shards keys', 'version',
-                                    'escaped shards key', 'bytes beyond 2**64', 'truncated', 'unpaired surrogate'])
+                                    'escaped shards key', 'bytes beyond 2**64', 'truncated', 'unpaired surrogate',
+                                    'a null first shard', 'a number for a shard'])
 def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
     index = _index(tmp_path, hashes=['sha1'])
     shards = index['shards']
@@ -91,6 +92,10 @@ def test_any_doubt_goes_to_the_general_path(tmp_path, damage):
         raw['bytes'] = 19446744073709551617
     elif damage == 'unpaired surrogate':  # valid JSON text ("\\ud800"), but no file's name
         raw['basename'] = 'x\ud800.mds'
+    elif damage == 'a null first shard':
+        shards[0] = None
+    elif damage == 'a number for a shard':
+        shards[3] = 1
     data = json.dumps(index).encode()
     if damage == 'two shards keys':
         data = data[:-1] + b', "shards": []}'

@@ -205,8 +205,9 @@ def test_format_limits_are_checked_from_build_time_statistics(tmp_path, monkeypa
 
 def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_with_the_probe(tmp_path, monkeypatch):
     """The remote index's stat is taken before the index lock; when the remote changes before the download, the bytes
-    read are of another version than the stat names: they are identified by their digest, and the next construction
-    (its probe naming the new version) reuses them instead of taking them for the old version."""
+    read are of another version than the stat names: they are read again under the stat taken after the download
+    (the version a job can watch; a digest cannot be compared with the remote's stat), never labelled with the first
+    stat, and the next construction reuses them."""
     from streaming_core.reading import index_sync
     remote = write_mds(str(tmp_path / 'remote'), 30, size_limit=300)
     local = str(tmp_path / 'local')
@@ -214,8 +215,8 @@ def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_w
     real_probe = index_sync._probe
     rewritten = []
 
-    def probe_then_rewrite(stream, url):  # type: ignore[no-untyped-def]
-        found = real_probe(stream, url)
+    def probe_then_rewrite(stream, url, **kwargs):  # type: ignore[no-untyped-def]
+        found = real_probe(stream, url, **kwargs)
         if not rewritten:  # another job rewrites the remote right after this process's probe
             rewritten.append(write_mds(remote, 45, start=200, size_limit=300, exist_ok=True))
         return found
@@ -224,7 +225,8 @@ def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_w
     monkeypatch.setattr(index_sync, '_probe', probe_then_rewrite)
     caught = StreamingDataset(remote=remote, local=local, batch_size=1)
     assert rewritten and ids_of(caught) == list(range(200, 245))
-    assert caught.streams[0].index_identity.startswith('sha256:')
+    first = caught.streams[0].index_identity
+    assert first.startswith('stat:') and first == real_probe(caught.streams[0], os.path.join(remote, 'index.json'))
     monkeypatch.setattr(index_sync, '_probe', real_probe)
     later = StreamingDataset(remote=remote, local=local, batch_size=1)
     assert ids_of(later) == list(range(200, 245))
@@ -235,7 +237,8 @@ def test_a_remote_rewritten_between_the_probe_and_the_download_is_not_labelled_w
 def test_a_rewrite_with_identical_index_bytes_is_seen_whatever_names_the_bytes_read(tmp_path, monkeypatch, trouble):
     """The remote's stat changed since the cache was filled, its index bytes did not (same sizes, no hashes): the
     cached shards are stale. That holds even when the bytes read end up identified by their digest (the remote
-    changed again between the probe and the download, or could not be stat'ed again)."""
+    changed again between the probe and the download, and is read again under its new stat; or it could not be
+    stat'ed again, and the bytes are identified by their digest)."""
     from streaming_core.reading import index_sync
     remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
     index = os.path.join(remote, 'index.json')
@@ -247,11 +250,11 @@ def test_a_rewrite_with_identical_index_bytes_is_seen_whatever_names_the_bytes_r
     real_probe = index_sync._probe
     calls = []
 
-    def probe(stream, url):  # type: ignore[no-untyped-def]
+    def probe(stream, url, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(url)
         if trouble == 'second stat fails' and len(calls) > 1:
             return None
-        found = real_probe(stream, url)
+        found = real_probe(stream, url, **kwargs)
         if trouble != 'second stat fails' and len(calls) == 1:  # another job rewrites the remote right then
             write_mds(remote, 30, start=300, size_limit=300, exist_ok=True)
         return found
@@ -259,7 +262,9 @@ def test_a_rewrite_with_identical_index_bytes_is_seen_whatever_names_the_bytes_r
     monkeypatch.setattr(index_sync, '_probe', probe)
     expected = list(range(300, 330)) if trouble != 'second stat fails' else list(range(200, 230))
     caught = StreamingDataset(remote=remote, local=local, batch_size=1)
-    assert len(calls) == 2 and caught.streams[0].index_identity.startswith('sha256:')
+    kind = 'sha256:' if trouble == 'second stat fails' else 'stat:'
+    assert len(calls) == (2 if trouble == 'second stat fails' else 3)
+    assert caught.streams[0].index_identity.startswith(kind)
     assert ids_of(caught) == expected
     monkeypatch.setattr(index_sync, '_probe', real_probe)
     assert ids_of(StreamingDataset(remote=remote, local=local, batch_size=1)) == expected

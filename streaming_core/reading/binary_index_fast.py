@@ -182,7 +182,7 @@ def _record_types(msgspec: Any, keys: tuple[str, ...]) -> Any:
 
 def _getter(record: Any) -> Callable[[str], Callable[[Any], Any]]:
     """How a field of ``record`` (a dict from ``json``, or a record from :func:`_decode_records`) is read."""
-    return itemgetter if type(record) is dict else attrgetter
+    return attrgetter if hasattr(type(record), '__struct_fields__') else itemgetter
 
 
 def _build_parsed(data: bytes, path: str, identity: str, version: int,
@@ -196,13 +196,13 @@ def _build_parsed(data: bytes, path: str, identity: str, version: int,
     shards = index.get('shards')
     if type(shards) is not list or not shards:
         return None
-    get = _getter(shards[0])
-    if get is itemgetter:
+    fields = getattr(type(shards[0]), '__struct_fields__', None)
+    if fields is not None:  # records (see _decode_records): one type, whose keys msgspec found in each entry
+        get, keys = attrgetter, fields
+    else:
         if set(map(type, shards)) != {dict} or len(set(map(tuple, shards))) != 1:
             return None
-        keys = tuple(shards[0])
-    else:  # records: one type, whose keys msgspec found in each entry, and no other
-        keys = type(shards[0]).__struct_fields__
+        get, keys = itemgetter, tuple(shards[0])
     if 'samples' not in keys:
         return None
     ordered = sorted(k for k in keys if k != 'samples')

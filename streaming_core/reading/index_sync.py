@@ -365,6 +365,7 @@ class _Refresh:
         self.path = path
         self.sdir = sdir
         self.probe = probe
+        self.probe_after: str | None = None  # the remote's stat just after the last download (see _identity_of)
         self.request_time = request_time
         self.remote_index = join(stream.remote_dir, INDEX_BASENAME)
         self.shown = redact_url(self.remote_index)
@@ -391,9 +392,10 @@ class _Refresh:
         the probe and the download: the probe names another version). A coarse stat (:func:`coarse_mtime`: no etag,
         time to the second) may name two versions, so the digest is added to it (:data:`DIGEST_PART`)."""
         digest = sha256_hex(new)
+        self.probe_after = None
         if self.probe is None:
             return f'sha256:{digest}'
-        again = _probe(self.stream, self.remote_index)
+        again = self.probe_after = _probe(self.stream, self.remote_index)
         if again != self.probe:
             logger.info('%s changed while it was checked; identifying the version read by its digest', self.shown)
             return f'sha256:{digest}'
@@ -444,8 +446,8 @@ class _Refresh:
                 with open(tmp, 'rb') as handle:
                     new = handle.read()
                 identity = self._identity_of(new)
-                if self.probe is None or not identity.startswith('sha256:'):
-                    break
+                if self.probe is None or not identity.startswith('sha256:') or self.probe_after is None:
+                    break  # a version by its stat, or no stat to read it again under
                 if attempt + 1 == _SETTLE_ATTEMPTS:
                     raise DatasetVersionError(
                         f'The remote index {self.shown} changed {_SETTLE_ATTEMPTS} times while it was read: a writer '
@@ -453,7 +455,7 @@ class _Refresh:
                         f'the writer has finished.')
                 # Written while it was read: read it again under its new stat, so that the version has an identity
                 # the stream can watch while it downloads (a digest cannot be compared with the remote's stat).
-                self.probe = _probe(stream, self.remote_index)
+                self.probe = self.probe_after
             foreign = foreign_obj(new)
             if foreign is not None:
                 return self._foreign(new, foreign, record, local_now, started)
