@@ -86,6 +86,10 @@ def test_the_default_local_of_a_path_remote_is_that_of_the_directory_it_resolves
         latest.symlink_to(version)
         assert ids_of(StreamingDataset(remote=str(latest), batch_size=1)) == list(range(first, first + 20))
         assert default_local(str(latest)) == default_local(str(version)) == default_local(f'file://{version}')
+    volume = 'dbfs:/Volumes/main/default/ds'  # a URL with one slash: the same cache from any working directory
+    here = default_local(volume)
+    monkeypatch.chdir(tmp_path)
+    assert default_local(volume) == here
     shared = str(tmp_path / 'shared')  # one explicit `local` for both: refused, and the message says why
     monkeypatch.chdir(tmp_path / 'a')
     assert ids_of(StreamingDataset(remote='ds', local=shared, batch_size=1)) == list(range(20))

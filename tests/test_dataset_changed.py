@@ -496,3 +496,24 @@ def test_a_version_known_by_its_digest_only_is_never_taken_for_the_remote_s_next
     _write_ids(remote, 1000)
     assert open(os.path.join(remote, 'index.json'), 'rb').read() == index
     assert [s['id'] for s in StreamingDataset(remote=remote, local=local, batch_size=4)] == list(range(1000, 1040))
+
+
+def test_an_object_store_whose_etag_moves_without_a_write_is_read_by_its_digest(tmp_path, monkeypatch):
+    """Servers behind a balancer (or a CDN) may give one object two etags: the same index bytes read twice under two
+    stats are one version, known by its digest (as before the index was read again under a new stat), not a writer
+    at work. (Simulated: the probe alternates between two etags, and the path remote is taken for an object store.)"""
+    from streaming_core.reading import index_sync
+    remote, local = str(tmp_path / 'remote'), str(tmp_path / 'local')
+    monkeypatch.setenv('STREAMING_CORE_CACHE_DIR', str(tmp_path / 'cache'))
+    _write_ids(remote, 0)
+    calls = []
+
+    def flapping(stream, url, **kwargs):
+        calls.append(url)
+        return f'etag:"{len(calls) % 2}"'
+
+    monkeypatch.setattr(index_sync, '_probe', flapping)
+    monkeypatch.setattr(index_sync, 'is_remote', lambda url: True)
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=4)
+    assert dataset.streams[0].index_identity.startswith('sha256:')
+    assert [s['id'] for s in dataset] == list(range(40))

@@ -93,3 +93,35 @@ def test_a_fork_while_another_thread_imports_waits_for_the_import_not_a_hang_in_
                             env={**os.environ, 'PYTHONPATH': ROOT}, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == list(range(16))
+
+
+_SUBMITTING = '''
+import json, os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import streaming_core.machinery.host  # installs the fork handlers
+with open(os.path.join(sys.argv[1], 'submitting_module.py'), 'w') as f:  # an import that runs work on an executor
+    f.write('import time\\nfrom concurrent.futures import ThreadPoolExecutor\\ntime.sleep(0.2)\\n'
+            'with ThreadPoolExecutor(1) as pool:\\n    VALUE = pool.submit(lambda: 7).result()\\n')
+importer = threading.Thread(target=lambda: __import__('submitting_module'))
+importer.start()
+time.sleep(0.05)  # inside the import
+start = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    import submitting_module
+    os._exit(0 if submitting_module.VALUE == 7 else 1)
+took = time.monotonic() - start
+_, status = os.waitpid(pid, 0)
+importer.join()
+print(json.dumps({'fork_s': took, 'child': status}))
+'''
+
+
+def test_a_fork_waits_for_an_import_that_submits_to_an_executor_no_longer_than_it_takes(tmp_path):
+    """``concurrent.futures`` takes its executors' lock in a before-fork handler: had it run before ours, an import
+    submitting work would have waited for the fork, and the fork for the import, until our wait gave up (15 s)."""
+    result = subprocess.run([sys.executable, '-c', _SUBMITTING, str(tmp_path)], capture_output=True, text=True,
+                            env={**os.environ, 'PYTHONPATH': ROOT}, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report['child'] == 0 and report['fork_s'] < 5, report

@@ -100,14 +100,23 @@ def test_a_partial_local_copy_of_a_parquet_remote_read_offline_is_not_a_silent_s
         StreamingDataset(local=local, batch_size=4)
 
 
-def test_a_directory_read_in_place_is_adopted_by_a_remote_only_once_its_record_is_removed(tmp_path):
-    """A copy of a remote staged by hand and read once without `remote` is refused as the user's own data (nothing
-    tells a copy from other data of the same shape); the error names our record, never the data, to remove, and
-    then the directory is adopted as the remote's cache."""
+@pytest.mark.parametrize('hashes', [None, ['xxh64']])
+def test_a_directory_read_in_place_is_adopted_by_a_remote_only_as_an_exact_copy_or_once_its_record_is_removed(
+        tmp_path, hashes):
+    """A copy of a remote staged by hand and read once without `remote`: with a hash of every file in the index
+    (identical to the remote's), it is proven an exact copy and adopted, nothing replaced; without, it is refused as
+    the user's own data (nothing tells a copy from other data of the same shape): the error names our record, never
+    the data, to remove, and then the directory is adopted as the remote's cache."""
     import shutil
     remote, staged = str(tmp_path / 'remote'), str(tmp_path / 'staged')
-    write_mds(remote, 50, hashes=['xxh64'])
+    write_mds(remote, 50, hashes=hashes)
     shutil.copytree(remote, staged)
+    if hashes:
+        before = {n: os.stat(os.path.join(staged, n)).st_ino for n in os.listdir(staged)}
+        assert ids_of(StreamingDataset(local=staged, batch_size=5)) == list(range(50))
+        assert ids_of(StreamingDataset(remote=remote, local=staged, batch_size=5)) == list(range(50))
+        assert {n: os.stat(os.path.join(staged, n)).st_ino for n in os.listdir(staged)} == before
+        return
     before = _digests(staged)
     assert ids_of(StreamingDataset(local=staged, batch_size=5)) == list(range(50))
     with pytest.raises(CacheRemoteMismatchError, match='read in place as a dataset of its own') as err:
@@ -149,3 +158,17 @@ def test_a_dataset_the_writer_committed_in_place_is_refused_as_another_remote_s_
     staged, uploaded = str(tmp_path / 'staged'), str(tmp_path / 'uploaded')
     write_mds((staged, uploaded), 40, start=900, keep_local=True)
     assert ids_of(StreamingDataset(remote=uploaded, local=staged, batch_size=4)) == list(range(900, 940))
+    # Written here, then uploaded by another tool: an exact copy (its index records a hash of each file) is read
+    # through the upload, nothing replaced; without hashes it cannot be told from other data and is refused.
+    import shutil
+    for hashes in (['sha1'], None):
+        out, copy = str(tmp_path / f'out-{bool(hashes)}'), str(tmp_path / f'copy-{bool(hashes)}')
+        write_mds(out, 40, start=300, hashes=hashes)
+        shutil.copytree(out, copy)
+        before = _digests(out)
+        if hashes:
+            assert ids_of(StreamingDataset(remote=copy, local=out, batch_size=4)) == list(range(300, 340))
+        else:
+            with pytest.raises(CacheRemoteMismatchError, match='written or read in place'):
+                StreamingDataset(remote=copy, local=out, batch_size=4)
+        assert _digests(out) == before

@@ -67,7 +67,8 @@ def default_local(remote: str) -> str:
     if remote.startswith('file:'):  # as storage.facade.local_path reads it (common/ imports no other wing)
         from urllib.parse import unquote, urlparse
         remote = unquote(urlparse(remote).path)
-    if '://' not in remote:  # a path: the directory it resolves to (a relative path, a symbolic link moved)
+    if '://' not in remote and not remote.lower().startswith('dbfs:/'):  # a path (see storage.url.url_scheme): the
+        # directory it resolves to (a relative path, a symbolic link moved)
         path = _dataset_dir(os.path.realpath(os.path.abspath(os.path.expanduser(remote))))
         earlier = _dataset_dir(remote)  # where earlier versions put an absolute path: as written
         if os.path.isabs(remote) and earlier != path and not os.path.exists(path) and os.path.isdir(earlier):

@@ -33,7 +33,7 @@ __all__ = ['ENV', 'IMPORT_WAIT_SECONDS', 'install', 'installed', 'imports_in_oth
 #: Set to 0 to keep the collector's default behaviour at fork.
 ENV = 'STREAMING_CORE_GC_FREEZE_AT_FORK'
 #: The longest a fork waits for other threads' imports (then it goes ahead, with a warning).
-IMPORT_WAIT_SECONDS = 30.0
+IMPORT_WAIT_SECONDS = 15.0
 _state = {'installed': False, 'froze': False}
 logger = logging.getLogger('streaming_core.machinery.forking')
 
@@ -86,9 +86,14 @@ def _after_in_child() -> None:
 
 
 def install() -> None:
-    """Register the fork handlers (idempotent)."""
+    """Register the fork handlers (idempotent).
+
+    Before-fork handlers run in the reverse order of their registration: ``concurrent.futures`` takes its executors'
+    lock in one, so it is imported first and ours runs before it (a thread whose import submits work to an executor
+    would otherwise wait for that lock, held by the forking thread, for all of :data:`IMPORT_WAIT_SECONDS`)."""
     if not _state['installed']:
         _state['installed'] = True
+        import concurrent.futures.thread  # noqa: F401 (see above)
         os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
 
 

@@ -175,7 +175,8 @@ def record_written_in_place(local_dir: str, text: bytes) -> None:
         if ident is None:
             return
         write_record(state_dir(local_dir), CacheRecord(
-            local_dir=os.path.realpath(local_dir), remote=local_dir, remote_dir=local_dir,
+            local_dir=os.path.realpath(local_dir), remote=os.path.abspath(local_dir),
+            remote_dir=os.path.abspath(local_dir),
             remote_key=remote_key(local_dir), split=None, source_identity=file_id_text(ident),
             index_sha256=sha256_hex(text), index_stat=None, checked_at=time.time()))
     except OSError:

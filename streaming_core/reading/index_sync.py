@@ -374,8 +374,11 @@ class _Refresh:
         stream, path = self.stream, self.path
         record = read_record(self.sdir)
         local_now = file_identity(path)
+        in_place = None
         if record is not None and record.remote_key not in remote_keys(stream.remote_dir):
-            if local_now is not None or _holds_files(stream.local_dir):  # a dataset read in place has no index.json
+            if local_now is not None and is_in_place(record.remote_dir, stream.local_dir):
+                in_place = record  # a dataset of its own: adopted only as an exact copy of the remote (see _check)
+            elif local_now is not None or _holds_files(stream.local_dir):  # read in place: maybe no index.json
                 raise self._mismatch(record)
             record = None  # the directory no longer holds what the record describes
         if record is not None and local_now is not None and local_now == record.local_stat and self._fresh(record):
@@ -384,7 +387,7 @@ class _Refresh:
             data, ident = read_index_file(path)
             if ident == local_now:
                 return SyncedIndex(path, data, record.source_identity)
-        return self._check(record, local_now)
+        return self._check(record, local_now, in_place)
 
     def _identity_of(self, new: bytes) -> str:
         """The identity of the downloaded index bytes ``new``: the remote's stat when it is still the one probed
@@ -416,8 +419,10 @@ class _Refresh:
             return CacheRemoteMismatchError(
                 f'Local directory {stream.local_dir} was written or read in place as a dataset of its own (with no '
                 f'`remote`): one local directory holds one dataset, and using it as the cache of {here} would replace '
-                f'its files. Use another `local` for {here}. If it is in fact a copy of {here} (made by hand, or '
-                f'uploaded there), remove {os.path.join(self.sdir, RECORD_NAME)} (our record that it is a dataset of '
+                f'its files (an exact copy, with the remote\'s index and a recorded hash for each file, is taken '
+                f'as its cache without this error). Use another `local` for {here}. If it is in fact a copy of {here} '
+                f'(made by hand, or uploaded there), remove {os.path.join(self.sdir, RECORD_NAME)} (our record that it '
+                f'is a dataset of '
                 f'its own, not your data) and construct again: it is then adopted as the cache of {here}, and its '
                 f'files that the remote\'s index '
                 f'does not vouch for by a hash are downloaded again.')
@@ -430,11 +435,16 @@ class _Refresh:
             f'is no longer needed, delete {stream.local_dir} (for a default local directory: `streaming cache clear '
             f'--dataset URL`) and construct again.')
 
-    def _check(self, record: CacheRecord | None, local_now: FileIdentity | None) -> SyncedIndex:
+    def _check(self, record: CacheRecord | None, local_now: FileIdentity | None,
+               in_place: CacheRecord | None = None) -> SyncedIndex:
+        """Download the remote index and bring the local copy to its version (``in_place``: the record of a directory
+        written or read in place, adopted only when it is an exact copy of the remote: the same index bytes, and every
+        file it holds proven the remote's by its recorded hash; else refused, nothing touched)."""
         stream, path = self.stream, self.path
         started = time.time()
         tmp = temp_name(os.path.join(self.sdir, _REMOTE_COPY))
         try:
+            previous = None
             for attempt in range(_SETTLE_ATTEMPTS):
                 try:
                     download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
@@ -448,6 +458,8 @@ class _Refresh:
                 identity = self._identity_of(new)
                 if self.probe is None or not identity.startswith('sha256:') or self.probe_after is None:
                     break  # a version by its stat, or no stat to read it again under
+                if new == previous and is_remote(stream.remote_dir):  # the same bytes under another stat: an object
+                    break  # store whose etag moves without a write (a CDN, servers behind a balancer): by its digest
                 if attempt + 1 == _SETTLE_ATTEMPTS:
                     raise DatasetVersionError(
                         f'The remote index {self.shown} changed {_SETTLE_ATTEMPTS} times while it was read: a writer '
@@ -455,8 +467,10 @@ class _Refresh:
                         f'the writer has finished.')
                 # Written while it was read: read it again under its new stat, so that the version has an identity
                 # the stream can watch while it downloads (a digest cannot be compared with the remote's stat).
-                self.probe = self.probe_after
+                previous, self.probe = new, self.probe_after
             foreign = foreign_obj(new)
+            if in_place is not None and (foreign is not None or read_index_file(path)[0] != new):
+                raise self._mismatch(in_place)
             if foreign is not None:
                 return self._foreign(new, foreign, record, local_now, started)
             try:
@@ -480,6 +494,8 @@ class _Refresh:
                 changed = rewritten
             else:
                 stale, changed = compare_versions(_parse_or_none(old, path), new_obj, stream.local_dir, unknown)
+            if in_place is not None and stale:  # a file no hash proves the remote's: it would be replaced
+                raise self._mismatch(in_place)
             removed = _remove(stale)
             if removed or changed:
                 # A job still reading the old version must neither read what replaces the removed files nor install

@@ -110,8 +110,9 @@ def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, onl
         try:
             if settled(read_record(sdir)):  # again, under the lock
                 return
-            write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=local_dir,
-                                           remote_dir=local_dir, remote_key=remote_key(local_dir), split=stream.split,
+            here = os.path.abspath(local_dir)  # as written, it would name another directory from elsewhere
+            write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=here,
+                                           remote_dir=here, remote_key=remote_key(local_dir), split=stream.split,
                                            source_identity=identity, index_sha256=sha256_hex(data) if data else '',
                                            index_stat=None, checked_at=time.time()))
         finally:
