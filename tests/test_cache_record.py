@@ -419,3 +419,29 @@ def test_a_cache_root_that_cannot_be_created_says_which_variable_to_set(tmp_path
     message = str(caught.value)
     assert f'cannot create the state directory of {data}' in message
     assert 'set STREAMING_CORE_CACHE_DIR to a writable directory' in message and str(blocker) in message
+
+
+@pytest.mark.parametrize('stale_version', [True, False])
+def test_a_large_copy_of_unknown_provenance_is_checked_by_a_sample_within_the_byte_budget(tmp_path, monkeypatch,
+                                                                                        stale_version):
+    """Beyond VERIFY_BYTES, adopting a directory hashes a sample spread over its files, not all of them (a job whose
+    cache root is temporary adopts its local directory at every start, under the index lock); a stale version is
+    caught by the sample (all its files are old) and every kept file is then fetched again."""
+    from streaming_core.reading import index_versions
+    remote = write_ids(str(tmp_path / 'remote'), list(range(200)), hashes=['sha1'])
+    local = str(tmp_path / 'local')
+    shutil.copytree(remote, local)
+    if stale_version:
+        write_ids(local, list(range(1000, 1200)), hashes=['sha1'], exist_ok=True)
+        shutil.copy(os.path.join(remote, 'index.json'), os.path.join(local, 'index.json'))
+    names = [n for n in os.listdir(local) if n.startswith('shard.')]
+    total = sum(os.path.getsize(os.path.join(local, n)) for n in names)
+    monkeypatch.setattr(index_versions, 'VERIFY_BYTES', total // 8)
+    hashed = []
+    real = index_versions._content_matches
+    monkeypatch.setattr(index_versions, '_content_matches',
+                        lambda path, *info: hashed.append(path) or real(path, *info))
+    index = json.load(open(os.path.join(remote, 'index.json')))
+    stale, _ = index_versions.compare_versions(index, index, local, verify=True)
+    assert 0 < len(hashed) <= len(names) // 4, (len(hashed), len(names))
+    assert sorted(map(os.path.basename, stale)) == (sorted(names) if stale_version else [])

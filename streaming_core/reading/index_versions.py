@@ -54,6 +54,10 @@ def stale_files(old: dict[str, Any] | None, new: dict[str, Any], local_dir: str,
     return compare_versions(old, new, local_dir, verify)[0]
 
 
+#: At most this many bytes of a directory of unknown provenance are hashed when it is adopted (see :func:`_unproven`).
+VERIFY_BYTES = 2 << 30
+
+
 def _content_matches(path: str, size: Any, hashes: dict[str, str]) -> bool:
     """Whether the local file at ``path`` has ``size`` bytes and the digest ``hashes`` records, by one of its
     algorithms that is installed (the fastest kind first); False when none is, or the file cannot be read."""
@@ -83,12 +87,12 @@ def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir:
     file where readers of ``new`` would take it for theirs. False when ``old`` is unknown.
 
     ``verify``: the local files' provenance is unknown (``old`` says nothing about them: a directory without our
-    record, or an ``index.json`` copied in by hand), so a file the two indexes prove the same is kept only when its
-    own bytes have the recorded size and hash (hashed here, once, when the directory is adopted).
+    record, or an ``index.json`` copied in by hand), so the files the two indexes prove the same are kept only when
+    their own bytes have the recorded size and hash (see :func:`_unproven`).
     """
     new_files = _file_map(new)
     old_files = _file_map(old) if old is not None else {}
-    stale = []
+    stale, kept = [], []
     real_root = os.path.realpath(local_dir)
     for name in sorted(set(new_files) | set(old_files)):
         path = present_copy(local_dir, name, 'index', real_root)
@@ -96,7 +100,28 @@ def compare_versions(old: dict[str, Any] | None, new: dict[str, Any], local_dir:
             continue
         if old is None or not _proven_same(old_files.get(name), new_files.get(name)):
             stale.append(path)
-        elif verify and not _content_matches(path, *new_files[name]):  # type: ignore[misc]
-            stale.append(path)
+        else:
+            kept.append((path, new_files[name]))
+    if verify:
+        stale += _unproven(kept)
     changed = any(not _proven_same(info, new_files.get(name)) for name, info in old_files.items())
     return stale, changed
+
+
+def _unproven(kept: list[tuple[str, Any]]) -> list[str]:
+    """The files of ``kept`` (``(path, (size, hashes))``, in name order) to treat as stale in a directory of unknown
+    provenance: each whose bytes do not match when they total at most :data:`VERIFY_BYTES`; beyond it, a sample
+    spread over them up to that many bytes is hashed (a copy adopted at each start of a job whose cache root is
+    temporary must not hash a whole dataset under the index lock), and one mismatch makes them all stale (a stale
+    version's files are all of the old version)."""
+    total = sum(info[0] for _, info in kept if isinstance(info[0], int))
+    if total <= VERIFY_BYTES:
+        return [path for path, info in kept if not _content_matches(path, *info)]
+    step, budget = max(1, len(kept) * VERIFY_BYTES // max(total, 1)), VERIFY_BYTES
+    for path, info in kept[::step]:
+        if budget <= 0:
+            break
+        if not _content_matches(path, *info):
+            return [path for path, _ in kept]
+        budget -= info[0] if isinstance(info[0], int) else 0
+    return []
