@@ -151,8 +151,9 @@ def test_a_dataset_the_writer_committed_in_place_is_refused_as_another_remote_s_
     write_mds(mine, 40)
     write_mds(theirs, 40, start=500)
     before = _digests(mine)
-    with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own'):
-        StreamingDataset(remote=theirs, local=mine, batch_size=4)
+    for other in (theirs, str(tmp_path / 'nowhere')):  # another dataset, or a remote that cannot be read
+        with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own'):
+            StreamingDataset(remote=other, local=mine, batch_size=4)
     assert _digests(mine) == before
     assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(40))
     staged, uploaded = str(tmp_path / 'staged'), str(tmp_path / 'uploaded')

@@ -422,10 +422,8 @@ class _Refresh:
                 f'its files (an exact copy, with the remote\'s index and a recorded hash for each file, is taken '
                 f'as its cache without this error). Use another `local` for {here}. If it is in fact a copy of {here} '
                 f'(made by hand, or uploaded there), remove {os.path.join(self.sdir, RECORD_NAME)} (our record that it '
-                f'is a dataset of '
-                f'its own, not your data) and construct again: it is then adopted as the cache of {here}, and its '
-                f'files that the remote\'s index '
-                f'does not vouch for by a hash are downloaded again.')
+                f'is a dataset of its own, not your data) and construct again: it is then adopted as the cache of '
+                f'{here}, and its files that the remote\'s index does not vouch for by a hash are downloaded again.')
         note = ''
         if record.remote_dir == stream.remote_dir:  # one text, two directories: a relative path, a link moved
             note = f' (the same text, which now names the directory {os.path.realpath(local_path(here))})'
@@ -450,6 +448,8 @@ class _Refresh:
                     download_file(self.remote_index, tmp, timeout=float(stream.download_timeout),
                                   retries=int(stream.download_retry), options=stream.storage_options)
                 except (StorageError, FileNotFoundError) as err:
+                    if in_place is not None:  # never read offline as a copy of the remote: it is not known to be one
+                        raise self._mismatch(in_place) from err
                     if local_now is None:
                         raise
                     return self._offline(record, local_now, err)
