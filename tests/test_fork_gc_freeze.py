@@ -89,10 +89,9 @@ def test_a_fork_while_another_thread_imports_waits_for_the_import_not_a_hang_in_
     """One thread imports a module (here one that takes 1.5 s) while another forks DataLoader workers that import
     it too: the module's lock, held at the fork, stayed held in each worker, whose import then blocked for ever (a
     review saw 7 of 8 runs of two threads iterating mixed datasets hang). The fork now waits for the import."""
-    result = subprocess.run([sys.executable, '-c', _IMPORTING, str(tmp_path)], capture_output=True, text=True,
-                            env={**os.environ, 'PYTHONPATH': ROOT}, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == list(range(16))
+    code, out, err = _bounded(_IMPORTING, str(tmp_path), 240)
+    assert code == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1]) == list(range(16))
 
 
 _SUBMITTING = '''
@@ -117,11 +116,25 @@ print(json.dumps({'fork_s': took, 'child': status}))
 '''
 
 
+def _bounded(code: str, arg: str, timeout: float) -> tuple[int, str, str]:
+    """Run ``code`` in a fresh session; on a timeout, kill the whole session (a forked child that hangs too)."""
+    import signal
+    proc = subprocess.Popen([sys.executable, '-c', code, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, 'PYTHONPATH': ROOT}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return -1, out, f'timed out after {timeout} s\n{err}'
+    return proc.returncode, out, err
+
+
 def test_a_fork_waits_for_an_import_that_submits_to_an_executor_no_longer_than_it_takes(tmp_path):
     """``concurrent.futures`` takes its executors' lock in a before-fork handler: had it run before ours, an import
-    submitting work would have waited for the fork, and the fork for the import, until our wait gave up (15 s)."""
-    result = subprocess.run([sys.executable, '-c', _SUBMITTING, str(tmp_path)], capture_output=True, text=True,
-                            env={**os.environ, 'PYTHONPATH': ROOT}, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    submitting work would have waited for the fork, and the fork for the import, until our wait gave up (15 s), and
+    the child then hung on the import's lock."""
+    code, out, err = _bounded(_SUBMITTING, str(tmp_path), 90)
+    assert code == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
     assert report['child'] == 0 and report['fork_s'] < 5, report
