@@ -445,3 +445,16 @@ def test_a_large_copy_of_unknown_provenance_is_checked_by_a_sample_within_the_by
     stale, _ = index_versions.compare_versions(index, index, local, verify=True)
     assert 0 < len(hashed) <= len(names) // 4, (len(hashed), len(names))
     assert sorted(map(os.path.basename, stale)) == (sorted(names) if stale_version else [])
+
+
+def test_the_adoption_sample_hashes_about_the_budget_spread_over_the_whole_directory(monkeypatch):
+    """10,000 files of 64 MiB (625 GiB) against 2 GiB: about 2 GiB hashed, from the first files to the last (the
+    stride was inverted: 32 files, all among the first tenth)."""
+    from streaming_core.reading import index_versions
+    size = 64 << 20
+    kept = [(f'f{i:05}', (size, {'xxh64': '0'})) for i in range(10_000)]
+    hashed = []
+    monkeypatch.setattr(index_versions, '_content_matches', lambda path, *info: hashed.append(path) or True)
+    assert index_versions._unproven(kept) == []
+    assert index_versions.VERIFY_BYTES * 0.8 <= len(hashed) * size <= index_versions.VERIFY_BYTES + size
+    assert hashed[0] == 'f00000' and int(hashed[-1][1:]) >= 9_000

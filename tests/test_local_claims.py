@@ -152,12 +152,23 @@ def test_a_dataset_the_writer_committed_in_place_is_refused_as_another_remote_s_
     write_mds(theirs, 40, start=500)
     before = _digests(mine)
     for other in (theirs, str(tmp_path / 'nowhere')):  # another dataset, or a remote that cannot be read
-        with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own'):
+        with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own') as err:
             StreamingDataset(remote=other, local=mine, batch_size=4)
+        assert ('could not be read' in str(err.value)) == other.endswith('nowhere')
     assert _digests(mine) == before
+    # A merged root (partitions written in parallel, then merge_index) is a writer's output too.
+    from streaming_core import merge_index
+    merged = str(tmp_path / 'merged')
+    write_mds(os.path.join(merged, '0'), 20)
+    write_mds(os.path.join(merged, '1'), 20, start=20)
+    merge_index(merged)
+    with pytest.raises(CacheRemoteMismatchError, match='written or read in place as a dataset of its own'):
+        StreamingDataset(remote=theirs, local=merged, batch_size=4)
+    assert ids_of(StreamingDataset(local=merged, batch_size=4)) == list(range(40))
     assert ids_of(StreamingDataset(local=mine, batch_size=4)) == list(range(40))
     staged, uploaded = str(tmp_path / 'staged'), str(tmp_path / 'uploaded')
-    write_mds((staged, uploaded), 40, start=900, keep_local=True)
+    write_mds(staged, 10, start=800)  # written in place first, then again as the staging of an upload
+    write_mds((staged, uploaded), 40, start=900, keep_local=True, exist_ok=True)
     assert ids_of(StreamingDataset(remote=uploaded, local=staged, batch_size=4)) == list(range(900, 940))
     # Written here, then uploaded by another tool: an exact copy (its index records a hash of each file) is read
     # through the upload, nothing replaced; without hashes it cannot be told from other data and is refused.

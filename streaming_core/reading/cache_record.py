@@ -183,6 +183,15 @@ def record_written_in_place(local_dir: str, text: bytes) -> None:
         pass
 
 
+def forget_record(local_dir: str) -> None:
+    """Remove the record of ``local_dir`` (a writer replaced its contents with a remote's new dataset: the directory
+    is then a copy of unknown provenance, adopted by the first read of that remote)."""
+    try:
+        os.remove(os.path.join(state_dir(local_dir, create=False), RECORD_NAME))
+    except OSError:
+        pass
+
+
 def read_record(directory: str) -> CacheRecord | None:
     """The record in the state directory ``directory``; ``None`` when there is none or it is unreadable (a record
     this version cannot read is treated as absent: the directory is then adopted again by comparing with the

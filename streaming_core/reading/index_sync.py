@@ -449,7 +449,9 @@ class _Refresh:
                                   retries=int(stream.download_retry), options=stream.storage_options)
                 except (StorageError, FileNotFoundError) as err:
                     if in_place is not None:  # never read offline as a copy of the remote: it is not known to be one
-                        raise self._mismatch(in_place) from err
+                        refused = self._mismatch(in_place)
+                        raise type(refused)(f'The remote index {self.shown} could not be read ({err}): check `remote`. '
+                                            f'{refused}') from err
                     if local_now is None:
                         raise
                     return self._offline(record, local_now, err)

@@ -117,7 +117,7 @@ def _unproven(kept: list[tuple[str, Any]]) -> list[str]:
     total = sum(info[0] for _, info in kept if isinstance(info[0], int))
     if total <= VERIFY_BYTES:
         return [path for path, info in kept if not _content_matches(path, *info)]
-    step, budget = max(1, len(kept) * VERIFY_BYTES // max(total, 1)), VERIFY_BYTES
+    step, budget = max(1, -(-total // VERIFY_BYTES)), VERIFY_BYTES  # every step-th file: about the budget in all
     for path, info in kept[::step]:
         if budget <= 0:
             break

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from streaming_core.errors import IndexFormatError, RemoteNotFoundError, StorageError, UploadError
-from streaming_core.reading.cache_record import is_in_place
+from streaming_core.reading.cache_record import is_in_place, record_written_in_place
 from streaming_core.reading.index_file import INDEX_BASENAME, check_basename
 from streaming_core.storage.facade import (
     check_output,
@@ -115,6 +115,8 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
             _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries,
                           out_dir=local if remote is None else None)
         if remote is None:
+            with open(index_path, 'rb') as handle:
+                record_written_in_place(local, handle.read())  # a dataset of its own, as a writer's output
             return index_path
         url = join(remote, INDEX_BASENAME)
         remote_sizes = _check_remote_files(index_path, remote, storage_options, download_timeout)

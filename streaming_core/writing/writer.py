@@ -32,7 +32,13 @@ from streaming_core.errors import (
     UnknownNameError,
     UploadError,
 )
-from streaming_core.reading.cache_record import is_in_place, path_key, record_written_in_place, remote_key
+from streaming_core.reading.cache_record import (
+    forget_record,
+    is_in_place,
+    path_key,
+    record_written_in_place,
+    remote_key,
+)
 from streaming_core.reading.index_file import INDEX_BASENAME, index_text, write_index
 from streaming_core.reading.shard_entry import MAX_SHARD_BYTES
 from streaming_core.storage.compression import parse_compression
@@ -580,6 +586,7 @@ class ShardWriter:
         if self.remote is None:
             record_written_in_place(self.local, text.encode('utf-8'))
             return
+        forget_record(self.local)  # what it said of the directory's earlier contents (a dataset of its own...)
         try:
             url = join(self.remote, INDEX_BASENAME)
             self._remote_call(f'The upload of {index_path} to {redact_url(url)}', lambda: upload_file(
