@@ -164,21 +164,29 @@ class CacheRecord:
             return None
 
 
-def record_written_in_place(local_dir: str, text: bytes) -> None:
-    """Record the directory a writer just committed (``index.json``, whose bytes are ``text``) with no remote as a
-    dataset of its own, as reading it in place would: passed by mistake as the ``local`` of another remote, it is
-    refused (naming this record), never adopted as that remote's cache with its files replaced. A cache root that
-    cannot be written only loses this protection."""
+def record_written_in_place(local_dir: str, text: bytes | None = None) -> None:
+    """Record the directory a writer just committed (``index.json``, whose bytes are ``text``; None: read in chunks,
+    as a merged index of any size is) with no remote as a dataset of its own, as reading it in place would: passed by
+    mistake as the ``local`` of another remote, it is refused (naming this record), never adopted as that remote's
+    cache with its files replaced. A cache root that cannot be written only loses this protection."""
     index = os.path.join(local_dir, 'index.json')
     try:
         ident = file_identity(index)
         if ident is None:
             return
+        if text is None:
+            digest = hashlib.sha256()
+            with open(index, 'rb') as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b''):
+                    digest.update(chunk)
+            index_sha256 = digest.hexdigest()
+        else:
+            index_sha256 = sha256_hex(text)
         write_record(state_dir(local_dir), CacheRecord(
             local_dir=os.path.realpath(local_dir), remote=os.path.abspath(local_dir),
             remote_dir=os.path.abspath(local_dir),
             remote_key=remote_key(local_dir), split=None, source_identity=file_id_text(ident),
-            index_sha256=sha256_hex(text), index_stat=None, checked_at=time.time()))
+            index_sha256=index_sha256, index_stat=None, checked_at=time.time()))
     except OSError:
         pass
 

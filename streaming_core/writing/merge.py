@@ -115,8 +115,7 @@ def merge_index_from_list(index_file_urls: Sequence[Source], out: str | tuple[st
             _write_merged(sources, index_path, scratch, download_timeout, storage_options, retries,
                           out_dir=local if remote is None else None)
         if remote is None:
-            with open(index_path, 'rb') as handle:
-                record_written_in_place(local, handle.read())  # a dataset of its own, as a writer's output
+            record_written_in_place(local)  # a dataset of its own, as a writer's output (hashed in chunks)
             return index_path
         url = join(remote, INDEX_BASENAME)
         remote_sizes = _check_remote_files(index_path, remote, storage_options, download_timeout)
