@@ -181,3 +181,48 @@ def test_a_damaged_sweep_marker_is_rewritten(tmp_path):
         handle.write(os.urandom(64) + b'\xff\xfe')
     assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
     assert open(marker, 'rb').read().isdigit()  # rewritten: the directory's modification time at the sweep
+
+
+def _dead_pid():
+    return int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
+                              text=True, check=True).stdout)
+
+
+def test_a_writer_alive_at_one_sweep_and_dead_at_the_next_is_swept_though_the_directory_did_not_change(tmp_path):
+    """A DataLoader worker writing a download when another process sweeps, then killed before anything else changes
+    the directory (the launcher kills the rest of the job): the restart must still remove its file. The sweep that
+    saw it alive is not recorded as final (the hardening kill test left such a file on a CI run)."""
+    data = write_mds(str(tmp_path / 'data'), 20)
+    local = str(tmp_path / 'local')
+    StreamingDataset(remote=data, local=local, batch_size=2)
+    writer = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        left = os.path.join(local, f'shard.00000.mds.{writer.pid}-{host_token()}.0123abcd.tmp')
+        with open(left, 'wb') as handle:
+            handle.write(b'partial')
+        old = time.time() - 60  # settled long before the sweeps: only the live writer's file decides
+        os.utime(local, (old, old))
+        StreamingDataset(remote=data, local=local, batch_size=2)
+        assert os.path.exists(left)  # its writer runs
+    finally:
+        writer.kill()
+        writer.wait()
+    os.utime(local, (old, old))
+    assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
+    assert not os.path.exists(left)
+
+
+def test_a_file_created_in_the_clock_tick_of_a_sweep_is_swept_next_time(tmp_path):
+    """A filesystem clock is coarse (a few milliseconds, a second on some): a temporary file created in the same tick
+    as a sweep's look at the directory leaves its modification time as recorded. A marker written that soon after
+    the directory's last change is not trusted."""
+    data = write_mds(str(tmp_path / 'data'), 20)
+    local = str(tmp_path / 'local')
+    StreamingDataset(remote=data, local=local, batch_size=2)
+    recorded = os.stat(local).st_mtime_ns
+    left = os.path.join(local, f'shard.00000.mds.{_dead_pid()}-{host_token()}.0123abcd.tmp')
+    with open(left, 'wb') as handle:
+        handle.write(b'partial')
+    os.utime(local, ns=(recorded, recorded))  # as if created in the same clock tick
+    assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
+    assert not os.path.exists(left)
