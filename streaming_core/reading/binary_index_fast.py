@@ -112,6 +112,19 @@ def build_parsed(data: bytes, path: str, identity: str, *, version: int,
             gc.enable()
 
 
+def _msgspec_for(data: bytes) -> Any:
+    """The ``msgspec`` module when ``data`` is large enough for it to pay (:data:`MSGSPEC_BYTES`) and it is
+    installed (it may be missing where the package was installed without its dependencies: ``json`` gives the
+    same, slower), else None."""
+    if len(data) < MSGSPEC_BYTES:
+        return None
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    return msgspec
+
+
 def _parse(data: bytes) -> Any:
     """The JSON value of ``data``, as :func:`json.loads` gives it, except that from :data:`MSGSPEC_BYTES` the shard
     entries may come as records (see :func:`_decode_records`) instead of dicts.
@@ -120,31 +133,23 @@ def _parse(data: bytes) -> Any:
         ValueError: ``data`` is not JSON, or is a text only ``json`` takes (``NaN``, a lone surrogate escape), which
             ``msgspec`` refuses: the caller then takes the general path, which decodes with ``json``.
     """
-    if len(data) >= MSGSPEC_BYTES:
-        try:
-            import msgspec
-        except ImportError:  # installed without its dependencies: json gives the same, slower
-            pass
-        else:
-            records = _decode_records(msgspec, data)
-            if records is not None:
-                return records
+    msgspec = _msgspec_for(data)
+    if msgspec is not None:
+        records = _decode_records(msgspec, data)
+        if records is not None:
+            return records
     return _decode_dicts(data)
 
 
 def _decode_dicts(data: bytes) -> Any:
     """The JSON value of ``data`` exactly as :func:`json.loads` gives it (with ``msgspec`` from
     :data:`MSGSPEC_BYTES`; see :func:`_parse` for the errors)."""
-    if len(data) >= MSGSPEC_BYTES:
+    msgspec = _msgspec_for(data)
+    if msgspec is not None:
         try:
-            import msgspec
-        except ImportError:
-            pass
-        else:
-            try:
-                return msgspec.json.decode(data)
-            except msgspec.MsgspecError as err:  # a ValueError only from msgspec 0.21
-                raise ValueError(str(err)) from None
+            return msgspec.json.decode(data)
+        except msgspec.MsgspecError as err:  # a ValueError only from msgspec 0.21
+            raise ValueError(str(err)) from None
     return json.loads(data.decode('utf-8'))
 
 
@@ -252,17 +257,18 @@ def _build_parsed(data: bytes, path: str, identity: str, version: int,
             columns.append(values)
         slots.append([key, algos])
         files.append((key, sizes, names, columns))
-    return _assemble(shards, counts, other_keys, slots, files, path, identity, version, add_template)
+    return _assemble(shards, get, counts, other_keys, slots, files, path, identity, version, add_template)
 
 
-def _assemble(shards: list[Any], counts: np.ndarray, other_keys: list[str], slots: list[list[Any]],
+def _assemble(shards: list[Any], get: Callable[[str], Callable[[Any], Any]], counts: np.ndarray,
+              other_keys: list[str], slots: list[list[Any]],
               files: list[tuple[str, np.ndarray, list[str], list[list[str]]]], path: str, identity: str,
               version: int, add_template: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The columns and header of a one-template index, as ``build_binary`` lays them out."""
+    """The columns and header of a one-template index, as ``build_binary`` lays them out (``get``: how a field of
+    a shard entry is read, see :func:`_getter`)."""
     n, nfiles = len(shards), len(files)
     templates: list[dict[str, Any]] = []
-    first = _getter(shards[0])
-    add_template({key: first(key)(shards[0]) for key in other_keys}, slots, 0, path, templates, {})
+    add_template({key: get(key)(shards[0]) for key in other_keys}, slots, 0, path, templates, {})
     sizes = np.stack([f[1] for f in files], axis=1) if files else np.zeros((n, 0), np.int64)
     raw = [i for i, f in enumerate(files) if f[0][0] == 'r']
     raw_bytes = sizes[:, raw].sum(axis=1) if raw else np.zeros(n, np.int64)

@@ -33,7 +33,7 @@ from streaming_core.errors import StreamingError
 from streaming_core.storage.facade import is_remote, local_path, write_file_atomic
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['CacheRecord', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
+__all__ = ['CacheRecord', 'in_place_record', 'CacheRemoteMismatchError', 'RECORD_NAME', 'RECORD_VERSION', 'read_record',
            'same_version', 'file_id_text', 'write_record', 'remote_key', 'path_key', 'remote_keys', 'file_identity',
            'stat_identity', 'FileIdentity', 'sha256_hex', 'is_in_place', 'record_of', 'coarse_mtime', 'COARSE_MARGIN',
            'DIGEST_PART']
@@ -164,17 +164,26 @@ class CacheRecord:
             return None
 
 
+def in_place_record(local_dir: str, split: str | None, identity: str, index_sha256: str) -> CacheRecord:
+    """The record of ``local_dir`` as a dataset of its own (read in place, or written there with no remote): its
+    remote is its absolute path, as written (its real path would name another directory from elsewhere)."""
+    here = os.path.abspath(local_dir)
+    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=here, remote_dir=here,
+                       remote_key=remote_key(local_dir), split=split, source_identity=identity,
+                       index_sha256=index_sha256, index_stat=None, checked_at=time.time())
+
+
 def record_written_in_place(local_dir: str, text: bytes | None = None) -> None:
-    """Record the directory a writer just committed (``index.json``, whose bytes are ``text``; None: read in chunks,
-    as a merged index of any size is) with no remote as a dataset of its own, as reading it in place would: passed by
-    mistake as the ``local`` of another remote, it is refused (naming this record), never adopted as that remote's
-    cache with its files replaced. A cache root that cannot be written only loses this protection."""
+    """Record the directory a writer just committed (``index.json``, whose bytes are ``text``; None: hashed from the
+    file in chunks, as a merged index of any size is) with no remote as a dataset of its own, as reading it in place
+    would: passed by mistake as the ``local`` of another remote, it is refused (naming this record), never adopted as
+    that remote's cache with its files replaced. A cache root that cannot be written only loses this protection."""
     index = os.path.join(local_dir, 'index.json')
     try:
         ident = file_identity(index)
         if ident is None:
             return
-        if text is None:
+        if text is None:  # in chunks: a mapped file's pages would count in the merge's resident memory
             digest = hashlib.sha256()
             with open(index, 'rb') as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b''):
@@ -182,11 +191,7 @@ def record_written_in_place(local_dir: str, text: bytes | None = None) -> None:
             index_sha256 = digest.hexdigest()
         else:
             index_sha256 = sha256_hex(text)
-        write_record(state_dir(local_dir), CacheRecord(
-            local_dir=os.path.realpath(local_dir), remote=os.path.abspath(local_dir),
-            remote_dir=os.path.abspath(local_dir),
-            remote_key=remote_key(local_dir), split=None, source_identity=file_id_text(ident),
-            index_sha256=index_sha256, index_stat=None, checked_at=time.time()))
+        write_record(state_dir(local_dir), in_place_record(local_dir, None, file_id_text(ident), index_sha256))
     except OSError:
         pass
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any
 
 from streaming_core.common.paths import state_dir
@@ -30,9 +29,9 @@ from streaming_core.reading.cache_record import (
     FileIdentity,
     file_id_text,
     file_identity,
+    in_place_record,
     is_in_place,
     read_record,
-    remote_key,
     remote_keys,
     sha256_hex,
     write_record,
@@ -110,11 +109,7 @@ def claim_in_place(stream: Any, identity: str, data: bytes | None = None, *, onl
         try:
             if settled(read_record(sdir)):  # again, under the lock
                 return
-            here = os.path.abspath(local_dir)  # as written, it would name another directory from elsewhere
-            write_record(sdir, CacheRecord(local_dir=os.path.realpath(local_dir), remote=here,
-                                           remote_dir=here, remote_key=remote_key(local_dir), split=stream.split,
-                                           source_identity=identity, index_sha256=sha256_hex(data) if data else '',
-                                           index_stat=None, checked_at=time.time()))
+            write_record(sdir, in_place_record(local_dir, stream.split, identity, sha256_hex(data) if data else ''))
         finally:
             if locks is not None:
                 locks.release(INDEX_LOCK_BYTE)
