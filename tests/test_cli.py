@@ -255,6 +255,39 @@ def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
     assert code == 0 and sorted(os.listdir(root)) == ['mine']
 
 
+def test_cache_show_and_clear_of_relative_path_remotes_and_datasets_written_in_place(tmp_path, capsys, monkeypatch):
+    """A user in a project directory writes ``ds`` and reads it as ``remote='ds'``: ``streaming cache`` shows the
+    remote as the directory it names (not a text that names another directory from elsewhere), lists ``ds`` itself
+    as a dataset written in place (not as a cache of itself), and ``clear --dataset ds`` finds the copy by that same
+    relative path."""
+    from streaming_core import StreamingDataset
+    from streaming_core.common.paths import default_local
+    project = tmp_path / 'project'
+    project.mkdir()
+    monkeypatch.chdir(project)
+    write_mds('ds', 5)
+    assert len(list(StreamingDataset(remote='ds', batch_size=1))) == 5
+    here = str(project / 'ds')
+    code, text, _ = run(capsys, 'cache', '--json')
+    info = json.loads(text)
+    [entry] = info['datasets']
+    assert code == 0 and entry['remote'] == here and entry['path'] == default_local('ds')
+    [own] = [e for e in info['state']['entries'] if e['local_dir'] == here]
+    assert own['in_place'] is True
+    code, text, _ = run(capsys, 'cache')
+    lines = text.splitlines()
+    assert f'      remote: {here}' in lines
+    assert 'Local datasets written or read in place (no remote; their files are never cleared): 1' in lines
+    assert f'  {here}' in lines and f'  {here}  remote: {here}' not in lines
+    assert 'Other local directories read with a remote' not in text
+    before = sorted(os.listdir(here))
+    code, _, err = run(capsys, 'cache', 'clear', '--dataset', 'ds', '--yes')
+    assert code == 0 and not os.path.exists(default_local('ds'))
+    assert sorted(os.listdir(here)) == before and 'index.json' in before  # the user's data untouched
+    code, _, err = run(capsys, 'cache', 'clear', '--dataset', 'ds', '--yes')
+    assert code == 1 and 'No cached dataset' in err and 'relative path' in err
+
+
 def test_plugins_still_listed(capsys):
     code, text, _ = run(capsys, 'plugins', '--json')
     assert code == 0 and any(r['distribution'] == 'streaming-core' for r in json.loads(text))

@@ -326,9 +326,12 @@ def _probe(stream: Any, url: str, absent: str | None = None) -> str | None:
 
 def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: FileIdentity | None,
                 checked_at: float) -> CacheRecord:
+    def named(url: str) -> str:  # a local path absolute: from another directory the text would name another place
+        return redact_url(url) if is_remote(url) else os.path.abspath(local_path(url))
+
     remote = stream.remote_dir
-    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=redact_url(stream.remote),
-                       remote_dir=redact_url(remote), remote_key=remote_key(remote), split=stream.split,
+    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=named(stream.remote),
+                       remote_dir=named(remote), remote_key=remote_key(remote), split=stream.split,
                        source_identity=identity, index_sha256=sha, index_stat=list(stat) if stat else None,
                        checked_at=checked_at)
 

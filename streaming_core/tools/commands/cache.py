@@ -108,7 +108,7 @@ def _dataset_info(path: str) -> dict[str, Any]:
 
 def _state_info(root: str) -> dict[str, Any]:
     """The state directories: the local directory each describes and the remote it holds."""
-    from streaming_core.reading.cache_record import read_record
+    from streaming_core.reading.cache_record import is_in_place, read_record
     path = os.path.join(root, 'state')
     size, files = _usage(path) if os.path.isdir(path) else (0, 0)
     entries = []
@@ -121,7 +121,8 @@ def _state_info(root: str) -> dict[str, Any]:
             if record is not None:
                 item.update(local_dir=record.local_dir, remote=record.remote, remote_dir=record.remote_dir,
                             split=record.split, index_identity=record.source_identity,
-                            checked_at=record.checked_at, local_exists=os.path.isdir(record.local_dir))
+                            checked_at=record.checked_at, local_exists=os.path.isdir(record.local_dir),
+                            in_place=is_in_place(record.remote_dir, record.local_dir))
             entries.append(item)
     return {'path': path, 'bytes': size, 'files': files, 'count': len(entries), 'entries': entries}
 
@@ -163,9 +164,15 @@ def _show(info: dict[str, Any]) -> None:
     datasets_dir = os.path.realpath(os.path.join(info['root'], 'datasets'))
     elsewhere = [e for e in info['state']['entries'] if e['local_dir']
                  and not e['local_dir'].startswith(datasets_dir + os.sep)]
-    if elsewhere:
-        print(f'Other local directories read with a remote: {len(elsewhere)}')
-        for e in elsewhere:
+    own = [e for e in elsewhere if e.get('in_place')]
+    copies = [e for e in elsewhere if not e.get('in_place')]
+    if own:
+        print(f'Local datasets written or read in place (no remote; their files are never cleared): {len(own)}')
+        for e in own:
+            print(f'  {e["local_dir"]}{"" if e.get("local_exists") else "  (directory no longer exists)"}')
+    if copies:
+        print(f'Other local directories read with a remote: {len(copies)}')
+        for e in copies:
             gone = '' if e.get('local_exists') else '  (directory no longer exists)'
             print(f'  {e["local_dir"]}  remote: {redact_url(e["remote_dir"])}{gone}')
     plans, state = info['plans'], info['cache_state']
@@ -182,14 +189,15 @@ def _targets(root: str, dataset: str | None) -> list[str]:
         return [os.path.join(root, name) for name in MANAGED if os.path.exists(os.path.join(root, name))]
     from streaming_core.common.paths import default_local
     from streaming_core.storage.facade import is_remote
-    if is_remote(dataset) or '/' in dataset:
-        path = default_local(dataset.rstrip('/'))
-    else:
-        path = os.path.join(root, 'datasets', dataset)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f'No cached dataset {dataset!r} (looked for {path}). "streaming cache" lists the '
-                                f'cached datasets.')
-    return [path, *_state_dirs_of(root, path)]
+    places = [] if is_remote(dataset) or '/' in dataset else [os.path.join(root, 'datasets', dataset)]
+    places.append(default_local(dataset.rstrip('/')))  # a remote URL or path (a relative path: from here)
+    for path in places:
+        if os.path.isdir(path):
+            return [path, *_state_dirs_of(root, path)]
+    looked = ' and '.join(places)
+    raise FileNotFoundError(f'No cached dataset {dataset!r} (looked for {looked}; a relative path names the '
+                            f'remote as seen from the current directory). "streaming cache" lists the cached '
+                            f'datasets.')
 
 
 def _state_dirs_of(root: str, path: str) -> list[str]:
