@@ -252,6 +252,13 @@ def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
     code, text, _ = run(capsys, 'cache', 'clear', '--dataset', url, '--yes')
     assert code == 0 and not os.path.exists(default_local(url)) and os.path.isdir(os.path.join(root, 'plans'))
     code, text, _ = run(capsys, 'cache', 'clear', '-y')
+    assert code == 0 and sorted(os.listdir(root)) == ['mine', 'state']  # the written dataset's record is kept
+    [kept] = os.listdir(os.path.join(root, 'state'))
+    assert 'Kept: the records of 1 local dataset(s) written or read in place' in text
+    from streaming_core.reading.cache_record import read_record
+    assert read_record(os.path.join(root, 'state', kept)).local_dir == os.path.realpath(source)
+    shutil.rmtree(source)
+    code, text, _ = run(capsys, 'cache', 'clear', '-y')  # its directory gone: nothing left to protect
     assert code == 0 and sorted(os.listdir(root)) == ['mine']
 
 
@@ -262,6 +269,7 @@ def test_cache_show_and_clear_of_relative_path_remotes_and_datasets_written_in_p
     relative path."""
     from streaming_core import StreamingDataset
     from streaming_core.common.paths import default_local
+    from streaming_core.reading.cache_record import CacheRemoteMismatchError
     project = tmp_path / 'project'
     project.mkdir()
     monkeypatch.chdir(project)
@@ -286,6 +294,14 @@ def test_cache_show_and_clear_of_relative_path_remotes_and_datasets_written_in_p
     assert sorted(os.listdir(here)) == before and 'index.json' in before  # the user's data untouched
     code, _, err = run(capsys, 'cache', 'clear', '--dataset', 'ds', '--yes')
     assert code == 1 and 'No cached dataset' in err and 'relative path' in err
+    # Clearing the whole cache keeps the record that ``ds`` is a dataset of its own: another remote is still refused
+    # as its cache, never adopted with ``ds``'s files replaced.
+    other = write_mds(str(tmp_path / 'other'), 7)
+    code, _, _ = run(capsys, 'cache', 'clear', '--yes')
+    assert code == 0
+    with pytest.raises(CacheRemoteMismatchError, match='written or read in place'):
+        StreamingDataset(remote=other, local='ds', batch_size=1)
+    assert sorted(os.listdir(here)) == before
 
 
 def test_plugins_still_listed(capsys):

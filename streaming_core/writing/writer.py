@@ -344,9 +344,10 @@ class ShardWriter:
             raise NotADirectoryError(f'Writer output {self.local} exists and is not a directory.')
         if os.path.isdir(self.local) and os.listdir(self.local) and not self._local_is_temp:
             if not self.exist_ok:
-                raise DirectoryNotEmptyError(f'Directory is not empty: {self.local}. Pass exist_ok=True to replace its '
-                                             f'contents, or choose an empty directory.')
-            logger.warning('Directory %s is not empty; exist_ok=True, so its contents are removed.', self.local)
+                raise DirectoryNotEmptyError(f'Directory is not empty: {self.local}. Pass exist_ok=True to remove '
+                                             f'everything in it first (every file, not only an earlier dataset), or '
+                                             f'choose an empty directory.')
+            logger.warning('Directory %s is not empty; exist_ok=True, so everything in it is removed.', self.local)
             _clear_directory(self.local)
         os.makedirs(self.local, exist_ok=True)
         if self.remote:

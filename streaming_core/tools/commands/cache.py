@@ -13,7 +13,8 @@ The cache root is :func:`streaming_core.common.paths.cache_root` (``$STREAMING_C
   (:mod:`streaming_core.reading.cache_record`). ``show`` lists each dataset with the remote it holds.
 
 ``clear`` removes only these four directories (or one dataset directory and its state), never anything else under
-the root.
+the root, and keeps the records of local directories written or read in place (datasets of their own: the record is
+what refuses such a directory as the cache of a remote).
 """
 
 from __future__ import annotations
@@ -186,7 +187,16 @@ def _show(info: dict[str, Any]) -> None:
 
 def _targets(root: str, dataset: str | None) -> list[str]:
     if dataset is None:
-        return [os.path.join(root, name) for name in MANAGED if os.path.exists(os.path.join(root, name))]
+        found = []
+        for name in MANAGED:
+            path = os.path.join(root, name)
+            if name == 'state' and os.path.isdir(path):  # each entry, but the records of datasets of their own
+                kept = set(_own_datasets(root))
+                found += [entry.path for entry in sorted(os.scandir(path), key=lambda e: e.name)
+                          if entry.path not in kept]
+            elif os.path.exists(path):
+                found.append(path)
+        return found
     from streaming_core.common.paths import default_local
     from streaming_core.storage.facade import is_remote
     places = [] if is_remote(dataset) or '/' in dataset else [os.path.join(root, 'datasets', dataset)]
@@ -214,6 +224,19 @@ def _state_dirs_of(root: str, path: str) -> list[str]:
     return found
 
 
+def _own_datasets(root: str) -> list[str]:
+    """The state directories whose record is of an existing local directory written or read in place (a dataset of
+    its own): kept by ``clear``, since the record is what refuses that directory as another remote's cache."""
+    from streaming_core.reading.cache_record import is_in_place, read_record
+    state = os.path.join(root, 'state')
+    kept = []
+    for entry in sorted(os.scandir(state), key=lambda e: e.name) if os.path.isdir(state) else []:
+        record = read_record(entry.path) if entry.is_dir() else None
+        if record is not None and is_in_place(record.remote_dir, record.local_dir) and os.path.isdir(record.local_dir):
+            kept.append(entry.path)
+    return kept
+
+
 def _confirm(paths: list[str]) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
         raise ValueError('Refusing to clear the cache without confirmation: stdin is not a terminal. Pass --yes.')
@@ -238,12 +261,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for path in paths:
         print(f'  {path}  ({human_bytes(_usage(path)[0])})')
+    own = _own_datasets(root) if args.dataset is None else []
+    if own:
+        print(f'Kept: the records of {len(own)} local dataset(s) written or read in place (they refuse those '
+              f'directories as the cache of a remote, which would replace their files).')
     if not args.yes and not _confirm(paths):
         print('Nothing removed.')
         return 1
     freed = 0
     for path in paths:
-        freed += _usage(path)[0]
-        shutil.rmtree(path)
+        freed += _usage(path)[0] if os.path.isdir(path) else os.lstat(path).st_size
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    if args.dataset is None:
+        try:
+            os.rmdir(os.path.join(root, 'state'))  # emptied: no record was kept
+        except OSError:
+            pass
     print(f'Removed {len(paths)} item(s), {human_bytes(freed)}.')
     return 0
