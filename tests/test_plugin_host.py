@@ -146,6 +146,30 @@ def test_installing_a_distribution_changes_the_key_and_its_names_are_found(tmp_p
     assert plugin_manifest.environment_key([site]) != key
 
 
+def test_the_order_of_sys_path_is_part_of_the_key(tmp_path):
+    """Two distributions with a plugin of one entry-point name: the first on ``sys.path`` is the one that loads, so a
+    manifest written with one order must not be trusted with the other (a cached manifest decoded samples with the
+    other distribution's codec)."""
+    cache = str(tmp_path / 'cache')
+    sites = {}
+    for which in ('a', 'b'):
+        root = tmp_path / which
+        root.mkdir()
+        sites[which] = _fake_dist(root, 'shout-plugin', 'shout', f'shout_{which}', f'''
+            from streaming_core.hookspecs import hookimpl
+
+            @hookimpl
+            def register_hashes(registry):
+                registry.add('shout-hash', lambda data: {which!r})
+        ''')
+    code = f"{_LOOKUP}print(get_registry('hash').get('shout-hash')(b''))\n"
+    for first, second in (('a', 'b'), ('b', 'a'), ('a', 'b')):
+        found = _child(code, cache, sites[first], sites[second])
+        assert found['out'] == [first], (first, found)
+    assert plugin_manifest.environment_key([sites['a'], sites['b']]) != \
+        plugin_manifest.environment_key([sites['b'], sites['a']])
+
+
 def test_a_misspelt_hook_is_reported_when_a_plugin_loads_lazily(tmp_path):
     """check_pending runs on each plugin as it loads: a manifest naming a plugin whose module gained a misspelt hook
     leads to the error naming the plugin and the closest hook, never to a silent miss."""

@@ -46,32 +46,34 @@ def _stamp_at(fd: int, name: str) -> int:
 
 
 def environment_key(path: list[str] | None = None) -> str:
-    """A digest of the installed distributions' metadata on ``path`` (default ``sys.path``): names and mtimes.
+    """A digest of the installed distributions' metadata on ``path`` (default ``sys.path``): names and mtimes, in
+    the order of ``path`` (the first distribution found of a name is the one whose plugins load).
 
     Cheap (one directory listing per ``sys.path`` entry and one ``stat`` per metadata entry, relative to the open
     directory); it imports nothing. A metadata directory counts with its ``entry_points.txt`` (where its plugins are
     declared), any other entry with its own mtime (a ``.pth`` file, an ``__editable__`` finder, an ``.egg-link``).
     """
-    stamps: set[tuple[str, int]] = set()
+    stamps: list[tuple[str, int]] = []  # in sys.path order: it decides which of two distributions' plugins wins
     for entry in sys.path if path is None else path:
         directory = os.path.abspath(entry or os.curdir)
         try:
             fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # a zip file or a missing directory: its own stamp
             try:
-                stamps.add((directory, os.stat(directory).st_mtime_ns))
+                stamps.append((directory, os.stat(directory).st_mtime_ns))
             except OSError:
-                pass
+                stamps.append((directory, -1))
             continue
         try:
-            for name in os.listdir(fd):
+            stamps.append((directory, 0))
+            for name in sorted(os.listdir(fd)):
                 if name.endswith(_METADATA_DIRS):
-                    stamps.add((f'{directory}{os.sep}{name}', _stamp_at(fd, f'{name}{os.sep}entry_points.txt')))
+                    stamps.append((f'{directory}{os.sep}{name}', _stamp_at(fd, f'{name}{os.sep}entry_points.txt')))
                 elif name.endswith(_SUFFIXES) or name.startswith('__editable__'):
-                    stamps.add((f'{directory}{os.sep}{name}', _stamp_at(fd, name)))
+                    stamps.append((f'{directory}{os.sep}{name}', _stamp_at(fd, name)))
         finally:
             os.close(fd)
-    text = f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0' + ''.join(f'{p}\0{m}\n' for p, m in sorted(stamps))
+    text = f'{MANIFEST_VERSION}\0{sys.version_info[:2]}\0' + ''.join(f'{p}\0{m}\n' for p, m in stamps)
     return hashlib.blake2s(text.encode('utf-8', 'surrogateescape'), digest_size=16).hexdigest()
 
 
