@@ -180,7 +180,7 @@ def test_a_damaged_sweep_marker_is_rewritten(tmp_path):
     with open(marker, 'wb') as handle:
         handle.write(os.urandom(64) + b'\xff\xfe')
     assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
-    assert open(marker, 'rb').read().isdigit()  # rewritten: the directory's modification time at the sweep
+    assert set(json.loads(open(marker, 'rb').read())) == {''}  # rewritten: the directory's modification time
 
 
 def _dead_pid():
@@ -225,4 +225,25 @@ def test_a_file_created_in_the_clock_tick_of_a_sweep_is_swept_next_time(tmp_path
         handle.write(b'partial')
     os.utime(local, ns=(recorded, recorded))  # as if created in the same clock tick
     assert ids_of(StreamingDataset(remote=data, local=local, batch_size=2)) == list(range(20))
+    assert not os.path.exists(left)
+
+
+def test_a_dead_writers_file_in_a_subdirectory_is_swept_though_the_top_directory_did_not_change(tmp_path):
+    """A dataset merged from partitions (``part-0/shard.00000.mds``...) downloads into subdirectories, whose changes do
+    not touch the top directory's modification time: the sweep's marker records each directory it walked."""
+    from streaming_core.writing.merge import merge_index
+    root = str(tmp_path / 'data')
+    parts = [write_mds(os.path.join(root, f'part-{p}'), 10, start=10 * p) for p in range(2)]
+    merge_index([os.path.join(p, 'index.json') for p in parts], root)
+    local = str(tmp_path / 'local')
+    assert sorted(ids_of(StreamingDataset(remote=root, local=local, batch_size=2))) == list(range(20))
+    old = time.time() - 60
+    for directory in (local, os.path.join(local, 'part-0'), os.path.join(local, 'part-1')):
+        os.utime(directory, (old, old))  # settled long before the sweeps: only the directories' changes decide
+    StreamingDataset(remote=root, local=local, batch_size=2)  # a sweep whose marker is trusted from now on
+    left = os.path.join(local, 'part-0', f'shard.00000.mds.{_dead_pid()}-{host_token()}.0123abcd.tmp')
+    with open(left, 'wb') as handle:
+        handle.write(b'partial')
+    os.utime(local, (old, old))
+    assert sorted(ids_of(StreamingDataset(remote=root, local=local, batch_size=2))) == list(range(20))
     assert not os.path.exists(left)

@@ -7,6 +7,7 @@ the file by its age.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -30,37 +31,52 @@ def remove_dead_temp_files(directory: str) -> int:
     return _sweep(directory)[0]
 
 
-def _sweep(directory: str) -> tuple[int, bool]:
-    """:func:`remove_dead_temp_files`, also saying whether a temporary file was left for a writer that may still
-    run (its death later need not change the directory, so the sweep must not be taken as final)."""
+def _sweep(directory: str) -> tuple[int, bool, dict[str, int]]:
+    """:func:`remove_dead_temp_files`, also saying whether a temporary file was left for a writer that may still run
+    (its death later need not change any directory, so the sweep must not be taken as final), and the modification
+    time of each directory walked (relative name: ``mtime_ns``), read before it was listed."""
     removed, pending = 0, False
+    stamps: dict[str, int] = {}
     mine = host_token()
     now = time.time()
-    for dirpath, _, filenames in os.walk(directory):
-        for name in filenames:
+    stack = ['']
+    while stack:
+        relative = stack.pop()
+        path = os.path.join(directory, relative) if relative else directory
+        try:
+            stamps[relative] = os.stat(path).st_mtime_ns
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
             if not name.endswith('.tmp'):  # most names: no regular expression run
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(os.path.join(relative, name) if relative else name)
+                except OSError:
+                    pass
                 continue
             match = _TEMP.match(name)
             if match is None:
                 continue
-            path = os.path.join(dirpath, name)
             if match.group(2) == mine:
                 if _alive(int(match.group(1))):
                     pending = True
                     continue
             else:
                 try:
-                    if now - os.path.getmtime(path) < FOREIGN_TEMP_AGE:
+                    if now - os.path.getmtime(entry.path) < FOREIGN_TEMP_AGE:
                         pending = True
                         continue
                 except OSError:
                     continue
             try:
-                os.remove(path)
+                os.remove(entry.path)
                 removed += 1
             except OSError:
                 pass
-    return removed, pending
+    return removed, pending, stamps
 
 
 def _alive(pid: int) -> bool:
@@ -75,40 +91,50 @@ def _alive(pid: int) -> bool:
 
 _SWEEP_MARKER = 'temp-sweep'
 _SWEEP_EVERY_NS = 3600 * 10**9
-#: How long after the directory's last change a marker must be written to be trusted (coarse filesystem clocks).
+#: How long after a directory's last change a marker must be written to be trusted (coarse filesystem clocks).
 _SETTLE_NS = 2 * 10**9
 
 
 def sweep_local_dir(local_dir: str) -> None:
-    """:func:`remove_dead_temp_files` over a stream's local directory (a walk over every shard file), only when it
-    changed since the last complete sweep of any process or an hour passed, so a warm start at 10^6 shards does not
-    list them.
+    """:func:`remove_dead_temp_files` over a stream's local directory (a walk over every shard file), only when one
+    of its directories changed since the last complete sweep of any process, or an hour passed, so a warm start at
+    10^6 shards does not list them.
 
-    The marker in the state directory records the directory's modification time read before the walk. A sweep that
-    left a live writer's file records nothing to match (the writer may die without touching the directory again),
-    and a marker written within :data:`_SETTLE_NS` of that modification time is not trusted: a file created in the
-    same clock tick as the sweep's stat leaves the time unchanged (the "racy timestamp" of version control tools).
+    The marker in the state directory records the modification time of each directory the sweep walked (a
+    subdirectory's own: a download into ``part-0/`` does not touch its parent), read before it was listed. A sweep
+    that left a live writer's file records nothing to match (the writer may die without touching a directory
+    again), and a marker written within :data:`_SETTLE_NS` of a directory's modification time is not trusted: a file
+    created in the same clock tick as the sweep's stat leaves the time unchanged (the "racy timestamp" of version
+    control tools).
     """
-    sdir = state_dir(local_dir)
-    marker = os.path.join(sdir, _SWEEP_MARKER)
-    try:
-        mtime = os.stat(local_dir).st_mtime_ns
-    except OSError:
+    marker = os.path.join(state_dir(local_dir), _SWEEP_MARKER)
+    if _swept(local_dir, marker):
         return
-    try:
-        with open(marker, 'rb') as handle:
-            last = handle.read().decode('ascii', 'replace')  # damaged: not the mtime, so swept and rewritten
-        written = os.stat(marker).st_mtime_ns
-        fresh = time.time_ns() - written < _SWEEP_EVERY_NS and written - mtime > _SETTLE_NS
-    except OSError:
-        last, fresh = '', False
-    if last == str(mtime) and fresh:
-        return
-    _, pending = _sweep(local_dir)
+    _, pending, stamps = _sweep(local_dir)
     try:
         tmp = temp_name(marker)
         with open(tmp, 'w') as handle:
-            handle.write('pending' if pending else str(mtime))
+            handle.write('pending' if pending else json.dumps(stamps, sort_keys=True))
         os.replace(tmp, marker)
     except OSError:  # a read-only cache root: sweep again next time
         pass
+
+
+def _swept(local_dir: str, marker: str) -> bool:
+    """Whether the marker shows a complete sweep, within the hour, of the directories as they are now."""
+    try:
+        with open(marker, 'rb') as handle:
+            stamps = json.loads(handle.read())
+        written = os.stat(marker).st_mtime_ns
+    except (OSError, ValueError):  # none, 'pending', damaged, or an earlier version's
+        return False
+    if not isinstance(stamps, dict) or '' not in stamps or time.time_ns() - written >= _SWEEP_EVERY_NS:
+        return False
+    for relative, recorded in stamps.items():
+        try:
+            now = os.stat(os.path.join(local_dir, relative) if relative else local_dir).st_mtime_ns
+        except (OSError, TypeError, ValueError):
+            return False
+        if now != recorded or written - now <= _SETTLE_NS:
+            return False
+    return True
