@@ -467,3 +467,28 @@ def test_two_cache_roots_reading_one_directory_never_replace_each_others_copies(
         seen.append(_inodes(local))
     assert seen[1] == seen[2] == seen[3] == seen[0]
     assert 'decompresses to' not in caplog.text
+
+
+def test_a_reader_killed_while_comparing_a_copy_leaves_no_scratch_file_for_good(tmp_path: Any) -> None:
+    """A compressed dataset read in place under a second cache root: its copies are compared with what their
+    compressed files decompress to, through a scratch file in the state directory. A reader killed meanwhile (the OOM
+    killer, a launcher's kill) leaves that file, as big as a shard; the next reader's sweep removes it."""
+    import glob
+    data = write_mds(str(tmp_path / 'data'), 40, compression='zstd')
+    env = dict(os.environ, STREAMING_CORE_CACHE_DIR=str(tmp_path / 'root1'))
+    code = f'from streaming_core import StreamingDataset\nStreamingDataset(local={data!r}, batch_size=1)[0]\n'
+    subprocess.run([sys.executable, '-c', code], env=env, check=True)  # copies made under the first cache root
+    env['STREAMING_CORE_CACHE_DIR'] = str(tmp_path / 'root2')
+    killed = textwrap.dedent('''
+        import os, signal
+        import streaming_core.reading.listing_entries as entries
+        entries.same_bytes = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+    ''') + code
+    assert subprocess.run([sys.executable, '-c', killed], env=env).returncode == -9
+    scratch = glob.glob(str(tmp_path / 'root2' / 'state' / '*' / 'vouch*'))
+    assert len(scratch) == 1 and os.path.getsize(scratch[0]) > 0
+    read = ('from streaming_core import StreamingDataset\n'
+            f'print(len(list(StreamingDataset(local={data!r}, batch_size=1))))')
+    assert subprocess.run([sys.executable, '-c', read], env=env, check=True, capture_output=True,
+                          text=True).stdout.split() == ['40']
+    assert not os.path.exists(scratch[0])

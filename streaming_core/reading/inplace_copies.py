@@ -28,11 +28,11 @@ import errno
 import json
 import logging
 import os
-import threading
 from typing import Any, Sequence
 
 from streaming_core.common.fork_safe import ForkSafeLock
 from streaming_core.common.paths import cache_root, state_dir
+from streaming_core.storage.facade import temp_name
 
 __all__ = ['RECORD_NAME', 'copy_is_current', 'copies_current', 'decompress_beside', 'note_copy', 'vouch_for']
 
@@ -110,7 +110,6 @@ def _table(path: str) -> dict[str, _Record]:
 def _compact(path: str, table: dict[str, _Record]) -> None:
     """Rewrite the log with its live records only (atomically; a record another process appends meanwhile may be
     lost, which costs that copy one more comparison with its compressed file)."""
-    from streaming_core.storage.facade import temp_name
     tmp = temp_name(path)
     try:
         with open(tmp, 'wb') as handle:
@@ -221,7 +220,7 @@ def vouch_for(local_dir: str, name: str, raw_path: str, zip_path: str, decompres
     recorded when it does, so that the copy is read without being replaced (another reader's copy, in a directory
     several cache roots read, or one this job cannot write). False when the scratch file cannot be written."""
     before = os.stat(zip_path)
-    scratch = os.path.join(state_dir(local_dir), f'vouch-{os.getpid()}-{threading.get_ident()}')
+    scratch = temp_name(os.path.join(state_dir(local_dir), 'vouch'))  # a killed reader's: swept (temp_sweep)
     try:
         try:
             decompress(scratch)
