@@ -232,3 +232,38 @@ def test_end_to_end_mds_writer_then_two_dataloader_workers(sftp_server: Any, opt
     remote2 = sftp_server.url(f'/data/{_unique("e2e-tuple")}')
     write_then_stream_with_workers((str(tmp_path / 'local'), remote2), remote2, options, str(tmp_path / 'cache2'))
     assert exists(remote2 + '/index.json', options=options)
+
+
+def test_a_parquet_file_rewritten_within_the_second_it_was_listed_is_never_served_stale(
+        sftp_server: Any, options: dict[str, Any], tmp_path: Any) -> None:
+    """An SFTP listing dates files to the second and has no etag: a same-size rewrite within the second a
+    construction listed the file lists the same. The listing is taken as final only once its files are older than
+    the margin; until then the next construction indexes them again and compares its copies with the remote's files
+    (before: the old rows were served by every later construction, for good)."""
+    pq = pytest.importorskip('pyarrow.parquet')
+    pa = pytest.importorskip('pyarrow')
+    from streaming_core import StreamingDataset
+
+    def write(path: str, start: int) -> None:
+        pq.write_table(pa.table({'id': pa.array(range(start, start + 50), pa.int64())}), path, compression='none',
+                       use_dictionary=False, write_statistics=False)
+
+    directory = _unique('parquet-same-second')
+    os.makedirs(os.path.join(sftp_server.root, 'data', directory))
+    path = os.path.join(sftp_server.root, 'data', directory, 'part-0.parquet')
+    remote, local = sftp_server.url(f'/data/{directory}'), str(tmp_path / 'local')
+    write(path, 0)
+    second = os.stat(path).st_mtime_ns // 10**9
+    os.utime(path, ns=(second * 10**9,) * 2)  # the listing (taken now) is within the file's second, or 2 s of it
+
+    def ids() -> list[int]:
+        return sorted(int(s['id']) for s in StreamingDataset(remote=remote, local=local, storage_options=options,
+                                                             batch_size=1, shuffle=False))
+
+    assert ids() == list(range(50))  # copied
+    size = os.path.getsize(path)
+    write(path, 1000)
+    os.utime(path, ns=(second * 10**9 + 900_000_000,) * 2)  # as if rewritten within that second
+    assert os.path.getsize(path) == size
+    assert ids() == list(range(1000, 1050))
+    assert ids() == list(range(1000, 1050))  # and again, the copy now the remote's
