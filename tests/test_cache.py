@@ -230,3 +230,32 @@ def test_cache_usage_without_a_limit_counts_the_files_on_disk(tmp_path):
     on_disk = sum(os.path.getsize(os.path.join(local, name)) for name in os.listdir(local))
     assert dataset.cache_usage == on_disk
     assert StreamingDataset(local=remote, batch_size=4).cache_usage == on_disk  # read in place: all of it
+
+
+def test_shards_a_job_without_a_limit_downloaded_are_counted_and_evicted_by_the_next_limited_job(tmp_path):
+    """The account of a dataset with a ``cache_limit`` is recounted from the disk only when it is new: the shards a
+    job without a limit downloaded into the same directory since were neither counted nor evicted, and the limit
+    was passed for good (review of the stat-trust family). They are counted when read, and cold ones evicted."""
+    remote = write_mds(str(tmp_path / 'remote'), 160, size_limit=1 << 13, sample_size=1000)
+    local = str(tmp_path / 'local')
+
+    def on_disk() -> int:
+        return sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local) if n.startswith('shard.'))
+
+    def run(limit):
+        dataset = StreamingDataset(remote=remote, local=local, batch_size=1, shuffle=False, cache_limit=limit)
+        assert ids_of(dataset) == list(range(160))
+        return dataset
+
+    largest = max(r.max_size for r in run(None).shards)
+    for name in os.listdir(local):
+        if name.startswith('shard.'):
+            os.remove(os.path.join(local, name))
+    limit = 6 * largest
+    first = run(limit)
+    assert first.cache_usage <= limit and on_disk() <= limit
+    del first
+    run(None)  # every shard downloaded, none counted
+    assert on_disk() > 2 * limit
+    third = run(limit)
+    assert third.cache_usage <= limit and on_disk() <= limit

@@ -171,8 +171,24 @@ class CacheState:
         return 0 <= now - mark < _FRESH_NS
 
     def touch(self, shard: int) -> None:
-        """Record an access (no lock: one aligned 8-byte store)."""
+        """Record an access of a prepared shard (no lock: one aligned 8-byte store), and count it if the account does
+        not (see :meth:`_count_found`)."""
         self.access[shard] = time.time_ns()
+        if self.present[shard] <= 0 and self.reserved[shard] <= 0:
+            self._count_found(shard)
+
+    def _count_found(self, shard: int) -> None:
+        """Count a shard found on disk that the account does not: one a job without a cache limit downloaded into
+        the same directories since the account was built (the account is recounted from the disk only when it is
+        new or was left mid-update); cold shards are evicted then if the cache is over its limit."""
+        self._acquire()
+        try:
+            if self.present[shard] <= 0 and self.reserved[shard] <= 0:
+                self.present[shard] = self.hooks.scan(shard)
+                if self.usage > self.limit:
+                    self._evict_for(shard, int(self.present[shard]))
+        finally:
+            self._release()
 
     def reserve(self, shard: int, size: int, on_wait: Callable[[], None] | None = None,
                 timeout: float | None = None) -> None:
@@ -235,6 +251,15 @@ class CacheState:
             self._claim(shard, size)
             return True
         self._drop_dead_reservations(shard)
+        if self._evict_for(shard, size) + size <= self.limit:
+            self._claim(shard, size)
+            return True
+        return False
+
+    def _evict_for(self, shard: int, size: int) -> int:
+        """Evict the least recently used shards that may be and are not in use (never ``shard``) until ``size`` bytes
+        fit beside the others; returns the bytes the others then hold (call under the state lock)."""
+        own = int(self.present[shard] + self.reserved[shard])
         used = int(self.present.sum() + self.reserved.sum()) - own
         order = np.argsort(self.access, kind='stable')
         for victim in order.tolist():
@@ -251,10 +276,7 @@ class CacheState:
             used -= int(self.present[victim])
             self.present[victim] = 0
             self.access[victim] = 0
-        if used + size <= self.limit:
-            self._claim(shard, size)
-            return True
-        return False
+        return used
 
     def _drop_dead_reservations(self, shard: int) -> None:
         """Drop reservations whose process is gone (nobody holds the reservation's lock); a process killed between
