@@ -402,3 +402,20 @@ def test_a_local_that_is_a_file_is_refused_naming_it(tmp_path: Any) -> None:
     for local in (str(tmp_path / 'afile'), f'file://{tmp_path / "afile"}'):
         with pytest.raises(ValueError, match=r"`local` .*afile' is a file, not a directory"):
             StreamingDataset(remote=remote, local=local, batch_size=1)
+
+
+def test_a_missing_relative_remote_names_where_it_was_looked_for(tmp_path: Any, monkeypatch: Any) -> None:
+    """A relative path depends on the directory the job started from: run from another directory, ``remote='data/x'``
+    is not found, and the error says where it was looked for; no empty cache directory is left behind (``streaming
+    cache`` listed it as a dataset with no index)."""
+    from streaming_core import StreamingDataset
+    from streaming_core.common.paths import cache_root
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(RemoteNotFoundError) as info:
+        StreamingDataset(remote='data/x', batch_size=1)
+    message = str(info.value)
+    assert f'looked for at {elsewhere}/data/x/index.json, from the working directory {elsewhere}' in message
+    datasets = os.path.join(cache_root(), 'datasets')
+    assert not os.path.isdir(datasets) or os.listdir(datasets) == []

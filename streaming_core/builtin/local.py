@@ -9,6 +9,7 @@ from typing import Any
 from streaming_core.errors import RemoteNotFoundError
 from streaming_core.plugin_api import RegistryView, hookimpl
 from streaming_core.storage.facade import local_path, temp_name
+from streaming_core.storage.url import local_not_found
 
 
 class LocalBackend:
@@ -21,7 +22,7 @@ class LocalBackend:
         """Copy the file at ``url`` to ``path``."""
         source = local_path(url)
         if not os.path.isfile(source):
-            raise RemoteNotFoundError(f'Remote object not found: {url}')
+            raise RemoteNotFoundError(local_not_found(url))
         shutil.copyfile(source, path)
 
     def upload(self, path: str, url: str, *, timeout: float) -> None:
@@ -50,14 +51,14 @@ class LocalBackend:
                 handle.seek(start)
                 return handle.read(length)
         except (FileNotFoundError, IsADirectoryError):
-            raise RemoteNotFoundError(f'Remote object not found: {url}') from None
+            raise RemoteNotFoundError(local_not_found(url)) from None
 
     def stat(self, url: str, *, timeout: float) -> dict[str, Any]:
         """Size and modification time (nanoseconds) of the file."""
         try:
             info = os.stat(local_path(url))
         except FileNotFoundError:
-            raise RemoteNotFoundError(f'Remote object not found: {url}') from None
+            raise RemoteNotFoundError(local_not_found(url)) from None
         return {'size': info.st_size, 'mtime': info.st_mtime_ns}
 
     def list(self, url: str, *, timeout: float, linked_dirs: list[str] | None = None) -> list[str]:

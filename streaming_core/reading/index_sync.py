@@ -87,6 +87,7 @@ from streaming_core.storage.facade import (
     local_path,
     stat_object,
     temp_name,
+    url_scheme,
     write_file_atomic,
 )
 from streaming_core.storage.redact import redact_url
@@ -199,9 +200,25 @@ def sync_index(stream: Any) -> SyncedIndex:
     in_place = is_in_place(remote, local_dir)
     request_time = time.time()
     probe = None
+    created = False
     if not in_place:
         probe = _probe(stream, join(remote, INDEX_BASENAME))
+        created = not os.path.isdir(local_dir)
         os.makedirs(local_dir, exist_ok=True)
+    try:
+        return _sync(stream, path, remote, local_dir, in_place, probe, request_time)
+    except RemoteNotFoundError:
+        if created:  # a remote that does not exist leaves no empty cache directory behind
+            try:
+                os.rmdir(local_dir)
+            except OSError:  # not empty (another process copied into it), or gone
+                pass
+        raise
+
+
+def _sync(stream: Any, path: str, remote: str, local_dir: str, in_place: bool, probe: str | None,
+          request_time: float) -> SyncedIndex:
+    """:func:`sync_index` once the local directory exists (``probe``: the remote index's identity before)."""
     sdir = state_dir(local_dir)
     locks = stream.locks()
     locks.acquire(INDEX_LOCK_BYTE, True, stream.wait_timeout, f'the index check of {path}')
@@ -326,12 +343,11 @@ def _probe(stream: Any, url: str, absent: str | None = None) -> str | None:
 
 def _new_record(stream: Any, local_dir: str, identity: str, sha: str, stat: FileIdentity | None,
                 checked_at: float) -> CacheRecord:
-    def named(url: str) -> str:  # a local path absolute: from another directory the text would name another place
-        return redact_url(url) if is_remote(url) else os.path.abspath(local_path(url))
-
     remote = stream.remote_dir
-    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=named(stream.remote),
-                       remote_dir=named(remote), remote_key=remote_key(remote), split=stream.split,
+    # ``remote`` as written, ``remote_dir`` a path made absolute: from elsewhere the text names another place
+    remote_dir = os.path.abspath(remote) if url_scheme(remote) == '' else redact_url(remote)
+    return CacheRecord(local_dir=os.path.realpath(local_dir), remote=redact_url(stream.remote),
+                       remote_dir=remote_dir, remote_key=remote_key(remote), split=stream.split,
                        source_identity=identity, index_sha256=sha, index_stat=list(stat) if stat else None,
                        checked_at=checked_at)
 
@@ -428,7 +444,7 @@ class _Refresh:
                 f'is a dataset of its own, not your data) and construct again: it is then adopted as the cache of '
                 f'{here}, and its files that the remote\'s index does not vouch for by a hash are downloaded again.')
         note = ''
-        if record.remote_dir == stream.remote_dir:  # one text, two directories: a relative path, a link moved
+        if record.remote == redact_url(stream.remote):  # one text, two directories: a relative path, a link moved
             note = f' (the same text, which now names the directory {os.path.realpath(local_path(here))})'
         return CacheRemoteMismatchError(
             f'Local directory {stream.local_dir} holds a copy of {record.describe()}, not of {here}{note}: one local '

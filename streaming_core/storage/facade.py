@@ -35,6 +35,7 @@ from streaming_core.storage.url import (  # noqa: F401 (names this module has al
     check_places,
     is_remote,
     join,
+    local_not_found,
     local_path,
     url_scheme,
 )
@@ -432,7 +433,7 @@ def stat_object(url: str, *, timeout: float = 60.0, options: Mapping[str, Any] |
         try:
             info = os.stat(path)
         except FileNotFoundError as err:
-            raise RemoteNotFoundError(f'Remote object not found: {redact_url(url)}') from err
+            raise RemoteNotFoundError(local_not_found(url)) from err
         return ObjectStat(size=info.st_size, mtime=str(info.st_mtime_ns), inode=info.st_ino,
                           ctime=str(info.st_ctime_ns))
     backend = get_backend(url, options)

@@ -24,8 +24,8 @@ from urllib.parse import unquote, urlparse
 from streaming_core.errors import PermanentStorageError
 from streaming_core.storage.redact import redact_url
 
-__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'join', 'check_location', 'check_output',
-           'check_places']
+__all__ = ['StorageURL', 'url_scheme', 'is_remote', 'local_path', 'local_not_found', 'join', 'check_location',
+           'check_output', 'check_places']
 
 #: Schemes whose URLs are also written with one slash (the reference's ``dbfs:/Volumes/...``).
 _SINGLE_SLASH_SCHEMES = frozenset({'dbfs'})
@@ -110,6 +110,16 @@ def local_path(url: str) -> str:
         from urllib.parse import unquote
         return unquote(urlparse(url).path)
     return url
+
+
+def local_not_found(url: str) -> str:
+    """The message for a local path or ``file://`` URL that does not exist, naming the absolute path a relative one
+    was looked for at (it depends on the working directory the job was started from)."""
+    path = local_path(url)
+    if os.path.isabs(path):
+        return f'Remote object not found: {url}'
+    return (f'Remote object not found: {url} (a relative path, looked for at {os.path.abspath(path)}, from the '
+            f'working directory {os.getcwd()})')
 
 
 def join(root: str, *parts: str) -> str:

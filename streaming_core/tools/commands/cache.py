@@ -75,8 +75,19 @@ def _record_info(local_dir: str) -> dict[str, Any] | None:
     record = record_of(local_dir)
     if record is None:
         return None
-    return {'remote': record.remote, 'remote_dir': record.remote_dir, 'split': record.split,
+    return {'remote': _shown_remote(record), 'remote_dir': record.remote_dir, 'split': record.split,
             'index_identity': record.source_identity, 'checked_at': record.checked_at}
+
+
+def _shown_remote(record: Any) -> str:
+    """The record's remote as written, or, for a relative path, the absolute one its directory was recorded as."""
+    from streaming_core.storage.url import url_scheme
+    if url_scheme(record.remote) != '' or os.path.isabs(record.remote) or not os.path.isabs(record.remote_dir):
+        return record.remote
+    if record.split:
+        return os.path.dirname(record.remote_dir.rstrip(os.sep)) if \
+            os.path.basename(record.remote_dir.rstrip(os.sep)) == record.split else record.remote_dir
+    return record.remote_dir
 
 
 def _dataset_info(path: str) -> dict[str, Any]:
