@@ -170,6 +170,34 @@ def test_the_order_of_sys_path_is_part_of_the_key(tmp_path):
         plugin_manifest.environment_key([sites['b'], sites['a']])
 
 
+def test_a_distribution_installed_during_a_discovery_is_not_filed_under_the_new_environment(tmp_path):
+    """A ``pip install`` while a process discovers the plugins: what that scan found (without the new distribution's
+    plugins) is filed under the environment key taken before the scan, never under the new environment's key, which
+    a later process would trust without seeing the new plugins."""
+    cache = str(tmp_path / 'cache')
+    site = _fake_dist(tmp_path, 'racer-plugin', 'racer', 'racer_mod', """
+        import os
+        late = os.path.join(os.path.dirname(__file__), 'late_plugin-0.1.dist-info')
+        os.makedirs(late, exist_ok=True)  # installed while the scan runs
+        with open(os.path.join(late, 'entry_points.txt'), 'w') as handle:
+            handle.write('[streaming_core]\\nlate = late_plugin_mod\\n')
+        with open(os.path.join(late, 'METADATA'), 'w') as handle:
+            handle.write('Metadata-Version: 2.1\\nName: late-plugin\\nVersion: 0.1\\n')
+        with open(os.path.join(os.path.dirname(__file__), 'late_plugin_mod.py'), 'w') as handle:
+            handle.write('from streaming_core.hookspecs import hookimpl\\n@hookimpl\\n'
+                         'def register_hashes(registry):\\n    registry.add("late-hash", lambda data: "late")\\n')
+    """)
+    found = _child("""
+        from streaming_core.machinery import manifest
+        from streaming_core.machinery.discovery import ensure_loaded
+        ensure_loaded()
+        print(manifest.read_manifest(manifest.environment_key(), manifest.manifest_path()) is None)
+    """, cache, site)
+    assert found['out'] == ['True'] and 'racer' in found['loaded']
+    later = _child(f"{_LOOKUP}print(get_registry('hash').get('late-hash')(b''))\n", cache, site)
+    assert later['out'] == ['late']
+
+
 def test_a_misspelt_hook_is_reported_when_a_plugin_loads_lazily(tmp_path):
     """check_pending runs on each plugin as it loads: a manifest naming a plugin whose module gained a misspelt hook
     leads to the error naming the plugin and the closest hook, never to a silent miss."""

@@ -336,6 +336,10 @@ class PluginHost:
             self._infos[name] = info
             new.append(info)
         if autoload:
+            if self.config.effective_manifest() and not self._manifest_key:
+                # Taken before the scan: a distribution installed meanwhile changes the key, so what this scan found
+                # is never filed under the environment that has it (a later process there discovers for itself).
+                self._manifest_key = plugin_manifest.environment_key()
             for ep in _entry_points():
                 if ep.name in blocked or ep.name in self._infos:
                     continue
@@ -371,7 +375,7 @@ class PluginHost:
         if self._manifest_state == 'unread':
             self._manifest_state = 'absent'
             if self.config.effective_manifest():
-                self._manifest_key = plugin_manifest.environment_key()
+                self._manifest_key = self._manifest_key or plugin_manifest.environment_key()
                 self._manifest = plugin_manifest.read_manifest(self._manifest_key, self.config.manifest_path)
                 if self._manifest is not None:
                     self._manifest_state = 'trusted'
