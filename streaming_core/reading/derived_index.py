@@ -40,7 +40,7 @@ from streaming_core.errors import (
     StreamingError,
     UnknownNameError,
 )
-from streaming_core.reading.cache_record import COARSE_MARGIN, DIGEST_PART, coarse_mtime, file_identity
+from streaming_core.reading.cache_record import COARSE_MARGIN, coarse_mtime, file_identity
 from streaming_core.reading.index_file import (
     index_text,
     parse_index_text,
@@ -48,7 +48,6 @@ from streaming_core.reading.index_file import (
 from streaming_core.reading.listing_entries import (
     changed_data,
     read_version_entries,
-    same_bytes,
     same_data_entry,
     stale_copies,
     write_version_entries,
@@ -69,7 +68,7 @@ __all__ = ['SourceFile', 'RangeReader', 'DerivedIndexError', 'ForeignIndexError'
            'DERIVED_INDEX_NAME', 'DERIVED_LISTING_NAME', 'list_source', 'choose_builder', 'listing_identity',
            'derive_index', 'builder_matches', 'build_index', 'FormatOptionError', 'configure_builder',
            'describe_options', 'kept_index', 'read_listing', 'build_with', 'write_listing', 'write_record',
-           'FileProgress', 'source_file']
+           'FileProgress', 'source_file', 'settled_listing', 'SETTLE_WAIT']
 
 logger = logging.getLogger('streaming_core.reading.derived_index')
 
@@ -178,6 +177,32 @@ def list_source(root: str, *, timeout: float = 60.0, retries: int = 2,
         found.append(source_file(name, item.stat, root))
     _check_links(prefix, broken, linked)
     return sorted(found, key=lambda item: item.name)
+
+
+#: The longest :func:`settled_listing` waits for files just written (a server clock ahead of ours dates them later).
+SETTLE_WAIT = 3.0
+
+
+def settled_listing(root: str, *, timeout: float = 60.0, retries: int = 2,
+                    options: dict[str, Any] | None = None) -> list[SourceFile]:
+    """:func:`list_source`, taken once the files of a store that dates them without an etag (SFTP, to the second)
+    are :data:`~streaming_core.reading.cache_record.COARSE_MARGIN` old: a same-size rewrite within a file's dated
+    time lists the same, so a listing taken sooner could be kept for the old bytes while the file holds new ones.
+    Once that time has passed, a later rewrite is dated later, and each download's check of the file's size and time
+    sees it. Waits at most :data:`SETTLE_WAIT` seconds in all (a file dated in the future is then taken as it is)."""
+    deadline = time.monotonic() + SETTLE_WAIT
+    while True:
+        files = list_source(root, timeout=timeout, retries=retries, options=options)
+        if not is_remote(root):  # nanosecond times and the change time: a rewrite always shows
+            return files
+        newest = max((coarse_mtime(f'stat:mtime={item.mtime}') or 0.0 for item in files
+                      if not item.etag and item.mtime), default=0.0)
+        wait = newest + COARSE_MARGIN - time.time()
+        if wait <= 0 or wait == float('inf') or time.monotonic() + wait > deadline:
+            return files
+        logger.debug('waiting %.1f s for files of %s written just now (dated without an etag)', wait,
+                     redact_url(root))
+        time.sleep(wait)
 
 
 def _check_links(prefix: str, broken: list[str], linked: list[str]) -> None:
@@ -419,10 +444,9 @@ def listing_identity(builder_name: str, files: Sequence[SourceFile], options: di
 
 
 def kept_index(path: str, listing: dict[str, Any] | None, identity: str) -> bytes | None:
-    """The derived index kept at ``path`` when its recorded listing has ``identity`` (or it is the identity of the
-    listing alone, before the index's digest was added to it) and its bytes still match the recorded digest (else
-    None: it is built again)."""
-    if listing is None or identity not in (listing.get('identity'), listing.get('base_identity')):
+    """The derived index kept at ``path`` when its recorded listing has ``identity`` and its bytes still match the
+    recorded digest (else None: it is built again)."""
+    if listing is None or listing.get('identity') != identity:
         return None
     try:
         with open(path, 'rb') as handle:
@@ -558,9 +582,8 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     options = stream.storage_options
     where = redact_url(source)
     format_options = dict(getattr(stream, 'format_options', None) or {})
-    listed_at = time.time()
     try:
-        files = list_source(source, timeout=timeout, retries=retries, options=options)
+        files = settled_listing(source, timeout=timeout, retries=retries, options=options)
     except PermanentStorageError as err:
         raise ListingUnavailableError(f'{where} cannot be listed: {err}') from err
     fmt = getattr(stream, 'format', None)
@@ -570,13 +593,11 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     name, builder, selected = choose_builder(fmt, files, where, remembered)
     detected = {'key': key, 'builder': name} if key is not None else None
     builder = configure_builder(name, builder, format_options, where)
-    base = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
+    identity = listing_identity(name, selected, format_options, getattr(builder, 'index_version', None))
     path = os.path.join(sdir, DERIVED_INDEX_NAME)
-    racy = _racy_before(old)
-    kept = None if racy else kept_index(path, old, base)
+    kept = kept_index(path, old, identity)
     local_root = None if is_remote(source) else local_path(source)
     if kept is not None:
-        identity = old['identity'] if old is not None else base
         if local_root is not None and read_prints(sdir, identity) is None:  # kept from a version without them
             entries = [item.key() for item in selected]
             write_prints(sdir, identity, _file_prints(builder, local_root, selected), entries)
@@ -590,14 +611,9 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
     # Before the files are read: a rewrite meanwhile then stops the job, never passes.
     prints = _file_prints(builder, local_root, selected) if local_root is not None else None
     data = build_with(name, builder, selected, source, timeout=timeout, retries=retries, options=options)
-    coarse = local_root is None and any(not item.etag and item.mtime for item in selected)
-    # A listing dated to the second (SFTP, a web server) is the same for a same-size rewrite within that second: the
-    # identity then names the index bytes too, so that an index of other row counts is another version.
-    identity = f'{base}{DIGEST_PART}{hashlib.sha256(data).hexdigest()[:32]}' if coarse else base
     if copies:
         purged = False
-        changed = _rewritten_copies(racy, stream, source, sdir, timeout, retries) if racy else set()
-        for stale in stale_copies(old, selected, stream.local_dir, source, changed=changed):
+        for stale in stale_copies(old, selected, stream.local_dir, source):
             try:
                 os.remove(stale)
                 purged = True
@@ -610,59 +626,9 @@ def derive_index(stream: Any, source: str, sdir: str, *, copies: bool) -> tuple[
         if purged or changed_data(old, selected):  # a file changed: a job on the old index must not download it either
             from streaming_core.reading.version_guard import note_purge
             note_purge(sdir)  # a job still reading the old files must not read what replaces them
-    extra: dict[str, Any] = {'base_identity': base, 'racy': _racy(selected, listed_at) if coarse else []}
-    if detected is not None:
-        extra['detected'] = detected
     write_listing(sdir, path, data, identity=identity, builder=name, source=where, files=selected, prints=prints,
-                  extra=extra)
+                  extra={'detected': detected} if detected is not None else None)
     return path, data, identity
-
-
-def _racy_before(listing: dict[str, Any] | None) -> set[str]:
-    """The files the recorded listing took within their second of writing (see :func:`_racy`)."""
-    names = listing.get('racy') if listing is not None else None
-    return {name for name in names if isinstance(name, str)} if isinstance(names, list) else set()
-
-
-def _rewritten_copies(names: set[str], stream: Any, source: str, sdir: str, timeout: float,
-                      retries: int) -> set[str]:
-    """Of the files ``names`` (listed within their second of writing), those whose local copy is not what the
-    remote holds now, downloaded again and compared byte for byte (a copy that cannot be compared is taken as
-    changed)."""
-    from streaming_core.reading.index_file import present_copy
-    from streaming_core.storage.facade import download_file, temp_name
-    changed = set()
-    real_root = os.path.realpath(stream.local_dir)
-    for name in sorted(names):
-        copy = present_copy(stream.local_dir, name, 'listing', real_root)
-        if copy is None:
-            continue
-        scratch = temp_name(os.path.join(sdir, 'recheck'))
-        try:
-            download_file(join(source, name), scratch, timeout=timeout, retries=retries,
-                          options=stream.storage_options)
-            if not same_bytes(copy, scratch):
-                changed.add(name)
-        except Exception as err:  # noqa: BLE001 - removed, unreadable...: the copy is fetched again
-            logger.debug('cannot compare the copy %s with %s: %s', copy, redact_url(join(source, name)), err)
-            changed.add(name)
-        finally:
-            if os.path.exists(scratch):
-                os.remove(scratch)
-    return changed
-
-
-def _racy(files: Sequence[SourceFile], listed_at: float) -> list[str]:
-    """The files without an etag whose modification time is within :data:`COARSE_MARGIN` of the listing: a rewrite
-    of the same size in that time lists the same, so the next construction builds the index again and fetches their
-    copies again, instead of trusting the listing."""
-    racy = []
-    for item in files:
-        if not item.etag and item.mtime:
-            written = coarse_mtime(f'stat:mtime={item.mtime}')
-            if written is None or listed_at - written < COARSE_MARGIN:
-                racy.append(item.name)
-    return racy
 
 
 def _file_prints(builder: Any, root: str, files: Sequence[SourceFile]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ it reads with its own version's entries even after a rebuild (:mod:`streaming_co
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from streaming_core.reading.index_file import present_copy
@@ -52,12 +52,11 @@ def changed_data(old: dict[str, Any] | None, files: Sequence[Any]) -> bool:
 
 
 def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: str,
-                  source: str | None = None, changed: Collection[str] = ()) -> list[str]:
+                  source: str | None = None) -> list[str]:
     """The local copies the new listing does not vouch for: a file whose listing entry changed or disappeared (every
-    present copy of a listed name when the previous listing is unknown), or is named in ``changed`` (its entry
-    cannot show a change). A file of a local ``source`` whose entry changed in its change time alone (a ``chmod``,
-    a hard link; or a rewrite in place that restored the size and modification time) is compared byte for byte with
-    its copy: kept when equal."""
+    present copy of a listed name when the previous listing is unknown). A file of a local ``source`` whose entry
+    changed in its change time alone (a ``chmod``, a hard link; or a rewrite in place that restored the size and
+    modification time) is compared byte for byte with its copy: kept when equal."""
     new = {item.name: item.key() for item in files}
     previous = {}
     if old is not None:
@@ -66,7 +65,7 @@ def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: st
     stale = []
     for name in sorted(set(new) | set(previous)):
         before = previous.get(name)
-        if old is not None and name in new and name not in changed and same_entry(before, new[name]):
+        if old is not None and name in new and same_entry(before, new[name]):
             continue
         path = present_copy(local_dir, name, 'listing', real_root)
         if path is None:

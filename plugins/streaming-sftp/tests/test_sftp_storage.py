@@ -237,9 +237,13 @@ def test_end_to_end_mds_writer_then_two_dataloader_workers(sftp_server: Any, opt
 def test_a_parquet_file_rewritten_within_the_second_it_was_listed_is_never_served_stale(
         sftp_server: Any, options: dict[str, Any], tmp_path: Any) -> None:
     """An SFTP listing dates files to the second and has no etag: a same-size rewrite within the second a
-    construction listed the file lists the same. The listing is taken as final only once its files are older than
-    the margin; until then the next construction indexes them again and compares its copies with the remote's files
-    (before: the old rows were served by every later construction, for good)."""
+    construction listed the file lists the same. A construction that lists files dated within the last 2 s waits
+    until they are older, lists again and builds from that listing, so that a rewrite within their second is the
+    version indexed and copied (before: the rewrite, 0.5 s after the listing, was never seen: the old rows were served
+    by that job and every later construction, for good)."""
+    import threading
+    import time
+
     pq = pytest.importorskip('pyarrow.parquet')
     pa = pytest.importorskip('pyarrow')
     from streaming_core import StreamingDataset
@@ -252,18 +256,25 @@ def test_a_parquet_file_rewritten_within_the_second_it_was_listed_is_never_serve
     os.makedirs(os.path.join(sftp_server.root, 'data', directory))
     path = os.path.join(sftp_server.root, 'data', directory, 'part-0.parquet')
     remote, local = sftp_server.url(f'/data/{directory}'), str(tmp_path / 'local')
-    write(path, 0)
-    second = os.stat(path).st_mtime_ns // 10**9
-    os.utime(path, ns=(second * 10**9,) * 2)  # the listing (taken now) is within the file's second, or 2 s of it
+    get_backend(remote, options)  # connected before the clock starts
 
     def ids() -> list[int]:
         return sorted(int(s['id']) for s in StreamingDataset(remote=remote, local=local, storage_options=options,
                                                              batch_size=1, shuffle=False))
 
-    assert ids() == list(range(50))  # copied
+    while time.time() % 1 > 0.1:  # early in a second, so the rewrite below falls within it
+        time.sleep(0.01)
+    write(path, 0)
+    second = os.stat(path).st_mtime_ns // 10**9
     size = os.path.getsize(path)
-    write(path, 1000)
-    os.utime(path, ns=(second * 10**9 + 900_000_000,) * 2)  # as if rewritten within that second
-    assert os.path.getsize(path) == size
+    first: list[Any] = []
+    reader = threading.Thread(target=lambda: first.append(ids()))
+    reader.start()  # lists the file within its second
+    time.sleep(0.5)
+    assert time.time() < second + 1
+    write(path, 1000)  # within the same second, the same size
+    os.utime(path, ns=(second * 10**9 + 900_000_000,) * 2)
+    assert os.path.getsize(path) == size and os.stat(path).st_mtime_ns // 10**9 == second
+    reader.join(60)
+    assert first == [list(range(1000, 1050))]
     assert ids() == list(range(1000, 1050))
-    assert ids() == list(range(1000, 1050))  # and again, the copy now the remote's
