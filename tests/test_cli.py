@@ -13,6 +13,8 @@ import pytest
 from streaming_core.cli import COMMANDS, build_parser, main
 from tests.fixtures.data import write_mds
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -345,3 +347,28 @@ def test_a_format_s_unit_word_names_its_units():
     with registered_plugin(Plugin(), name='unit-word-test'):
         assert units_word(['rowgroups-test']) == 'row groups'
         assert units_word(['rowgroups-test', 'mds']) == units_word(['mds']) == 'units'
+
+
+def test_cache_clear_keeps_what_a_running_writer_holds_locked(tmp_path, capsys):
+    """A writer at work holds a lock file in the state directory: removed, a second writer of the same output would
+    lock a new file of that name and both would write (the clear let it in). ``clear`` keeps held locks, and shows
+    the size of each file it removes."""
+    from streaming_core.errors import OutputBusyError
+    from streaming_mds import MDSWriter
+    out = str(tmp_path / 'out')
+    writer = MDSWriter(out=out, columns={'x': 'int'})
+    writer.write({'x': 1})
+    try:  # the clear runs in another process, as a user's shell does (a process's own locks are not in its way)
+        cleared = subprocess.run([sys.executable, '-c', 'from streaming_core.cli import main\n'
+                                  'raise SystemExit(main(["cache", "clear", "--yes"]))'],
+                                 capture_output=True, text=True, cwd=ROOT)
+        assert cleared.returncode == 0, cleared.stderr
+        assert 'Kept: 1 lock file(s) or state directories a running job or writer holds' in cleared.stdout
+        assert '(0 B)' not in cleared.stdout
+        second = subprocess.run([sys.executable, '-c', 'from streaming_mds import MDSWriter\n'
+                                 f'MDSWriter(out={out!r}, columns={{"x": "int"}})'],
+                                capture_output=True, text=True, cwd=ROOT)
+        assert second.returncode != 0 and OutputBusyError.__name__ in second.stderr  # another process's writer
+    finally:
+        writer.finish()
+    MDSWriter(out=out, columns={'x': 'int'}, exist_ok=True).abandon()  # the output is free again

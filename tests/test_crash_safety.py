@@ -247,3 +247,20 @@ def test_a_dead_writers_file_in_a_subdirectory_is_swept_though_the_top_directory
     os.utime(local, (old, old))
     assert sorted(ids_of(StreamingDataset(remote=root, local=local, batch_size=2))) == list(range(20))
     assert not os.path.exists(left)
+
+
+def test_a_young_temporary_file_of_another_host_does_not_make_every_construction_walk_the_directory(tmp_path):
+    """Another host's (or container's) temporary file is judged by its age (a day): while it is young, the sweep
+    is still recorded as done, so constructions do not walk every file of the directory again (at 10^5 files, a walk
+    per construction for a day)."""
+    from streaming_core.common.paths import state_dir
+    data = write_mds(str(tmp_path / 'data'), 20)
+    local = str(tmp_path / 'local')
+    StreamingDataset(remote=data, local=local, batch_size=2)
+    foreign = os.path.join(local, f'shard.00001.mds.{_dead_pid()}-0badcafe.0123abcd.tmp')
+    with open(foreign, 'wb') as handle:
+        handle.write(b'partial')
+    StreamingDataset(remote=data, local=local, batch_size=2)
+    marker = os.path.join(state_dir(local), 'temp-sweep')
+    assert set(json.loads(open(marker, 'rb').read())) == {''}  # a complete sweep, not 'pending'
+    assert os.path.exists(foreign)

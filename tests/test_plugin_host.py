@@ -405,3 +405,13 @@ def test_a_declared_shuffle_whose_plugin_cannot_import_fails_when_an_epoch_is_fi
     message = json.loads(report['out'][1])
     assert message.startswith('PluginLoadError') and 'brokenshuffle' in message, message
     assert 'a_module_that_is_not_installed' in message, message
+
+
+def test_the_key_does_not_depend_on_directories_without_distributions(tmp_path):
+    """The working directory and a script's directory are on ``sys.path``: running from another directory is the
+    same environment (one manifest, not one per directory, of which eight are kept)."""
+    site = _fake_dist(tmp_path, 'some-plugin', 'some', 'some_mod', '')
+    for which in ('a', 'b'):
+        (tmp_path / which).mkdir()
+    assert plugin_manifest.environment_key([str(tmp_path / 'a'), site]) == \
+        plugin_manifest.environment_key([str(tmp_path / 'b'), site])

@@ -419,3 +419,6 @@ def test_a_missing_relative_remote_names_where_it_was_looked_for(tmp_path: Any, 
     assert f'looked for at {elsewhere}/data/x/index.json, from the working directory {elsewhere}' in message
     datasets = os.path.join(cache_root(), 'datasets')
     assert not os.path.isdir(datasets) or os.listdir(datasets) == []
+    with pytest.raises(RemoteNotFoundError):
+        StreamingDataset(remote='data/x', split='train', batch_size=1)  # nor the dataset's directory of a split
+    assert not os.path.isdir(datasets) or os.listdir(datasets) == []

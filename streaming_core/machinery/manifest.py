@@ -62,10 +62,9 @@ def environment_key(path: list[str] | None = None) -> str:
             try:
                 stamps.append((directory, os.stat(directory).st_mtime_ns))
             except OSError:
-                stamps.append((directory, -1))
+                pass
             continue
-        try:
-            stamps.append((directory, 0))
+        try:  # a directory without distributions adds nothing (the working directory, a script's: the key is one)
             for name in sorted(os.listdir(fd)):
                 if name.endswith(_METADATA_DIRS):
                     stamps.append((f'{directory}{os.sep}{name}', _stamp_at(fd, f'{name}{os.sep}entry_points.txt')))

@@ -184,9 +184,11 @@ class CacheState:
         self._acquire()
         try:
             if self.present[shard] <= 0 and self.reserved[shard] <= 0:
+                self._header[2] = 1  # mid-update: a process killed here leaves the account to be recounted
                 self.present[shard] = self.hooks.scan(shard)
                 if self.usage > self.limit:
                     self._evict_for(shard, int(self.present[shard]))
+                self._header[2] = 0
         finally:
             self._release()
 

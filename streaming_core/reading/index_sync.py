@@ -200,19 +200,22 @@ def sync_index(stream: Any) -> SyncedIndex:
     in_place = is_in_place(remote, local_dir)
     request_time = time.time()
     probe = None
-    created = False
+    created: list[str] = []  # the directories made here, deepest first
     if not in_place:
         probe = _probe(stream, join(remote, INDEX_BASENAME))
-        created = not os.path.isdir(local_dir)
+        missing = os.path.abspath(local_dir)
+        while not os.path.isdir(missing) and os.path.dirname(missing) != missing:
+            created.append(missing)
+            missing = os.path.dirname(missing)
         os.makedirs(local_dir, exist_ok=True)
     try:
         return _sync(stream, path, remote, local_dir, in_place, probe, request_time)
     except RemoteNotFoundError:
-        if created:  # a remote that does not exist leaves no empty cache directory behind
+        for directory in created:  # a remote that does not exist leaves no empty cache directory behind
             try:
-                os.rmdir(local_dir)
+                os.rmdir(directory)
             except OSError:  # not empty (another process copied into it), or gone
-                pass
+                break
         raise
 
 

@@ -32,9 +32,9 @@ def remove_dead_temp_files(directory: str) -> int:
 
 
 def _sweep(directory: str) -> tuple[int, bool, dict[str, int]]:
-    """:func:`remove_dead_temp_files`, also saying whether a temporary file was left for a writer that may still run
-    (its death later need not change any directory, so the sweep must not be taken as final), and the modification
-    time of each directory walked (relative name: ``mtime_ns``), read before it was listed."""
+    """:func:`remove_dead_temp_files`, also saying whether a temporary file was left for a writer of this host that
+    still runs (its death later need not change any directory, so the sweep must not be taken as final), and the
+    modification time of each directory walked (relative name: ``mtime_ns``), read before it was listed."""
     removed, pending = 0, False
     stamps: dict[str, int] = {}
     mine = host_token()
@@ -65,9 +65,8 @@ def _sweep(directory: str) -> tuple[int, bool, dict[str, int]]:
                     pending = True
                     continue
             else:
-                try:
+                try:  # judged by its age: the hourly sweep sees it once it is old enough
                     if now - os.path.getmtime(entry.path) < FOREIGN_TEMP_AGE:
-                        pending = True
                         continue
                 except OSError:
                     continue

@@ -70,6 +70,16 @@ def _usage(path: str) -> tuple[int, int]:
     return total, files
 
 
+def _size(path: str) -> int:
+    """Bytes under ``path``, a directory or a file."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return _usage(path)[0]
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
 def _record_info(local_dir: str) -> dict[str, Any] | None:
     from streaming_core.reading.cache_record import record_of
     record = record_of(local_dir)
@@ -201,8 +211,9 @@ def _targets(root: str, dataset: str | None) -> list[str]:
         found = []
         for name in MANAGED:
             path = os.path.join(root, name)
-            if name == 'state' and os.path.isdir(path):  # each entry, but the records of datasets of their own
-                kept = set(_own_datasets(root))
+            if name in ('state', 'cache-state') and os.path.isdir(path):
+                # Each entry, but the records of datasets of their own and what a running process holds locked.
+                kept = set(_own_datasets(root)) | set(_in_use(path))
                 found += [entry.path for entry in sorted(os.scandir(path), key=lambda e: e.name)
                           if entry.path not in kept]
             elif os.path.exists(path):
@@ -235,6 +246,42 @@ def _state_dirs_of(root: str, path: str) -> list[str]:
     return found
 
 
+def _in_use(directory: str) -> list[str]:
+    """The entries of ``directory`` holding (or being) a lock file that a running process has locked: a job's
+    stream locks, a writer's output lock, a cache account's lock. Removed, a second process would lock a new file of
+    the same name, and the two would no longer exclude each other."""
+    held: list[str] = []
+    if not os.path.isdir(directory):
+        return held
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False):
+            names = [os.path.join(entry.path, n) for n in os.listdir(entry.path) if n.endswith('.lock')]
+        else:
+            names = [entry.path] if entry.name.endswith('.lock') else []
+        if any(_locked(name) for name in names):
+            held.append(entry.path)
+    return held
+
+
+def _locked(path: str) -> bool:
+    """Whether another process holds a POSIX record lock on any byte of ``path`` (asked with ``F_GETLK``, which takes
+    no lock). Where the question cannot be asked (another platform's record layout), the file is taken as locked."""
+    import fcntl
+    import struct
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        layout = '@hhqqi4x'  # struct flock on Linux: type, whence, start, length, pid
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+        return struct.unpack(layout, answer)[0] != fcntl.F_UNLCK
+    except (OSError, struct.error, ValueError):
+        return True
+    finally:
+        os.close(fd)
+
+
 def _own_datasets(root: str) -> list[str]:
     """The state directories whose record is of an existing local directory written or read in place (a dataset of
     its own): kept by ``clear``, since the record is what refuses that directory as another remote's cache."""
@@ -251,7 +298,7 @@ def _own_datasets(root: str) -> list[str]:
 def _confirm(paths: list[str]) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
         raise ValueError('Refusing to clear the cache without confirmation: stdin is not a terminal. Pass --yes.')
-    answer = input(f'Remove {len(paths)} item(s), {human_bytes(sum(_usage(p)[0] for p in paths))}? [y/N] ')
+    answer = input(f'Remove {len(paths)} item(s), {human_bytes(sum(_size(p) for p in paths))}? [y/N] ')
     return answer.strip().lower() in ('y', 'yes')
 
 
@@ -271,17 +318,22 @@ def run(args: argparse.Namespace) -> int:
         print(f'Nothing to clear under {root}.')
         return 0
     for path in paths:
-        print(f'  {path}  ({human_bytes(_usage(path)[0])})')
+        print(f'  {path}  ({human_bytes(_size(path))})')
     own = _own_datasets(root) if args.dataset is None else []
     if own:
         print(f'Kept: the records of {len(own)} local dataset(s) written or read in place (they refuse those '
               f'directories as the cache of a remote, which would replace their files).')
+    busy = [p for name in ('state', 'cache-state') for p in _in_use(os.path.join(root, name))] \
+        if args.dataset is None else []
+    if busy:
+        print(f'Kept: {len(busy)} lock file(s) or state directories a running job or writer holds (clear again when '
+              f'it has finished).')
     if not args.yes and not _confirm(paths):
         print('Nothing removed.')
         return 1
     freed = 0
     for path in paths:
-        freed += _usage(path)[0] if os.path.isdir(path) else os.lstat(path).st_size
+        freed += _size(path)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
