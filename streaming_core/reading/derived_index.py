@@ -665,4 +665,4 @@ def _stat_list(path: str) -> list[int] | None:
 
 def write_record(sdir: str, listing: dict[str, Any]) -> None:
     """Write the listing record ``listing`` (see :func:`write_listing`) atomically."""
-    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing, indent=1).encode('utf-8'))
+    write_file_atomic(os.path.join(sdir, DERIVED_LISTING_NAME), json.dumps(listing).encode('utf-8'))

@@ -57,6 +57,12 @@ def stale_copies(old: dict[str, Any] | None, files: Sequence[Any], local_dir: st
     present copy of a listed name when the previous listing is unknown). A file of a local ``source`` whose entry
     changed in its change time alone (a ``chmod``, a hard link; or a rewrite in place that restored the size and
     modification time) is compared byte for byte with its copy: kept when equal."""
+    try:
+        with os.scandir(local_dir) as entries:
+            if next(entries, None) is None:  # an empty directory (a first copy): no name to look for
+                return []
+    except OSError:
+        return []
     new = {item.name: item.key() for item in files}
     previous = {}
     if old is not None:
