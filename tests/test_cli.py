@@ -372,3 +372,31 @@ def test_cache_clear_keeps_what_a_running_writer_holds_locked(tmp_path, capsys):
     finally:
         writer.finish()
     MDSWriter(out=out, columns={'x': 'int'}, exist_ok=True).abandon()  # the output is free again
+
+
+def test_inspect_and_verify_take_the_format_of_a_directory_holding_several(tmp_path, capsys):
+    """A directory without index.json holding Parquet and tar files: the error says to pass a format, and the
+    commands take it (they had no such option), and streaming index on a dataset with an index.json says so."""
+    pytest.importorskip('streaming_parquet')
+    pytest.importorskip('streaming_webdataset')
+    import io
+    import tarfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    data = tmp_path / 'mixed'
+    data.mkdir()
+    pq.write_table(pa.table({'id': list(range(5))}), str(data / 'a.parquet'))
+    with tarfile.open(str(data / 'b.tar'), 'w') as tar:
+        for i in range(3):
+            member = tarfile.TarInfo(f'{i:04d}.txt')
+            member.size = 1
+            tar.addfile(member, io.BytesIO(str(i).encode()))
+    code, _, err = run(capsys, 'inspect', str(data))
+    assert code == 1 and '--format NAME for streaming inspect, verify and index' in err
+    code, text, _ = run(capsys, 'inspect', str(data), '--format', 'parquet', '--json')
+    assert code == 0 and json.loads(text)['samples'] == 5
+    code, text, _ = run(capsys, 'verify', str(data), '--format', 'webdataset', '--quiet')
+    assert code == 0 and 'OK' in text
+    code, _, err = run(capsys, 'index', write_mds(str(tmp_path / 'mds'), 5))
+    assert code == 1 and 'has an index.json: it is a dataset with an index already' in err

@@ -393,7 +393,7 @@ def test_a_dataset_without_index_json_on_a_web_server_says_the_index_is_missing(
     assert isinstance(caught.value.__cause__, PermanentStorageError)
     assert 'cannot list' in str(caught.value.__cause__)
     message = str(caught.value)  # what to do, once: the index, or a store that lists
-    assert 'plain HTTP has no listing' in message and 'write an index.json there' in message
+    assert 'plain HTTP has no listing' in message and 'streaming convert parquet SRC OUT' in message
     assert message.count('index.json') >= 2 and message.count('plain HTTP') == 1
 
 

@@ -351,13 +351,18 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
             raise DerivedIndexError(f'{where} has no index.json, but its subdirectories {splits} have one: they are '
                                     f'splits. Choose one: split={splits[0]!r} (Stream, StreamingDataset), or '
                                     f'--split {splits[0]} (streaming inspect, verify).')
+        if any(item.name == 'index.json' for item in files):  # an index.json beside: the caller did not read it
+            raise DerivedIndexError(f'{where} has an index.json: it is a dataset with an index already (read it, or '
+                                    f'inspect it with streaming inspect); only a directory of files that index '
+                                    f'themselves (Parquet, WebDataset) is indexed from its files.')
         raise DerivedIndexError(f'{where} has no index.json and none of its {len(files)} file(s) ({_summary(files)}) '
                                 f'is of a format that indexes itself (installed index builders: {installed}). Write '
                                 f'an index.json (streaming convert), or install the plugin of the format and pass '
                                 f'format=NAME.')
     found = '; '.join(f'{len(sel)} {name} file(s) ({_summary(sel, 2)})' for name, _, sel in matches)
     raise DerivedIndexError(f'{where} has no index.json and holds files of several formats: {found}. Pass format= '
-                            f'one of {[name for name, _, _ in matches]} to choose.')
+                            f'one of {[name for name, _, _ in matches]} to choose (--format NAME for streaming '
+                            f'inspect, verify and index).')
 
 
 def detection_key(files: Sequence[SourceFile]) -> str | None:

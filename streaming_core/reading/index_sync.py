@@ -248,8 +248,9 @@ def _sync(stream: Any, path: str, remote: str, local_dir: str, in_place: bool, p
                 raise type(err)(
                     f'{err} Without an {INDEX_BASENAME}, a directory is read through an index derived from its files '
                     f'(Parquet, WebDataset...), which needs a listing, and {redact_url(remote)} cannot be listed '
-                    f'(plain HTTP has no listing): write an {INDEX_BASENAME} there, or read the files from a store '
-                    f'that lists (a local path, s3://, gs://...).') from listing.__cause__
+                    f'(plain HTTP has no listing): read the files from a store that lists (a local path, s3://, '
+                    f'gs://...), or convert them to a dataset with an {INDEX_BASENAME} and serve that (streaming '
+                    f'convert parquet SRC OUT, for Parquet files).') from listing.__cause__
     finally:
         locks.release(INDEX_LOCK_BYTE)
 

@@ -368,7 +368,9 @@ class ParquetView:
             self.close()
             found = f'holds {rows} rows' if rows is not None else f'does not exist (the file has {groups})'
             raise ShardCorruptError(f'{path}: row group {self._group} {found}, but the index records '
-                                    f'{self._count} rows (the file was replaced or is corrupt).')
+                                    f'{self._count} rows (the file was replaced or is corrupt; where a sidecar '
+                                    f'index, parquet-index.json, describes the directory, run "streaming index DIR" '
+                                    f'again after changing its files).')
         missing = [name for name in self._names if name not in parsed[1]]
         if missing:
             self.close()

@@ -15,7 +15,7 @@ from streaming_core.storage.facade import download_file, is_remote, join, local_
 from streaming_core.storage.redact import redact_url
 
 __all__ = ['add_storage_option', 'storage_options', 'DatasetIndex', 'index_root', 'locate_index_file', 'open_index',
-           'open_located_index', 'human_bytes', 'entry_columns', 'comma_list', 'first_line']
+           'open_located_index', 'add_format_option', 'human_bytes', 'entry_columns', 'comma_list', 'first_line']
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
@@ -106,15 +106,16 @@ def open_index(dataset: str, split: str | None, options: dict[str, Any], scratch
 
 
 def open_located_index(located: tuple[str, str, str, bool] | None, dataset: str, split: str | None,
-                       options: dict[str, Any], timeout: float = 60.0) -> DatasetIndex:
-    """:func:`open_index` for what :func:`locate_index_file` found (nothing is downloaded again)."""
+                       options: dict[str, Any], timeout: float = 60.0, fmt: str | None = None) -> DatasetIndex:
+    """:func:`open_index` for what :func:`locate_index_file` found (nothing is downloaded again). ``fmt``: the
+    format of a directory that indexes itself (``None``: detected from its files)."""
     if located is None:
         root = index_root(dataset, split)
         if is_remote(root):
-            return _derived(root, True, timeout, options)
+            return _derived(root, True, timeout, options, fmt)
         root = local_path(root)
         if os.path.isdir(root):
-            return _derived(root, False, timeout, options)
+            return _derived(root, False, timeout, options, fmt)
         raise FileNotFoundError(f'No dataset at {root}: {os.path.join(root, INDEX_BASENAME)} does not exist. Give a '
                                 f'dataset directory, its index.json, or a remote URL (add --split for a split '
                                 f'subdirectory).')
@@ -129,10 +130,18 @@ def open_located_index(located: tuple[str, str, str, bool] | None, dataset: str,
     return DatasetIndex(parse_index_text(text, location), location, root, remote, len(text))
 
 
-def _derived(root: str, remote: bool, timeout: float, options: dict[str, Any]) -> DatasetIndex:
+def _derived(root: str, remote: bool, timeout: float, options: dict[str, Any],
+             fmt: str | None = None) -> DatasetIndex:
     """The index a format that indexes itself derives from the files of ``root`` (no ``index.json`` there)."""
     from streaming_core.reading.derived_index import build_index
-    return DatasetIndex(build_index(root, timeout=timeout, options=options), root, root, remote, 0)
+    return DatasetIndex(build_index(root, fmt=fmt, timeout=timeout, options=options), root, root, remote, 0)
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--format NAME``: the format of a directory without ``index.json`` that holds several."""
+    parser.add_argument('--format', default=None, metavar='NAME',
+                        help='the format of a directory without index.json whose files are of several formats '
+                             '(parquet, webdataset...): the one to read')
 
 
 def human_bytes(count: float) -> str:

@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any
 
 from streaming_core.tools.commands._common import (
+    add_format_option,
     add_storage_option,
     entry_columns,
     first_line,
@@ -42,6 +43,7 @@ def add_parser(subparsers: Any) -> None:
                     'a remote URL (only the index is downloaded).')
     parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
     parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
+    add_format_option(parser)
     parser.add_argument('--shards', action='store_true', help='also list every shard')
     parser.add_argument('--json', action='store_true', help='print JSON instead of text')
     add_storage_option(parser)
@@ -255,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
             except IndexFormatError:  # another library's index.json, or a broken one: the general path decides
                 summary = None
         if summary is None:
-            found = open_located_index(found_file, args.dataset, args.split, options)
+            found = open_located_index(found_file, args.dataset, args.split, options, fmt=args.format)
             summary = summarize(found.index, found.location, found.index_bytes)
             summary['derived'] = found_file is None  # no index.json: the index a format derives from its files
     if args.json:

@@ -37,6 +37,7 @@ from streaming_core.reading.index_file import INDEX_BASENAME, resolve_inside
 from streaming_core.storage.facade import download_file, join
 from streaming_core.tools.commands._common import (
     DatasetIndex,
+    add_format_option,
     add_storage_option,
     human_bytes,
     locate_index_file,
@@ -88,6 +89,7 @@ def add_parser(subparsers: Any) -> None:
                     'index.json of their own) are listed in a note.')
     parser.add_argument('dataset', metavar='DATASET', help='a dataset directory, its index.json, or a remote URL')
     parser.add_argument('--split', default=None, help='a split subdirectory of DATASET')
+    add_format_option(parser)
     parser.add_argument('--hash', action='append', default=None, metavar='NAME',
                         help='check only this hash (repeatable; default: every hash the index records)')
     parser.add_argument('--no-decode', action='store_true', help='check files only; do not decode the samples')
@@ -153,7 +155,8 @@ class StreamedShards:
         return self._len
 
 
-def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scratch: str) -> DatasetIndex:
+def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scratch: str,
+                  fmt: str | None = None) -> DatasetIndex:
     """Like :func:`~streaming_core.tools.commands._common.open_index`, but our ``index.json`` is streamed
     (:class:`StreamedShards`, checked whole here); another library's ``index.json``, a broken one, and a directory
     that indexes itself go through ``open_index`` (its index, or its error). A remote index is downloaded into
@@ -169,7 +172,7 @@ def open_streamed(dataset: str, split: str | None, options: dict[str, Any], scra
             pass
         else:
             return DatasetIndex({'shards': shards, 'version': 2}, location, root, remote, os.path.getsize(path))
-    return open_located_index(located, dataset, split, options)
+    return open_located_index(located, dataset, split, options, fmt=fmt)
 
 
 class _Fetcher:
@@ -413,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
     """Verify and report; exit status 1 when any shard is bad."""
     options = storage_options(args)
     with tempfile.TemporaryDirectory(prefix='streaming-verify-index-') as scratch:
-        return _run(args, options, open_streamed(args.dataset, args.split, options, scratch))
+        return _run(args, options, open_streamed(args.dataset, args.split, options, scratch, args.format))
 
 
 def _run(args: argparse.Namespace, options: dict[str, Any], found: DatasetIndex) -> int:
