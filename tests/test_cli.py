@@ -254,14 +254,21 @@ def test_cache_show_and_clear(tmp_path, capsys, monkeypatch):
     code, text, _ = run(capsys, 'cache', 'clear', '--dataset', url, '--yes')
     assert code == 0 and not os.path.exists(default_local(url)) and os.path.isdir(os.path.join(root, 'plans'))
     code, text, _ = run(capsys, 'cache', 'clear', '-y')
-    assert code == 0 and sorted(os.listdir(root)) == ['mine', 'state']  # the written dataset's record is kept
-    [kept] = os.listdir(os.path.join(root, 'state'))
+    assert code == 0 and 'datasets' not in os.listdir(root) and 'mine' in os.listdir(root)
     assert 'Kept: the records of 1 local dataset(s) written or read in place' in text
     from streaming_core.reading.cache_record import read_record
-    assert read_record(os.path.join(root, 'state', kept)).local_dir == os.path.realpath(source)
+
+    def left() -> list[str]:  # the files left under the managed directories
+        return sorted(os.path.relpath(os.path.join(d, n), root) for name in ('plans', 'state', 'cache-state')
+                      for d, _, names in os.walk(os.path.join(root, name)) for n in names)
+
+    records = [p for p in left() if p.endswith('record.json')]
+    assert [read_record(os.path.join(root, os.path.dirname(p))).local_dir for p in records] == \
+        [os.path.realpath(source)]  # the written dataset's record is kept
+    assert all(p.endswith('.lock') for p in left() if p not in records)  # and the lock files, nothing else
     shutil.rmtree(source)
     code, text, _ = run(capsys, 'cache', 'clear', '-y')  # its directory gone: nothing left to protect
-    assert code == 0 and sorted(os.listdir(root)) == ['mine']
+    assert code == 0 and all(p.endswith('.lock') for p in left())
 
 
 def test_cache_show_and_clear_of_relative_path_remotes_and_datasets_written_in_place(tmp_path, capsys, monkeypatch):
@@ -351,8 +358,8 @@ def test_a_format_s_unit_word_names_its_units():
 
 def test_cache_clear_keeps_what_a_running_writer_holds_locked(tmp_path, capsys):
     """A writer at work holds a lock file in the state directory: removed, a second writer of the same output would
-    lock a new file of that name and both would write (the clear let it in). ``clear`` keeps held locks, and shows
-    the size of each file it removes."""
+    lock a new file of that name and both would write (the clear let it in). ``clear`` keeps every lock file, and
+    shows the size of each file it removes."""
     from streaming_core.errors import OutputBusyError
     from streaming_mds import MDSWriter
     out = str(tmp_path / 'out')
@@ -363,8 +370,7 @@ def test_cache_clear_keeps_what_a_running_writer_holds_locked(tmp_path, capsys):
                                   'raise SystemExit(main(["cache", "clear", "--yes"]))'],
                                  capture_output=True, text=True, cwd=ROOT)
         assert cleared.returncode == 0, cleared.stderr
-        assert 'Kept: 1 lock file(s) or state directories a running job or writer holds' in cleared.stdout
-        assert '(0 B)' not in cleared.stdout
+        assert 'Kept: the lock files' in cleared.stdout and '(0 B)' not in cleared.stdout
         second = subprocess.run([sys.executable, '-c', 'from streaming_mds import MDSWriter\n'
                                  f'MDSWriter(out={out!r}, columns={{"x": "int"}})'],
                                 capture_output=True, text=True, cwd=ROOT)
@@ -400,3 +406,39 @@ def test_inspect_and_verify_take_the_format_of_a_directory_holding_several(tmp_p
     assert code == 0 and 'OK' in text
     code, _, err = run(capsys, 'index', write_mds(str(tmp_path / 'mds'), 5))
     assert code == 1 and 'has an index.json: it is a dataset with an index already' in err
+
+
+def test_cache_clear_under_a_running_job_keeps_its_locks_and_one_shared_account(tmp_path, capsys):
+    """A job with a ``cache_limit`` reads while the cache is cleared: its lock files keep their inodes (a job started
+    after locks the same files), and its cache-limit account is kept and marked to be recounted from the disk,
+    instead of removed (the running job kept the deleted account and a new job made a second one: together they
+    passed the limit)."""
+    import glob
+
+    import numpy as np
+
+    from streaming_core import StreamingDataset
+    from streaming_core.common.paths import cache_root
+    source = write_mds(str(tmp_path / 'src'), 60, size_limit=1 << 11)
+    url = f'file://{source}'
+    running = StreamingDataset(remote=url, batch_size=4, cache_limit=1 << 20)
+    it = iter(running)
+    for _ in range(10):
+        next(it)
+    root = cache_root()
+    def inodes(pattern: str) -> dict[str, int]:
+        return {p: os.stat(p).st_ino for p in glob.glob(os.path.join(root, pattern), recursive=True)}
+    locks, accounts = inodes('**/*.lock'), inodes('cache-state/*.bin')
+    assert locks and len(accounts) == 1
+    code, text, _ = run(capsys, 'cache', 'clear', '--yes')
+    assert code == 0 and not os.path.exists(os.path.join(root, 'datasets'))
+    assert inodes('**/*.lock') == locks and inodes('cache-state/*.bin') == accounts
+    [account] = accounts
+    assert np.fromfile(account, dtype=np.int64, count=3)[2] == 1  # to be recounted by the next process
+    later = StreamingDataset(remote=url, batch_size=4, cache_limit=1 << 20)
+    on_disk = glob.glob(os.path.join(root, 'datasets', '*', '*'))
+    assert later.cache_usage == sum(os.path.getsize(p) for p in on_disk)  # recounted: the index.json alone
+    assert [os.path.basename(p) for p in on_disk] == ['index.json']
+    assert sorted(s['id'] for s in later) == list(range(60))
+    rest = [s['id'] for s in it]
+    assert len(rest) == 50  # the running job goes on, its shards downloaded again

@@ -33,7 +33,7 @@ from streaming_core.storage.locking import RangeLocks
 #: Seconds a download waits for cache room before a warning says why (the error comes at the cache's timeout).
 WAIT_WARNING_AFTER = 10.0
 
-__all__ = ['CacheState', 'CacheHooks', 'cache_key']
+__all__ = ['CacheState', 'CacheHooks', 'cache_key', 'mark_for_recount']
 
 logger = logging.getLogger('streaming_core.reading.cache_limit')
 
@@ -76,6 +76,22 @@ def cache_key(parts: list[str]) -> str:
         digest.update(part.encode('utf-8'))
         digest.update(b'\0')
     return digest.hexdigest()
+
+
+def mark_for_recount(path: str) -> bool:
+    """Mark the account file ``path`` as mid-update, so the next process that opens it recounts it from the disk
+    (``streaming cache clear`` removed the shards it counts); False when it is not an account. Processes that have it
+    open keep using it: it is the same file for them and for the jobs that start after."""
+    try:
+        with open(path, 'r+b') as handle:
+            header = np.frombuffer(handle.read(8 * _HEADER), dtype=np.int64)
+            if len(header) != _HEADER or header[0] != _MAGIC:
+                return False
+            handle.seek(8 * 2)
+            handle.write(np.int64(1).tobytes())
+    except OSError:
+        return False
+    return True
 
 
 class CacheState:

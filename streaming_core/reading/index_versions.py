@@ -61,8 +61,7 @@ VERIFY_BYTES = 2 << 30
 def _content_matches(path: str, size: Any, hashes: dict[str, str]) -> bool:
     """Whether the local file at ``path`` has ``size`` bytes and the digest ``hashes`` records, by one of its
     algorithms that is installed (the fastest kind first); False when none is, or the file cannot be read."""
-    from streaming_core.reading.remote_watch import HASH_PREFERENCE
-    from streaming_core.storage.hashing import hash_file, is_hash
+    from streaming_core.storage.hashing import HASH_PREFERENCE, hash_file, is_hash
     rank = {name: i for i, name in enumerate(HASH_PREFERENCE)}
     try:
         if os.path.getsize(path) != size:

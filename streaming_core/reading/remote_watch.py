@@ -30,6 +30,7 @@ from typing import Any
 
 from streaming_core.errors import DatasetVersionError
 from streaming_core.reading.cache_record import same_version
+from streaming_core.storage.hashing import HASH_PREFERENCE
 from streaming_core.storage.redact import redact_url
 from streaming_core.storage.url import is_remote
 
@@ -41,9 +42,6 @@ RECHECK_SECONDS = 10.0
 #: Hashes checked on every download when the index records one (the first found), so cheap to compute that the
 #: check costs nothing next to the download.
 FAST_HASHES = ('xxh3_64', 'xxh64', 'xxh3_128', 'xxh128')
-#: The hash checked on a download after the remote index changed: the first of these the index records.
-HASH_PREFERENCE = ('xxh3_64', 'xxh64', 'xxh128', 'xxh3_128', 'md5', 'sha1', 'sha256', 'sha512', 'blake2b',
-                   'sha3_256', 'sha3_512', 'xxh32')
 
 
 def _remote_changed(stream: Any) -> str | None:

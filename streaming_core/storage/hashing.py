@@ -9,7 +9,7 @@ from streaming_core.errors import UnknownNameError
 from streaming_core.machinery.lookup import get_registry
 from streaming_core.machinery.protocols import Hasher
 
-__all__ = ['UnknownHashError', 'get_hash', 'get_hashes', 'is_hash', 'hash_file_data', 'hash_file']
+__all__ = ['UnknownHashError', 'get_hash', 'get_hashes', 'is_hash', 'hash_file_data', 'hash_file', 'HASH_PREFERENCE']
 
 
 class UnknownHashError(UnknownNameError, ValueError):
@@ -47,6 +47,12 @@ def get_hash(name: str) -> Hasher:
 def get_hashes() -> set[str]:
     """Every registered hash name."""
     return set(get_registry('hash').names())
+
+
+#: The order in which a file's recorded hashes are checked, the cheapest first (a download after the remote index
+#: changed, a local copy of unknown provenance): the first of these the index records.
+HASH_PREFERENCE = ('xxh3_64', 'xxh64', 'xxh128', 'xxh3_128', 'md5', 'sha1', 'sha256', 'sha512', 'blake2b',
+                   'sha3_256', 'sha3_512', 'xxh32')
 
 
 def is_hash(name: str) -> bool:

@@ -12,9 +12,12 @@ The cache root is :func:`streaming_core.common.paths.cache_root` (``$STREAMING_C
   ``local``): its lock file and the record of the remote and index version it holds
   (:mod:`streaming_core.reading.cache_record`). ``show`` lists each dataset with the remote it holds.
 
-``clear`` removes only these four directories (or one dataset directory and its state), never anything else under
-the root, and keeps the records of local directories written or read in place (datasets of their own: the record is
-what refuses such a directory as the cache of a remote).
+``clear`` removes the dataset directories and the files of the other three (or one dataset directory and its
+state), never anything else under the root. It keeps the lock files (a running job or writer holds them: removed,
+the next process would lock a new file and the two would not exclude each other), the cache-limit accounts (marked
+to be recounted from the disk, so that running and later jobs share one), and the records of local directories
+written or read in place (datasets of their own: the record is what refuses such a directory as the cache of a
+remote).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = ['add_parser', 'run', 'scan_cache', 'MANAGED']
 
 #: The subdirectories of the cache root that streaming-core manages (and ``clear`` may remove).
 MANAGED = ('datasets', 'plans', 'cache-state', 'state')
+#: How many of the paths ``clear`` removes it lists one by one.
+_SHOWN = 40
 
 
 def add_parser(subparsers: Any) -> None:
@@ -207,17 +212,18 @@ def _show(info: dict[str, Any]) -> None:
 
 
 def _targets(root: str, dataset: str | None) -> list[str]:
+    """What ``clear`` removes: whole dataset directories, and in the other managed directories every file but the
+    lock files (see :func:`_removable`) and the records of datasets of their own."""
     if dataset is None:
         found = []
+        kept = set(_own_datasets(root))
         for name in MANAGED:
             path = os.path.join(root, name)
-            if name in ('state', 'cache-state') and os.path.isdir(path):
-                # Each entry, but the records of datasets of their own and what a running process holds locked.
-                kept = set(_own_datasets(root)) | set(_in_use(path))
-                found += [entry.path for entry in sorted(os.scandir(path), key=lambda e: e.name)
-                          if entry.path not in kept]
-            elif os.path.exists(path):
-                found.append(path)
+            if name == 'datasets':
+                if os.path.isdir(path):
+                    found.append(path)
+            elif name != 'cache-state' and os.path.isdir(path):  # accounts are kept and recounted (_recount)
+                found += [p for p in _removable(path) if not any(p.startswith(k + os.sep) for k in kept)]
         return found
     from streaming_core.common.paths import default_local
     from streaming_core.storage.facade import is_remote
@@ -225,11 +231,35 @@ def _targets(root: str, dataset: str | None) -> list[str]:
     places.append(default_local(dataset.rstrip('/')))  # a remote URL or path (a relative path: from here)
     for path in places:
         if os.path.isdir(path):
-            return [path, *_state_dirs_of(root, path)]
+            return [path, *(p for state in _state_dirs_of(root, path) for p in _removable(state))]
     looked = ' and '.join(places)
     raise FileNotFoundError(f'No cached dataset {dataset!r} (looked for {looked}; a relative path names the '
                             f'remote as seen from the current directory). "streaming cache" lists the cached '
                             f'datasets.')
+
+
+def _removable(directory: str) -> list[str]:
+    """The files under ``directory`` but its lock files (``*.lock``): a running job or writer may hold one (its
+    index, shard and output locks are record locks on these files), and were one removed, the next process would
+    lock a new file of that name and the two would no longer exclude each other. Lock files are empty or a few
+    bytes."""
+    found = []
+    for dirpath, _, names in os.walk(directory):
+        found += [os.path.join(dirpath, name) for name in sorted(names) if not name.endswith('.lock')]
+    return sorted(found)
+
+
+def _recount(root: str) -> int:
+    """Mark every cache-limit account under ``root`` as to be recounted from the disk by the next process that opens
+    it (its datasets were just removed), instead of removing it: a running job keeps sharing it with the jobs that
+    start after. Returns how many were marked."""
+    from streaming_core.reading.cache_limit import mark_for_recount
+    folder = os.path.join(root, 'cache-state')
+    marked = 0
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith('.bin') and mark_for_recount(os.path.join(folder, name)):
+            marked += 1
+    return marked
 
 
 def _state_dirs_of(root: str, path: str) -> list[str]:
@@ -244,42 +274,6 @@ def _state_dirs_of(root: str, path: str) -> list[str]:
             if record is not None and (record.local_dir == real or record.local_dir.startswith(real + os.sep)):
                 found.append(entry.path)
     return found
-
-
-def _in_use(directory: str) -> list[str]:
-    """The entries of ``directory`` holding (or being) a lock file that a running process has locked: a job's
-    stream locks, a writer's output lock, a cache account's lock. Removed, a second process would lock a new file of
-    the same name, and the two would no longer exclude each other."""
-    held: list[str] = []
-    if not os.path.isdir(directory):
-        return held
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if entry.is_dir(follow_symlinks=False):
-            names = [os.path.join(entry.path, n) for n in os.listdir(entry.path) if n.endswith('.lock')]
-        else:
-            names = [entry.path] if entry.name.endswith('.lock') else []
-        if any(_locked(name) for name in names):
-            held.append(entry.path)
-    return held
-
-
-def _locked(path: str) -> bool:
-    """Whether another process holds a POSIX record lock on any byte of ``path`` (asked with ``F_GETLK``, which takes
-    no lock). Where the question cannot be asked (another platform's record layout), the file is taken as locked."""
-    import fcntl
-    import struct
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        layout = '@hhqqi4x'  # struct flock on Linux: type, whence, start, length, pid
-        answer = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
-        return struct.unpack(layout, answer)[0] != fcntl.F_UNLCK
-    except (OSError, struct.error, ValueError):
-        return True
-    finally:
-        os.close(fd)
 
 
 def _own_datasets(root: str) -> list[str]:
@@ -313,35 +307,36 @@ def run(args: argparse.Namespace) -> int:
         else:
             _show(info)
         return 0
+    if getattr(args, 'json', False):
+        raise ValueError('--json prints what "streaming cache" shows; "streaming cache clear" reports in text: leave '
+                         '--json out.')
     paths = _targets(root, args.dataset)
     if not paths:
         print(f'Nothing to clear under {root}.')
         return 0
-    for path in paths:
+    for path in paths[:_SHOWN]:
         print(f'  {path}  ({human_bytes(_size(path))})')
+    if len(paths) > _SHOWN:
+        print(f'  ... and {len(paths) - _SHOWN} more files, {human_bytes(sum(_size(p) for p in paths[_SHOWN:]))}')
     own = _own_datasets(root) if args.dataset is None else []
     if own:
         print(f'Kept: the records of {len(own)} local dataset(s) written or read in place (they refuse those '
               f'directories as the cache of a remote, which would replace their files).')
-    busy = [p for name in ('state', 'cache-state') for p in _in_use(os.path.join(root, name))] \
-        if args.dataset is None else []
-    if busy:
-        print(f'Kept: {len(busy)} lock file(s) or state directories a running job or writer holds (clear again when '
-              f'it has finished).')
+    print('Kept: the lock files (running jobs and writers hold them) and the cache-limit accounts (recounted from '
+          'the disk by the next job).')
     if not args.yes and not _confirm(paths):
         print('Nothing removed.')
         return 1
     freed = 0
     for path in paths:
         freed += _size(path)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
-    if args.dataset is None:
         try:
-            os.rmdir(os.path.join(root, 'state'))  # emptied: no record was kept
-        except OSError:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except FileNotFoundError:  # removed meanwhile (a running job's own cleanup)
             pass
+    _recount(root)
     print(f'Removed {len(paths)} item(s), {human_bytes(freed)}.')
     return 0
