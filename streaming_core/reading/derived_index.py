@@ -189,16 +189,18 @@ def settled_listing(root: str, *, timeout: float = 60.0, retries: int = 2,
     are :data:`~streaming_core.reading.cache_record.COARSE_MARGIN` old: a same-size rewrite within a file's dated
     time lists the same, so a listing taken sooner could be kept for the old bytes while the file holds new ones.
     Once that time has passed, a later rewrite is dated later, and each download's check of the file's size and time
-    sees it. Waits at most :data:`SETTLE_WAIT` seconds in all (a file dated in the future is then taken as it is)."""
+    sees it. Waits at most :data:`SETTLE_WAIT` seconds in all (a file dated in the future is then taken as it is; a
+    server clock more than the margin behind ours dates a fresh file as settled, and a rewrite within its second is
+    then not seen)."""
     deadline = time.monotonic() + SETTLE_WAIT
     while True:
         files = list_source(root, timeout=timeout, retries=retries, options=options)
         if not is_remote(root):  # nanosecond times and the change time: a rewrite always shows
             return files
-        newest = max((coarse_mtime(f'stat:mtime={item.mtime}') or 0.0 for item in files
-                      if not item.etag and item.mtime), default=0.0)
+        dated = (coarse_mtime(f'stat:mtime={item.mtime}') for item in files if not item.etag and item.mtime)
+        newest = max((t for t in dated if t is not None and t != float('inf')), default=0.0)  # unreadable: not dated
         wait = newest + COARSE_MARGIN - time.time()
-        if wait <= 0 or wait == float('inf') or time.monotonic() + wait > deadline:
+        if wait <= 0 or time.monotonic() + wait > deadline:
             return files
         logger.debug('waiting %.1f s for files of %s written just now (dated without an etag)', wait,
                      redact_url(root))
@@ -353,8 +355,9 @@ def choose_builder(fmt: str | None, files: Sequence[SourceFile], where: str,
                                     f'--split {splits[0]} (streaming inspect, verify).')
         if any(item.name == 'index.json' for item in files):  # an index.json beside: the caller did not read it
             raise DerivedIndexError(f'{where} has an index.json: it is a dataset with an index already (read it, or '
-                                    f'inspect it with streaming inspect); only a directory of files that index '
-                                    f'themselves (Parquet, WebDataset) is indexed from its files.')
+                                    f'inspect it with streaming inspect; if a writer just committed it, construct '
+                                    f'again); only a directory of files that index themselves (Parquet, '
+                                    f'WebDataset) is indexed from its files.')
         raise DerivedIndexError(f'{where} has no index.json and none of its {len(files)} file(s) ({_summary(files)}) '
                                 f'is of a format that indexes itself (installed index builders: {installed}). Write '
                                 f'an index.json (streaming convert), or install the plugin of the format and pass '
