@@ -39,6 +39,7 @@ logger = logging.getLogger('streaming_core.reading.cache_limit')
 
 _MAGIC = 0x5343434143484531  # 'SCCACHE1'
 _HEADER = 4  # magic, num_shards, dirty, the last time (ns) a process waiting for room for a while tried again
+_DIRTY = 2  # the header's slot: nonzero while an update is under way (a process killed then: recounted)
 #: A process waiting this long for room tells the node (idle readers then give up their pins: see ``short_of_room``).
 SHORT_OF_ROOM_AFTER = 1.0
 #: The node-wide mark of that wait (its modification time), beside the cache accounts, whatever the waiter's account.
@@ -87,7 +88,7 @@ def mark_for_recount(path: str) -> bool:
             header = np.frombuffer(handle.read(8 * _HEADER), dtype=np.int64)
             if len(header) != _HEADER or header[0] != _MAGIC:
                 return False
-            handle.seek(8 * 2)
+            handle.seek(8 * _DIRTY)
             handle.write(np.int64(1).tobytes())
     except OSError:
         return False
@@ -132,7 +133,7 @@ class CacheState:
             self.present = self._map[_HEADER:_HEADER + n]
             self.reserved = self._map[_HEADER + n:_HEADER + 2 * n]
             self.access = self._map[_HEADER + 2 * n:]
-            if fresh or self._header[0] != _MAGIC or self._header[1] != n or self._header[2]:
+            if fresh or self._header[0] != _MAGIC or self._header[1] != n or self._header[_DIRTY]:
                 self._rebuild()
         finally:
             self._release()
@@ -145,7 +146,7 @@ class CacheState:
 
     def _rebuild(self) -> None:
         """Recompute what is present from the files on disk (after a crash, or on first use)."""
-        self._header[2] = 1
+        self._header[_DIRTY] = 1
         for shard in range(self.num_shards):
             self.present[shard] = self.hooks.scan(shard)
         self.reserved[:] = 0
@@ -153,7 +154,7 @@ class CacheState:
         self.access[:] = np.where(self.present > 0, now, 0)
         self._header[0] = _MAGIC
         self._header[1] = self.num_shards
-        self._header[2] = 0
+        self._header[_DIRTY] = 0
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -200,11 +201,11 @@ class CacheState:
         self._acquire()
         try:
             if self.present[shard] <= 0 and self.reserved[shard] <= 0:
-                self._header[2] = 1  # mid-update: a process killed here leaves the account to be recounted
+                self._header[_DIRTY] = 1  # mid-update: a process killed here leaves the account to be recounted
                 self.present[shard] = self.hooks.scan(shard)
                 if self.usage > self.limit:
                     self._evict_for(shard, int(self.present[shard]))
-                self._header[2] = 0
+                self._header[_DIRTY] = 0
         finally:
             self._release()
 
@@ -227,9 +228,9 @@ class CacheState:
         while True:
             self._acquire()
             try:
-                self._header[2] = 1
+                self._header[_DIRTY] = 1
                 done = self._try_reserve(shard, int(size))
-                self._header[2] = 0
+                self._header[_DIRTY] = 0
             finally:
                 self._release()
             if done:
