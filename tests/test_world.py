@@ -111,3 +111,18 @@ def test_layout_attributes(tmp_path):
     walk = ids_of(dataset)
     assert sorted(walk) == sorted(list(range(30)) + 2 * list(range(100, 110)))
     dataset.prepare_shard(0)
+
+
+@pytest.mark.parametrize(('ranks', 'workers', 'batch', 'planned'), [(16, 1, 1, 1008), (3, 2, 4, 1002), (8, 1, 1, 1000)])
+def test_ranks_that_do_not_divide_the_epoch_read_a_few_samples_twice(tmp_path, ranks, workers, batch, planned):
+    """What docs/guide/distributed.md says: 1,000 samples on 16 ranks plan 1,008 (8 twice), on 3 ranks 1,002, on 8
+    none twice; an epoch_size that is a multiple of the ranks plans no sample twice."""
+    data = write_mds(str(tmp_path / 'data'), 1000)
+    world = World(rank=0, world_size=ranks, local_world_size=min(ranks, 8), workers_per_rank=workers)
+    plan = StreamingDataset(local=data, batch_size=batch, shuffle=True).get_plan(world, epoch=0)
+    ids = plan[plan >= 0]
+    assert len(ids) == planned and len(np.unique(ids)) == 1000
+    even = 1000 // ranks * ranks
+    plan = StreamingDataset(local=data, batch_size=batch, shuffle=True, epoch_size=even).get_plan(world, epoch=0)
+    ids = plan[plan >= 0]
+    assert len(ids) == even == len(np.unique(ids))
